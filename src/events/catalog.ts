@@ -1,0 +1,182 @@
+/**
+ * The event catalogue: one zod schema per event type, each with a schema version.
+ * Events are never rewritten; a changed payload gets a new version and an upcaster here.
+ */
+import { z } from 'zod';
+import { ValidationError } from './errors.js';
+
+const isoInstant = z.string().datetime({ offset: true });
+
+export const scheduleSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('every'), everyMs: z.number().int().positive(), anchorAt: isoInstant }).strict(),
+  z.object({ kind: z.literal('cron'), expr: z.string().min(1), tz: z.string().min(1) }).strict(),
+  z.object({ kind: z.literal('at'), at: isoInstant }).strict(),
+  z.object({ kind: z.literal('manual') }).strict(),
+]);
+export type Schedule = z.infer<typeof scheduleSchema>;
+
+export const commandTargetSchema = z
+  .object({
+    kind: z.literal('command'),
+    /** With `shell: true` a shell command line; otherwise the executable. */
+    command: z.string().min(1),
+    args: z.array(z.string()),
+    shell: z.boolean(),
+    cwd: z.string().nullable(),
+    env: z.record(z.string(), z.string()),
+  })
+  .strict();
+export const targetSchema = z.discriminatedUnion('kind', [commandTargetSchema]);
+export type Target = z.infer<typeof targetSchema>;
+export type CommandTarget = z.infer<typeof commandTargetSchema>;
+
+export const loopPoliciesSchema = z
+  .object({
+    /** Hard timeout per run in ms, null for none. */
+    timeoutMs: z.number().int().positive().nullable(),
+    /** Grace period between SIGTERM and SIGKILL in ms. */
+    killGraceMs: z.number().int().nonnegative(),
+  })
+  .strict();
+export type LoopPolicies = z.infer<typeof loopPoliciesSchema>;
+
+const reason = z.string().nullable();
+
+export const eventSchemas = {
+  // ── loop stream: loop:<id> ──────────────────────────────────────────────
+  'loop.created': {
+    v: 1,
+    schema: z
+      .object({
+        loopId: z.string().min(1),
+        name: z.string().min(1),
+        description: z.string().nullable(),
+        schedule: scheduleSchema,
+        target: targetSchema,
+        policies: loopPoliciesSchema,
+        nextRunAt: isoInstant.nullable(),
+      })
+      .strict(),
+  },
+  'loop.paused': { v: 1, schema: z.object({ reason }).strict() },
+  'loop.resumed': { v: 1, schema: z.object({ reason, nextRunAt: isoInstant.nullable() }).strict() },
+  'loop.stopped': { v: 1, schema: z.object({ reason }).strict() },
+  'loop.archived': { v: 1, schema: z.object({ reason }).strict() },
+  'loop.removed': { v: 1, schema: z.object({ reason }).strict() },
+
+  // ── run stream: run:<id> ────────────────────────────────────────────────
+  'run.claimed': {
+    v: 1,
+    schema: z
+      .object({
+        runId: z.string().min(1),
+        loopId: z.string().min(1),
+        loopName: z.string().min(1),
+        /** Slot id: the scheduled instant, or `manual:<runId>` for ad-hoc runs. */
+        slot: z.string().min(1),
+        scheduledFor: isoInstant,
+        attempt: z.number().int().positive(),
+        trigger: z.enum(['manual', 'schedule']),
+        target: targetSchema,
+        policies: loopPoliciesSchema,
+        runnerId: z.string().min(1),
+        leaseToken: z.number().int().nonnegative(),
+      })
+      .strict(),
+  },
+  'process.spawn_requested': {
+    v: 1,
+    schema: z
+      .object({
+        command: z.string(),
+        args: z.array(z.string()),
+        shell: z.boolean(),
+        cwd: z.string().nullable(),
+        /** Names only: values may be secrets and are not logged. */
+        envKeys: z.array(z.string()),
+        /** Absolute deadline for the hard timeout, null for none. */
+        timeoutAt: isoInstant.nullable(),
+      })
+      .strict(),
+  },
+  'process.spawned': {
+    v: 1,
+    schema: z
+      .object({
+        pid: z.number().int().positive(),
+        pgid: z.number().int().positive(),
+        /** Process start time as the OS reports it (Linux: clock ticks since boot), for identity checks. */
+        startTime: z.string().nullable(),
+        bootId: z.string().nullable(),
+      })
+      .strict(),
+  },
+  'process.spawn_failed': {
+    v: 1,
+    schema: z.object({ error: z.string(), code: z.string().nullable() }).strict(),
+  },
+  'run.cancel_requested': { v: 1, schema: z.object({ reason }).strict() },
+  'process.exited': {
+    v: 1,
+    schema: z
+      .object({
+        exitCode: z.number().int().nullable(),
+        signal: z.string().nullable(),
+        timedOut: z.boolean(),
+        cancelled: z.boolean(),
+        /** Tail of stdout (UTF-8, at most the configured number of bytes). */
+        stdout: z.string(),
+        stderr: z.string(),
+        stdoutBytes: z.number().int().nonnegative(),
+        stderrBytes: z.number().int().nonnegative(),
+        durationMs: z.number().int().nonnegative(),
+        error: z.string().nullable(),
+      })
+      .strict(),
+  },
+  'run.abandoned': { v: 1, schema: z.object({ reason: z.string() }).strict() },
+} as const;
+
+export type EventType = keyof typeof eventSchemas;
+export type EventData<T extends EventType> = z.infer<(typeof eventSchemas)[T]['schema']>;
+export type EventOf<T extends EventType> = { type: T; at: string; data: EventData<T> };
+export type AnyEventData = { [K in EventType]: EventOf<K> }[EventType];
+
+export function isEventType(type: string): type is EventType {
+  return Object.prototype.hasOwnProperty.call(eventSchemas, type);
+}
+
+export function schemaVersion(type: string): number {
+  if (!isEventType(type)) throw new ValidationError(`unknown event type ${JSON.stringify(type)}`);
+  return eventSchemas[type].v;
+}
+
+/** Validates an event payload against its schema; the error names each bad field. */
+export function validateEventData(type: string, data: unknown): unknown {
+  if (!isEventType(type)) throw new ValidationError(`unknown event type ${JSON.stringify(type)}`);
+  const result = eventSchemas[type].schema.safeParse(data);
+  if (!result.success) {
+    const issues = result.error.issues
+      .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+      .join('; ');
+    throw new ValidationError(`invalid ${type} event: ${issues}`);
+  }
+  return result.data;
+}
+
+/**
+ * Upcasters turn an older stored payload into the current shape, keyed by `type@v`.
+ * None yet: every type is at version 1.
+ */
+const upcasters: Record<string, (data: unknown) => unknown> = {};
+
+export function upcast(type: string, v: number, data: unknown): unknown {
+  let current = data;
+  let version = v;
+  for (;;) {
+    const step = upcasters[`${type}@${version}`];
+    if (!step) return current;
+    current = step(current);
+    version += 1;
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * Opening the SQLite database that holds the log: file permissions, pragmas, the numbered
+ * migrations of the log's own tables (the single DDL source for them), and the log format check.
+ * Deliberately light (no zod, no rxjs) so read-only CLI commands start fast.
+ */
+import Database from 'better-sqlite3';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { BusyError, FormatVersionError, LoopsError } from './errors.js';
+
+export type Db = Database.Database;
+
+/** The log format this build writes. A database with a higher number is refused. */
+export const LOG_FORMAT_VERSION = 1;
+
+/** Numbered migrations for the log's own tables; index i migrates format i to i+1. */
+const migrations: ReadonlyArray<string> = [
+  `
+  CREATE TABLE events (
+    position  INTEGER PRIMARY KEY AUTOINCREMENT,
+    stream_id TEXT    NOT NULL,
+    version   INTEGER NOT NULL,
+    type      TEXT    NOT NULL,
+    v         INTEGER NOT NULL,
+    data      TEXT    NOT NULL,
+    meta      TEXT    NOT NULL,
+    at        TEXT    NOT NULL,
+    state     TEXT,
+    UNIQUE (stream_id, version)
+  );
+  CREATE INDEX events_type ON events (type);
+  CREATE TABLE streams (
+    stream_id       TEXT PRIMARY KEY,
+    kind            TEXT    NOT NULL,
+    version         INTEGER NOT NULL,
+    machine_id      TEXT,
+    machine_version INTEGER,
+    created_at      TEXT    NOT NULL,
+    updated_at      TEXT    NOT NULL
+  );
+  CREATE INDEX streams_kind ON streams (kind);
+  -- Projection bookkeeping: which version of each projection built its tables.
+  CREATE TABLE projections (
+    name    TEXT PRIMARY KEY,
+    version INTEGER NOT NULL
+  );
+  -- Operational, not a projection (documented exception): leases with fencing tokens.
+  CREATE TABLE leases (
+    name       TEXT PRIMARY KEY,
+    holder     TEXT    NOT NULL,
+    token      INTEGER NOT NULL,
+    expires_at TEXT    NOT NULL
+  );
+  `,
+];
+
+export interface OpenOptions {
+  /** Open read-only: no migrations, no file creation. */
+  readonly?: boolean;
+  /** `busy_timeout` in ms (default 5000). */
+  busyTimeoutMs?: number;
+}
+
+/** Opens (creating when needed) the database at `file`, with a 0700 directory and 0600 files. */
+export function openDatabase(file: string, options: OpenOptions = {}): Db {
+  const memory = file === ':memory:';
+  if (!memory) {
+    const dir = dirname(file);
+    if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+    if (!existsSync(file)) {
+      // Create the file ourselves so it is 0600 from the first byte.
+      closeSync(openSync(file, 'a', 0o600));
+    }
+  }
+  let db: Db;
+  try {
+    db = new Database(file, { fileMustExist: !memory });
+  } catch (error) {
+    throw new LoopsError('internal', `cannot open database ${file}: ${(error as Error).message}`, {
+      cause: error,
+      hint: 'check that the data directory is readable and writable (LOOPS_DATA_DIR)',
+    });
+  }
+  db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+  if (!memory) {
+    db.pragma('journal_mode = WAL');
+    for (const suffix of ['-wal', '-shm']) {
+      if (existsSync(file + suffix)) chmodSync(file + suffix, 0o600);
+    }
+  }
+  // better-sqlite3 leaves WAL at NORMAL, which can lose the last commits on power loss.
+  db.pragma('synchronous = FULL');
+  db.pragma('foreign_keys = ON');
+  migrate(db, file);
+  return db;
+}
+
+function migrate(db: Db, file: string): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  if (current > LOG_FORMAT_VERSION) {
+    db.close();
+    throw new FormatVersionError(
+      `database ${file} uses log format ${current}, but this loops understands only up to ${LOG_FORMAT_VERSION}`,
+      { hint: 'upgrade loops (npm i -g loops@latest) or point LOOPS_DATA_DIR at another directory' },
+    );
+  }
+  if (current === LOG_FORMAT_VERSION) return;
+  try {
+    db.transaction(() => {
+      // Re-read inside the write lock: another process may have migrated meanwhile.
+      const inside = db.pragma('user_version', { simple: true }) as number;
+      for (let i = inside; i < LOG_FORMAT_VERSION; i++) {
+        db.exec(migrations[i]!);
+      }
+      db.pragma(`user_version = ${LOG_FORMAT_VERSION}`);
+    }).immediate();
+  } catch (error) {
+    if ((error as { code?: string }).code === 'SQLITE_BUSY') {
+      throw new BusyError(`database ${file} is busy`, { cause: error, hint: 'retry in a moment' });
+    }
+    throw error;
+  }
+}

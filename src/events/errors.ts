@@ -1,0 +1,140 @@
+/**
+ * The error taxonomy of loops. Every error a user can see is a `LoopsError` with a stable `code`,
+ * a one-line message, and a `hint` saying how to fix it. The CLI maps `code` to an exit code.
+ */
+export type LoopsErrorCode =
+  | 'usage'
+  | 'validation'
+  | 'not_found'
+  | 'ambiguous'
+  | 'already_exists'
+  | 'conflict'
+  | 'invalid_transition'
+  | 'lease_lost'
+  | 'busy'
+  | 'format_version'
+  | 'determinism'
+  | 'internal';
+
+export interface LoopsErrorOptions {
+  hint?: string | undefined;
+  cause?: unknown;
+  retryable?: boolean;
+  details?: Record<string, unknown>;
+}
+
+export class LoopsError extends Error {
+  readonly code: LoopsErrorCode;
+  readonly hint: string | undefined;
+  readonly retryable: boolean;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: LoopsErrorCode, message: string, options: LoopsErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'LoopsError';
+    this.code = code;
+    this.hint = options.hint;
+    this.retryable = options.retryable ?? false;
+    this.details = options.details;
+  }
+}
+
+/** Bad flags, bad arguments, bad values: the user can fix the command line. */
+export class UsageError extends LoopsError {
+  constructor(message: string, options: LoopsErrorOptions = {}) {
+    super('usage', message, options);
+    this.name = 'UsageError';
+  }
+}
+
+/** Input that parsed but is not valid (a field, a duration, a cron expression, a directory). */
+export class ValidationError extends LoopsError {
+  constructor(message: string, options: LoopsErrorOptions = {}) {
+    super('validation', message, options);
+    this.name = 'ValidationError';
+  }
+}
+
+export class NotFoundError extends LoopsError {
+  constructor(message: string, options: LoopsErrorOptions = {}) {
+    super('not_found', message, options);
+    this.name = 'NotFoundError';
+  }
+}
+
+export class AmbiguousError extends LoopsError {
+  constructor(message: string, options: LoopsErrorOptions = {}) {
+    super('ambiguous', message, options);
+    this.name = 'AmbiguousError';
+  }
+}
+
+export class AlreadyExistsError extends LoopsError {
+  constructor(message: string, options: LoopsErrorOptions = {}) {
+    super('already_exists', message, options);
+    this.name = 'AlreadyExistsError';
+  }
+}
+
+/** An append whose expected stream version is stale: someone else appended first. */
+export class ConcurrencyConflictError extends LoopsError {
+  readonly streamId: string;
+  readonly expectedVersion: number;
+  readonly actualVersion: number;
+  constructor(streamId: string, expectedVersion: number, actualVersion: number) {
+    super(
+      'conflict',
+      `stream ${streamId} is at version ${actualVersion}, expected ${expectedVersion}: another writer appended first`,
+      { retryable: true, hint: 'reload the stream and retry the command' },
+    );
+    this.name = 'ConcurrencyConflictError';
+    this.streamId = streamId;
+    this.expectedVersion = expectedVersion;
+    this.actualVersion = actualVersion;
+  }
+}
+
+/** The machine does not accept this event in its current state (e.g. pausing a paused loop). */
+export class InvalidTransitionError extends LoopsError {
+  constructor(message: string, options: LoopsErrorOptions = {}) {
+    super('invalid_transition', message, options);
+    this.name = 'InvalidTransitionError';
+  }
+}
+
+/** A runner tried to record an outcome for a run whose lease it no longer holds. */
+export class LeaseLostError extends LoopsError {
+  constructor(message: string, options: LoopsErrorOptions = {}) {
+    super('lease_lost', message, options);
+    this.name = 'LeaseLostError';
+  }
+}
+
+export class BusyError extends LoopsError {
+  constructor(message: string, options: LoopsErrorOptions = {}) {
+    super('busy', message, { retryable: true, ...options });
+    this.name = 'BusyError';
+  }
+}
+
+/** The database was written by a newer loops whose log format this version cannot read. */
+export class FormatVersionError extends LoopsError {
+  constructor(message: string, options: LoopsErrorOptions = {}) {
+    super('format_version', message, options);
+    this.name = 'FormatVersionError';
+  }
+}
+
+/** Replaying the log through the machine disagrees with the states recorded in the log. */
+export class DeterminismError extends LoopsError {
+  readonly version: number;
+  constructor(message: string, version: number, options: LoopsErrorOptions = {}) {
+    super('determinism', message, options);
+    this.name = 'DeterminismError';
+    this.version = version;
+  }
+}
+
+export function isLoopsError(error: unknown): error is LoopsError {
+  return error instanceof LoopsError;
+}

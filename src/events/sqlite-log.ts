@@ -1,0 +1,251 @@
+/**
+ * The better-sqlite3 implementation of `EventLog`.
+ *
+ * Append = one synchronous `BEGIN IMMEDIATE` transaction: compare-and-set the stream version,
+ * insert the events, run every inline projection, commit. Only after the commit are the events
+ * published on `events$`.
+ */
+import { Subject } from 'rxjs';
+import type { Statement } from 'better-sqlite3';
+import type { Db } from './db.js';
+import { schemaVersion, upcast, validateEventData } from './catalog.js';
+import { BusyError, ConcurrencyConflictError, ValidationError } from './errors.js';
+import type {
+  AppendOptions,
+  AppendResult,
+  EventLog,
+  EventMeta,
+  InlineHandler,
+  Json,
+  NewEvent,
+  ReadAllOptions,
+  StoredEvent,
+  StreamInfo,
+} from './types.js';
+
+interface EventRow {
+  position: number;
+  stream_id: string;
+  version: number;
+  type: string;
+  v: number;
+  data: string;
+  meta: string;
+  at: string;
+  state: string | null;
+}
+
+interface StreamRow {
+  stream_id: string;
+  kind: string;
+  version: number;
+  machine_id: string | null;
+  machine_version: number | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export function rowToEvent(row: EventRow): StoredEvent {
+  return {
+    position: row.position,
+    streamId: row.stream_id,
+    version: row.version,
+    type: row.type,
+    v: row.v,
+    data: upcast(row.type, row.v, JSON.parse(row.data)),
+    meta: JSON.parse(row.meta) as EventMeta,
+    at: row.at,
+    state: row.state === null ? null : (JSON.parse(row.state) as Json),
+  };
+}
+
+export interface SqliteEventLogOptions {
+  /** Inline projections, run inside the append transaction for every appended event. */
+  handlers?: ReadonlyArray<InlineHandler>;
+  /** Validate payloads against the catalogue before appending (default true). */
+  validate?: boolean;
+}
+
+export class SqliteEventLog implements EventLog {
+  readonly db: Db;
+  private readonly handlers: ReadonlyArray<InlineHandler>;
+  private readonly validate: boolean;
+  private readonly subject = new Subject<StoredEvent>();
+  readonly events$ = this.subject.asObservable();
+  private readonly statements = new Map<string, Statement>();
+
+  private readonly selectStream;
+  private readonly insertStream;
+  private readonly bumpStream;
+  private readonly insertEvent;
+  private readonly selectStreamEvents;
+  private readonly selectAll;
+  private readonly selectHead;
+
+  constructor(db: Db, options: SqliteEventLogOptions = {}) {
+    this.db = db;
+    this.handlers = options.handlers ?? [];
+    this.validate = options.validate ?? true;
+    this.selectStream = db.prepare<[string], StreamRow>('SELECT * FROM streams WHERE stream_id = ?');
+    this.insertStream = db.prepare(
+      `INSERT INTO streams (stream_id, kind, version, machine_id, machine_version, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    );
+    this.bumpStream = db.prepare(
+      'UPDATE streams SET version = ?, updated_at = ? WHERE stream_id = ? AND version = ?',
+    );
+    this.insertEvent = db.prepare(
+      `INSERT INTO events (stream_id, version, type, v, data, meta, at, state)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    this.selectStreamEvents = db.prepare<[string, number], EventRow>(
+      'SELECT * FROM events WHERE stream_id = ? AND version >= ? ORDER BY version',
+    );
+    this.selectAll = db.prepare<[number, number], EventRow>(
+      'SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?',
+    );
+    this.selectHead = db.prepare<[], { head: number | null }>(
+      "SELECT seq AS head FROM sqlite_sequence WHERE name = 'events'",
+    );
+  }
+
+  append(streamId: string, events: NewEvent[], options: AppendOptions): AppendResult {
+    if (events.length === 0) throw new ValidationError(`nothing to append to ${streamId}`);
+    const prepared = events.map((event) => ({
+      type: event.type,
+      v: schemaVersion(event.type),
+      data: this.validate ? validateEventData(event.type, event.data) : event.data,
+      meta: event.meta ?? {},
+      at: event.at,
+      state: event.state === undefined ? null : event.state,
+    }));
+    const run = this.db.transaction((): AppendResult => {
+      options.precondition?.();
+      const stream = this.selectStream.get(streamId);
+      const actual = stream?.version ?? 0;
+      if (actual !== options.expectedVersion) {
+        throw new ConcurrencyConflictError(streamId, options.expectedVersion, actual);
+      }
+      const last = prepared[prepared.length - 1]!;
+      const nextVersion = actual + prepared.length;
+      if (!stream) {
+        if (!options.kind) throw new ValidationError(`creating stream ${streamId} needs a kind`);
+        this.insertStream.run(
+          streamId,
+          options.kind,
+          nextVersion,
+          options.machine?.id ?? null,
+          options.machine?.version ?? null,
+          prepared[0]!.at,
+          last.at,
+        );
+      } else if (this.bumpStream.run(nextVersion, last.at, streamId, actual).changes !== 1) {
+        throw new ConcurrencyConflictError(streamId, options.expectedVersion, actual);
+      }
+      const stored: StoredEvent[] = [];
+      let version = actual;
+      for (const event of prepared) {
+        version += 1;
+        const info = this.insertEvent.run(
+          streamId,
+          version,
+          event.type,
+          event.v,
+          JSON.stringify(event.data),
+          JSON.stringify(event.meta),
+          event.at,
+          event.state === null ? null : JSON.stringify(event.state),
+        );
+        const storedEvent: StoredEvent = {
+          position: Number(info.lastInsertRowid),
+          streamId,
+          version,
+          type: event.type,
+          v: event.v,
+          data: event.data,
+          meta: event.meta,
+          at: event.at,
+          state: event.state,
+        };
+        this.applyHandlers(storedEvent);
+        stored.push(storedEvent);
+      }
+      return { streamId, version, position: stored[stored.length - 1]!.position, events: stored };
+    });
+    let result: AppendResult;
+    try {
+      result = run.immediate();
+    } catch (error) {
+      if ((error as { code?: string }).code === 'SQLITE_BUSY') {
+        throw new BusyError('the database is busy (another loops process holds the write lock)', {
+          cause: error,
+          hint: 'retry in a moment',
+        });
+      }
+      if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && /events/.test(String(error))) {
+        const actual = this.selectStream.get(streamId)?.version ?? 0;
+        throw new ConcurrencyConflictError(streamId, options.expectedVersion, actual);
+      }
+      throw error;
+    }
+    for (const event of result.events) this.subject.next(event);
+    return result;
+  }
+
+  /** Runs the inline projections for one event (inside the caller's transaction). */
+  applyHandlers(event: StoredEvent): void {
+    for (const handler of this.handlers) {
+      for (const statement of handler(event)) {
+        let prepared = this.statements.get(statement.sql);
+        if (!prepared) {
+          prepared = this.db.prepare(statement.sql);
+          this.statements.set(statement.sql, prepared);
+        }
+        prepared.run(...statement.params);
+      }
+    }
+  }
+
+  readStream(streamId: string, fromVersion = 1): StoredEvent[] {
+    return this.selectStreamEvents.all(streamId, fromVersion).map(rowToEvent);
+  }
+
+  readAll(options: ReadAllOptions = {}): StoredEvent[] {
+    return this.selectAll
+      .all(options.fromPosition ?? 0, options.limit ?? Number.MAX_SAFE_INTEGER)
+      .map(rowToEvent);
+  }
+
+  *iterateAll(fromPosition = 0, batch = 1000): Generator<StoredEvent> {
+    let position = fromPosition;
+    for (;;) {
+      const rows = this.selectAll.all(position, batch);
+      for (const row of rows) yield rowToEvent(row);
+      if (rows.length < batch) return;
+      position = rows[rows.length - 1]!.position;
+    }
+  }
+
+  streamInfo(streamId: string): StreamInfo | undefined {
+    const row = this.selectStream.get(streamId);
+    if (!row) return undefined;
+    return {
+      streamId: row.stream_id,
+      kind: row.kind,
+      version: row.version,
+      machineId: row.machine_id,
+      machineVersion: row.machine_version,
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+    };
+  }
+
+  headPosition(): number {
+    return this.selectHead.get()?.head ?? 0;
+  }
+
+  /** Completes `events$`; the database handle is owned by the caller. */
+  close(): void {
+    this.subject.complete();
+  }
+}

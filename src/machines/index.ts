@@ -1,0 +1,5 @@
+export * from './events.js';
+export * from './loop.js';
+export * from './run.js';
+export * from './registry.js';
+export * from './fold.js';

@@ -1,0 +1,149 @@
+/**
+ * The loop machine: one actor per loop definition, stream `loop:<id>`.
+ *
+ * new ──loop.created──► active ⇄ paused
+ *                          │  ╲     │
+ *                          ▼   ╲    ▼
+ *                       stopped ─► archived ─► removed (final)
+ *
+ * Pure: time and the next due time arrive in event payloads; effects leave as named actions
+ * (`scheduleChanged`) that the runtime binds.
+ */
+import { assign, setup } from 'xstate';
+import type { LoopPolicies, Schedule, Target } from '../events/catalog.js';
+import type { MachineEvent } from './events.js';
+
+export const LOOP_MACHINE_ID = 'loops.loop';
+export const LOOP_MACHINE_VERSION = 1;
+
+export interface LoopContext {
+  loopId: string | null;
+  name: string | null;
+  description: string | null;
+  schedule: Schedule | null;
+  target: Target | null;
+  policies: LoopPolicies | null;
+  /** Next due time (ISO UTC), null when the loop will not fire by itself. */
+  nextRunAt: string | null;
+  /** Reason given with the last pause / stop / archive / remove. */
+  reason: string | null;
+  createdAt: string | null;
+  updatedAt: string | null;
+}
+
+export type LoopEvent = MachineEvent<
+  'loop.created' | 'loop.paused' | 'loop.resumed' | 'loop.stopped' | 'loop.archived' | 'loop.removed'
+>;
+
+export const loopMachine = setup({
+  types: {
+    context: {} as LoopContext,
+    events: {} as LoopEvent,
+  },
+  actions: {
+    applyResume: assign(({ event }) => {
+      if (event.type !== 'loop.resumed') return {};
+      return { reason: event.data.reason, nextRunAt: event.data.nextRunAt, updatedAt: event.at };
+    }),
+    /** The loop's due time changed (or it stopped being due): the scheduler re-arms. Runtime-bound. */
+    scheduleChanged: (_args, _params: { loopId: string | null; nextRunAt: string | null }) => {},
+  },
+}).createMachine({
+  id: LOOP_MACHINE_ID,
+  initial: 'new',
+  context: {
+    loopId: null,
+    name: null,
+    description: null,
+    schedule: null,
+    target: null,
+    policies: null,
+    nextRunAt: null,
+    reason: null,
+    createdAt: null,
+    updatedAt: null,
+  },
+  states: {
+    new: {
+      on: {
+        'loop.created': {
+          target: 'active',
+          actions: assign(({ event }) => ({
+            loopId: event.data.loopId,
+            name: event.data.name,
+            description: event.data.description,
+            schedule: event.data.schedule,
+            target: event.data.target,
+            policies: event.data.policies,
+            nextRunAt: event.data.nextRunAt,
+            createdAt: event.at,
+            updatedAt: event.at,
+          })),
+        },
+      },
+    },
+    active: {
+      entry: {
+        type: 'scheduleChanged',
+        params: ({ context }) => ({ loopId: context.loopId, nextRunAt: context.nextRunAt }),
+      },
+      on: {
+        'loop.paused': {
+          target: 'paused',
+          actions: assign(({ event }) => ({ reason: event.data.reason, nextRunAt: null, updatedAt: event.at })),
+        },
+        'loop.stopped': { target: 'stopped' },
+        'loop.archived': { target: 'archived' },
+        'loop.removed': { target: 'removed' },
+      },
+    },
+    paused: {
+      entry: { type: 'scheduleChanged', params: ({ context }) => ({ loopId: context.loopId, nextRunAt: null }) },
+      on: {
+        'loop.resumed': { target: 'active', actions: 'applyResume' },
+        'loop.stopped': { target: 'stopped' },
+        'loop.archived': { target: 'archived' },
+        'loop.removed': { target: 'removed' },
+      },
+    },
+    stopped: {
+      entry: [
+        assign(({ event }) => ({
+          reason: 'reason' in event.data ? event.data.reason : null,
+          nextRunAt: null,
+          updatedAt: event.at,
+        })),
+        { type: 'scheduleChanged', params: ({ context }) => ({ loopId: context.loopId, nextRunAt: null }) },
+      ],
+      on: {
+        'loop.resumed': { target: 'active', actions: 'applyResume' },
+        'loop.archived': { target: 'archived' },
+        'loop.removed': { target: 'removed' },
+      },
+    },
+    archived: {
+      entry: [
+        assign(({ event }) => ({
+          reason: 'reason' in event.data ? event.data.reason : null,
+          nextRunAt: null,
+          updatedAt: event.at,
+        })),
+        { type: 'scheduleChanged', params: ({ context }) => ({ loopId: context.loopId, nextRunAt: null }) },
+      ],
+      on: {
+        'loop.removed': { target: 'removed' },
+      },
+    },
+    removed: {
+      type: 'final',
+      entry: [
+        assign(({ event }) => ({
+          reason: 'reason' in event.data ? event.data.reason : null,
+          nextRunAt: null,
+          updatedAt: event.at,
+        })),
+        { type: 'scheduleChanged', params: ({ context }) => ({ loopId: context.loopId, nextRunAt: null }) },
+      ],
+    },
+  },
+});

@@ -1,0 +1,27 @@
+/**
+ * Every machine version that ever wrote a stream, so an old run replays on the machine that
+ * wrote it. Bump a machine's version when a change would alter recorded history, and keep the
+ * old definition here.
+ */
+import type { AnyStateMachine } from 'xstate';
+import { LOOP_MACHINE_ID, LOOP_MACHINE_VERSION, loopMachine } from './loop.js';
+import { RUN_MACHINE_ID, RUN_MACHINE_VERSION, runMachine } from './run.js';
+
+export interface MachineRef {
+  id: string;
+  version: number;
+}
+
+const machines = new Map<string, AnyStateMachine>([
+  [`${LOOP_MACHINE_ID}@${LOOP_MACHINE_VERSION}`, loopMachine],
+  [`${RUN_MACHINE_ID}@${RUN_MACHINE_VERSION}`, runMachine],
+]);
+
+export const currentMachines = {
+  loop: { id: LOOP_MACHINE_ID, version: LOOP_MACHINE_VERSION },
+  run: { id: RUN_MACHINE_ID, version: RUN_MACHINE_VERSION },
+} as const satisfies Record<string, MachineRef>;
+
+export function getMachine(ref: MachineRef): AnyStateMachine | undefined {
+  return machines.get(`${ref.id}@${ref.version}`);
+}

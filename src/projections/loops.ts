@@ -1,0 +1,105 @@
+/**
+ * `loops`: one row per loop definition, its status and schedule, and a summary of its last run.
+ * Removed loops keep their row (status `removed`) so history still resolves; names are unique
+ * among loops that are not removed.
+ */
+import type { EventData } from '../events/catalog.js';
+import type { StoredEvent } from '../events/types.js';
+import { sql, stateName, type Projection } from './types.js';
+
+const LOOP_STATUS_EVENTS = ['loop.paused', 'loop.resumed', 'loop.stopped', 'loop.archived', 'loop.removed'];
+const RUN_END_EVENTS = ['process.spawn_failed', 'process.exited', 'run.abandoned', 'run.cancel_requested'];
+
+export const loopsProjection: Projection = {
+  name: 'loops',
+  version: 1,
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS loops (
+      id              TEXT PRIMARY KEY,
+      name            TEXT NOT NULL,
+      description     TEXT,
+      status          TEXT NOT NULL,
+      schedule        TEXT NOT NULL,
+      target          TEXT NOT NULL,
+      policies        TEXT NOT NULL,
+      next_run_at     TEXT,
+      reason          TEXT,
+      created_at      TEXT NOT NULL,
+      updated_at      TEXT NOT NULL,
+      run_count       INTEGER NOT NULL DEFAULT 0,
+      last_run_id     TEXT,
+      last_run_status TEXT,
+      last_run_at     TEXT
+    )`,
+    `CREATE UNIQUE INDEX IF NOT EXISTS loops_live_name ON loops (name) WHERE status <> 'removed'`,
+  ],
+  tables: [{ name: 'loops', orderBy: 'id' }],
+  handles: new Set(['loop.created', ...LOOP_STATUS_EVENTS, 'run.claimed', ...RUN_END_EVENTS]),
+  evolve(event: StoredEvent) {
+    switch (event.type) {
+      case 'loop.created': {
+        const d = event.data as EventData<'loop.created'>;
+        return [
+          sql(
+            `INSERT INTO loops (id, name, description, status, schedule, target, policies, next_run_at, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+            d.loopId,
+            d.name,
+            d.description,
+            stateName(event) ?? 'active',
+            JSON.stringify(d.schedule),
+            JSON.stringify(d.target),
+            JSON.stringify(d.policies),
+            d.nextRunAt,
+            event.at,
+            event.at,
+          ),
+        ];
+      }
+      case 'loop.paused':
+      case 'loop.resumed':
+      case 'loop.stopped':
+      case 'loop.archived':
+      case 'loop.removed': {
+        const d = event.data as { reason: string | null; nextRunAt?: string | null };
+        return [
+          sql(
+            'UPDATE loops SET status = ?, reason = ?, next_run_at = ?, updated_at = ? WHERE id = ?',
+            stateName(event),
+            d.reason,
+            d.nextRunAt ?? null,
+            event.at,
+            loopIdOf(event.streamId),
+          ),
+        ];
+      }
+      case 'run.claimed': {
+        const d = event.data as EventData<'run.claimed'>;
+        return [
+          sql(
+            `UPDATE loops SET run_count = run_count + 1, last_run_id = ?, last_run_status = ?, last_run_at = ?
+             WHERE id = ?`,
+            d.runId,
+            stateName(event),
+            event.at,
+            d.loopId,
+          ),
+        ];
+      }
+      default: {
+        // A run event that may have ended the run: mirror its status on the loop's summary.
+        return [
+          sql('UPDATE loops SET last_run_status = ? WHERE last_run_id = ?', stateName(event), runIdOf(event.streamId)),
+        ];
+      }
+    }
+  },
+};
+
+function loopIdOf(streamId: string): string {
+  return streamId.slice('loop:'.length);
+}
+
+function runIdOf(streamId: string): string {
+  return streamId.slice('run:'.length);
+}

@@ -1,0 +1,146 @@
+/**
+ * The persist-then-execute loop for one stream.
+ *
+ *   1. `[next, actions] = transition(machine, snapshot, event)`   (pure)
+ *   2. append the event with next's state, projections inline     (one transaction)
+ *   3. only then execute the actions, which report back solely by recording new events.
+ *
+ * A stream is restored by folding its log through `transition()`; the replayed actions are
+ * discarded, never executed, so nothing is spawned twice.
+ */
+import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
+import { InvalidTransitionError, NotFoundError } from '../events/errors.js';
+import type { EventMeta, StoredEvent } from '../events/types.js';
+import { fold, initialSnapshot, stateOf, step } from '../machines/fold.js';
+import { getMachine, type MachineRef } from '../machines/registry.js';
+import { isoNow } from './clock.js';
+import type { Runtime } from './runtime.js';
+
+/** Implementation of a named machine action. Reports back only through `actor.record`. */
+export type Effect = (params: any, actor: DurableActor) => void | Promise<void>;
+export type Effects = Record<string, Effect>;
+
+export interface RecordOptions {
+  /** Checked inside the append transaction (e.g. a lease fence); throwing aborts the append. */
+  precondition?: () => void;
+  meta?: EventMeta;
+}
+
+export class DurableActor {
+  private chain: Promise<void> = Promise.resolve();
+  private resolveDone!: (snapshot: AnyMachineSnapshot) => void;
+  private rejectDone!: (error: unknown) => void;
+  /** Settles when the machine reaches a final state, or rejects when an effect fails. */
+  readonly done: Promise<AnyMachineSnapshot>;
+  private failed = false;
+
+  private constructor(
+    readonly runtime: Runtime,
+    readonly streamId: string,
+    readonly kind: string,
+    readonly machineRef: MachineRef,
+    readonly machine: AnyStateMachine,
+    public snapshot: AnyMachineSnapshot,
+    public version: number,
+    private readonly effects: Effects,
+  ) {
+    this.done = new Promise((resolve, reject) => {
+      this.resolveDone = resolve;
+      this.rejectDone = reject;
+    });
+    this.done.catch(() => undefined);
+    if (snapshot.status === 'done') this.resolveDone(snapshot);
+  }
+
+  /** A new, empty stream owned by the given machine. */
+  static create(runtime: Runtime, streamId: string, kind: string, ref: MachineRef, effects: Effects = {}): DurableActor {
+    const machine = machineFor(ref);
+    return new DurableActor(runtime, streamId, kind, ref, machine, initialSnapshot(machine), 0, effects);
+  }
+
+  /** Restores a stream by folding its events (actions discarded). */
+  static load(runtime: Runtime, streamId: string, effects: Effects = {}): DurableActor {
+    const info = runtime.log.streamInfo(streamId);
+    if (!info || info.machineId === null || info.machineVersion === null) {
+      throw new NotFoundError(`no stream ${streamId}`);
+    }
+    const ref = { id: info.machineId, version: info.machineVersion };
+    const machine = machineFor(ref);
+    const events = runtime.log.readStream(streamId);
+    const { snapshot } = fold(machine, events);
+    return new DurableActor(runtime, streamId, info.kind, ref, machine, snapshot, info.version, effects);
+  }
+
+  get state(): string {
+    return typeof this.snapshot.value === 'string' ? this.snapshot.value : JSON.stringify(this.snapshot.value);
+  }
+
+  /** True when the machine accepts `type` in its current state. */
+  accepts(type: string, data: unknown): boolean {
+    return this.snapshot.can({ type, at: isoNow(this.runtime.clock), data });
+  }
+
+  /**
+   * Steps the machine, appends the event (state included) and its projections in one
+   * transaction, and only then schedules the resulting actions.
+   */
+  record(type: string, data: unknown, options: RecordOptions = {}): StoredEvent {
+    const at = isoNow(this.runtime.clock);
+    const result = step(this.machine, this.snapshot, { type, at, data });
+    if (!result.accepted) {
+      throw new InvalidTransitionError(`${this.streamId} is ${this.state}; it does not accept ${type}`);
+    }
+    const appended = this.runtime.log.append(
+      this.streamId,
+      [
+        {
+          type,
+          data,
+          at,
+          state: stateOf(result.after),
+          meta: { runnerId: this.runtime.runnerId, ...options.meta },
+        },
+      ],
+      {
+        expectedVersion: this.version,
+        kind: this.kind,
+        machine: this.machineRef,
+        ...(options.precondition ? { precondition: options.precondition } : {}),
+      },
+    );
+    this.snapshot = result.after;
+    this.version = appended.version;
+    for (const action of result.actions) this.schedule(action.type, action.params);
+    if (this.snapshot.status === 'done') {
+      this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);
+    }
+    return appended.events[0]!;
+  }
+
+  /** Ends the actor with an error (e.g. an outcome that could not be recorded). */
+  fail(error: unknown): void {
+    this.failed = true;
+    this.rejectDone(error);
+  }
+
+  private schedule(type: string, params: unknown): void {
+    const effect = this.effects[type];
+    if (!effect) return;
+    this.chain = this.chain
+      .then(() => (this.failed ? undefined : effect(params, this)))
+      .catch((error: unknown) => {
+        this.failed = true;
+        this.rejectDone(error);
+      });
+  }
+}
+
+function machineFor(ref: MachineRef): AnyStateMachine {
+  const machine = getMachine(ref);
+  if (!machine) {
+    throw new NotFoundError(`machine ${ref.id}@${ref.version} is not known to this version of loops`, {
+      hint: 'upgrade loops to read streams written by a newer version',
+    });
+  }
+  return machine;
+}

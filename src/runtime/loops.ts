@@ -1,0 +1,165 @@
+/**
+ * Loop commands: create, pause, resume, stop, archive, remove. Each validates everything first,
+ * then records exactly one event through the loop's machine — bad input appends nothing.
+ */
+import { existsSync, statSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import type { EventData, LoopPolicies, Target } from '../events/catalog.js';
+import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../events/errors.js';
+import { currentMachines } from '../machines/registry.js';
+import { DurableActor } from './actor.js';
+import { parseDuration } from './durations.js';
+import { newId } from './ids.js';
+import { findLoop, type LoopView } from './queries.js';
+import type { Runtime } from './runtime.js';
+import { buildSchedule, nextDue, type ScheduleFlags } from './schedule.js';
+
+export const DEFAULT_KILL_GRACE_MS = 5000;
+const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export interface CreateCommandLoopInput {
+  name: string;
+  description?: string | null;
+  /** With `shell` (default true) a shell command line; otherwise the executable. */
+  command: string;
+  args?: string[];
+  shell?: boolean;
+  cwd?: string | null;
+  env?: Record<string, string>;
+  schedule: ScheduleFlags;
+  /** Duration text (`30s`) or ms. */
+  timeout?: string | number | null;
+  killGrace?: string | number | null;
+}
+
+export function validateLoopName(name: string): string {
+  if (!NAME_RE.test(name)) {
+    throw new ValidationError(`invalid loop name ${JSON.stringify(name)}`, {
+      hint: 'use 1-64 letters, digits, dot, dash or underscore, starting with a letter or digit',
+    });
+  }
+  return name;
+}
+
+function toMs(value: string | number | null | undefined, flag: string): number | null {
+  if (value === null || value === undefined) return null;
+  if (typeof value === 'number') {
+    if (!Number.isInteger(value) || value <= 0) throw new ValidationError(`${flag}: must be a positive number of ms`);
+    return value;
+  }
+  return parseDuration(value, flag);
+}
+
+export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env'>, baseDir = process.cwd()): Target {
+  const shell = input.shell ?? true;
+  const command = input.command;
+  const args = input.args ?? [];
+  if (command.trim() === '') throw new ValidationError('--cmd: the command is empty', { hint: "e.g. --cmd 'make test'" });
+  if (shell && args.length > 0) {
+    throw new ValidationError('--arg is only used with --no-shell', {
+      hint: "put the arguments in the --cmd text (run by a shell), or add --no-shell to pass them without one",
+    });
+  }
+  if (!shell && /\s/.test(command) && !existsSync(command)) {
+    throw new ValidationError(`--cmd: ${JSON.stringify(command)} contains spaces, but --no-shell runs it as a single executable`, {
+      hint: `pass the arguments with --arg, e.g. --cmd ${command.split(/\s+/)[0]} --arg ${command.split(/\s+/).slice(1).join(' --arg ')}`,
+    });
+  }
+  let cwd: string | null = null;
+  if (input.cwd !== undefined && input.cwd !== null) {
+    cwd = isAbsolute(input.cwd) ? input.cwd : resolve(baseDir, input.cwd);
+    if (!existsSync(cwd)) throw new ValidationError(`--cwd: directory ${cwd} does not exist`, { hint: 'create it or give another directory' });
+    if (!statSync(cwd).isDirectory()) throw new ValidationError(`--cwd: ${cwd} is not a directory`);
+  }
+  const env = input.env ?? {};
+  for (const key of Object.keys(env)) {
+    if (!ENV_KEY_RE.test(key)) {
+      throw new ValidationError(`--env: invalid variable name ${JSON.stringify(key)}`, { hint: 'use KEY=VALUE with KEY made of letters, digits and _' });
+    }
+  }
+  return { kind: 'command', command, args, shell, cwd, env };
+}
+
+export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): LoopView {
+  const name = validateLoopName(input.name);
+  const target = buildCommandTarget(input);
+  const now = runtime.clock.now();
+  const schedule = buildSchedule(input.schedule, now);
+  const policies: LoopPolicies = {
+    timeoutMs: toMs(input.timeout, '--timeout'),
+    killGraceMs: toMs(input.killGrace, '--kill-grace') ?? DEFAULT_KILL_GRACE_MS,
+  };
+  assertNameFree(runtime, name);
+  const loopId = newId('loop', now);
+  const data: EventData<'loop.created'> = {
+    loopId,
+    name,
+    description: input.description ?? null,
+    schedule,
+    target,
+    policies,
+    nextRunAt: nextDue(schedule, now),
+  };
+  const actor = DurableActor.create(runtime, `loop:${loopId}`, 'loop', currentMachines.loop);
+  try {
+    actor.record('loop.created', data);
+  } catch (error) {
+    // The partial unique index on live names catches a concurrent create of the same name.
+    if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('loops.name')) {
+      throw nameTaken(name);
+    }
+    throw error;
+  }
+  return findLoop(runtime.db, loopId);
+}
+
+function assertNameFree(runtime: Runtime, name: string): void {
+  const row = runtime.db.prepare("SELECT id FROM loops WHERE name = ? AND status <> 'removed'").get(name);
+  if (row) throw nameTaken(name);
+}
+
+function nameTaken(name: string): AlreadyExistsError {
+  return new AlreadyExistsError(`a loop named ${JSON.stringify(name)} already exists`, {
+    hint: `choose another name, or remove the existing one first (loops remove ${name})`,
+  });
+}
+
+export type LoopStateCommand = 'pause' | 'resume' | 'stop' | 'archive' | 'remove';
+
+const COMMAND_EVENTS: Record<LoopStateCommand, string> = {
+  pause: 'loop.paused',
+  resume: 'loop.resumed',
+  stop: 'loop.stopped',
+  archive: 'loop.archived',
+  remove: 'loop.removed',
+};
+
+/** Moves a loop through its lifecycle; an impossible move is an error that appends nothing. */
+export function changeLoopState(
+  runtime: Runtime,
+  idOrName: string,
+  command: LoopStateCommand,
+  options: { reason?: string | null } = {},
+): LoopView {
+  const loop = findLoop(runtime.db, idOrName);
+  const actor = DurableActor.load(runtime, `loop:${loop.id}`);
+  const type = COMMAND_EVENTS[command];
+  const reason = options.reason ?? null;
+  const data =
+    command === 'resume' ? { reason, nextRunAt: nextDue(loop.schedule, runtime.clock.now()) } : { reason };
+  if (!actor.accepts(type, data)) {
+    throw new InvalidTransitionError(`cannot ${command} loop ${loop.name}: it is ${actor.state}`, {
+      hint: hintFor(command, actor.state, loop.name),
+    });
+  }
+  actor.record(type, data);
+  return findLoop(runtime.db, loop.id, { includeRemoved: true });
+}
+
+function hintFor(command: LoopStateCommand, state: string, name: string): string {
+  if (command === 'pause' && state === 'paused') return `it is already paused; loops resume ${name} resumes it`;
+  if (command === 'resume' && state === 'active') return 'it is already active';
+  if (state === 'archived') return `archived loops can only be removed (loops remove ${name})`;
+  return `loops show ${name} shows its state`;
+}

@@ -1,0 +1,65 @@
+/**
+ * Process identity: a pid alone is reused, so a process is identified by pid + start time
+ * (+ boot id). Linux reads /proc; elsewhere `ps -o lstart=` is used.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+let cachedBootId: string | null | undefined;
+
+export function bootId(): string | null {
+  if (cachedBootId !== undefined) return cachedBootId;
+  try {
+    cachedBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    cachedBootId = null;
+  }
+  return cachedBootId;
+}
+
+/** The OS's start time of `pid` as an opaque string, or null when the process does not exist. */
+export function processStartTime(pid: number): string | null {
+  if (process.platform === 'linux') {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // Field 2 (comm) may contain spaces and parentheses: split after the last ')'.
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return rest[19] ?? null; // field 22: starttime in clock ticks since boot
+    } catch {
+      return null;
+    }
+  }
+  try {
+    const out = execFileSync('ps', ['-o', 'lstart=', '-p', String(pid)], { encoding: 'utf8' }).trim();
+    return out === '' ? null : out;
+  } catch {
+    return null;
+  }
+}
+
+/** True when a process with this pid and this start time is alive. */
+export function isSameProcessAlive(pid: number, startTime: string | null): boolean {
+  const current = processStartTime(pid);
+  if (current === null) return false;
+  return startTime === null || current === startTime;
+}
+
+/** True while any process in the group is alive. */
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Sends `signal` to every process in the group; false when the group is gone. */
+export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch {
+    return false;
+  }
+}

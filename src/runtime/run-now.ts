@@ -1,0 +1,203 @@
+/**
+ * Running a loop now, in this process: claim a run under a lease, record the intent, spawn,
+ * record the process identity, wait, record the outcome (fenced by the lease), release.
+ * Every step is an event appended before the effect it causes.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { EventData } from '../events/catalog.js';
+import { InvalidTransitionError } from '../events/errors.js';
+import { currentMachines } from '../machines/registry.js';
+import type { RunContext } from '../machines/run.js';
+import { DurableActor, type Effects } from './actor.js';
+import type { TimerHandle } from './clock.js';
+import { SpawnFailedError, spawnProcess, type ProcessHandle } from './executor.js';
+import { newId } from './ids.js';
+import { acquireLease, assertLeaseHeld, releaseLease, renewLease, type Lease } from './leases.js';
+import { runDir } from './paths.js';
+import { findLoop, findRun, type RunView } from './queries.js';
+import type { Runtime } from './runtime.js';
+
+export interface RunNowOptions {
+  /** Live output of the process. */
+  onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+  /** Called once the run is claimed, with its id. */
+  onClaimed?: (runId: string) => void;
+  /** Aborting cancels the run: its process group is killed and the run recorded `cancelled`. */
+  signal?: AbortSignal;
+  /** Lease time-to-live (default 30 s); renewed every third of it while the run executes. */
+  leaseTtlMs?: number;
+  /** Bytes of stdout/stderr kept in the run's events (default 64 KiB each). */
+  tailBytes?: number;
+}
+
+export const DEFAULT_LEASE_TTL_MS = 30_000;
+
+export async function runNow(runtime: Runtime, idOrName: string, options: RunNowOptions = {}): Promise<RunView> {
+  const { db, clock } = runtime;
+  const loop = findLoop(runtime.db, idOrName);
+  if (loop.status === 'archived') {
+    throw new InvalidTransitionError(`loop ${loop.name} is archived and cannot run`, {
+      hint: 'archived loops keep their history only; create a new loop to run this again',
+    });
+  }
+  if (loop.target.kind !== 'command') {
+    throw new InvalidTransitionError(`loop ${loop.name} has a ${loop.target.kind} target, which this version cannot run`);
+  }
+  const now = clock.now();
+  const runId = newId('run', now);
+  const streamId = `run:${runId}`;
+  const ttl = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
+  let lease: Lease = acquireLease(db, streamId, runtime.runnerId, ttl, now);
+  const fenced = { precondition: () => assertLeaseHeld(db, lease, clock.now()), meta: { leaseToken: lease.token } };
+
+  let heartbeat: TimerHandle | null = null;
+  const beat = () => {
+    heartbeat = clock.setTimeout(() => {
+      try {
+        lease = renewLease(db, lease, ttl, clock.now());
+        beat();
+      } catch {
+        heartbeat = null; // lost: the fenced outcome append will refuse and report it
+      }
+    }, Math.max(1, Math.floor(ttl / 3)));
+  };
+  const stopHeartbeat = () => {
+    if (heartbeat !== null) clock.clearTimeout(heartbeat);
+    heartbeat = null;
+  };
+
+  let handle: ProcessHandle | null = null;
+  const files = runDir(runtime.dataDir, runId);
+  const effects: Effects = {
+    requestSpawn: (_params, actor) => {
+      const target = loop.target;
+      const timeoutMs = loop.policies.timeoutMs;
+      const data: EventData<'process.spawn_requested'> = {
+        command: target.command,
+        args: target.args,
+        shell: target.shell,
+        cwd: target.cwd,
+        envKeys: Object.keys(runEnv(actor.snapshot.context as RunContext)).sort(),
+        timeoutAt: timeoutMs === null ? null : new Date(clock.now() + timeoutMs).toISOString(),
+      };
+      actor.record('process.spawn_requested', data, fenced);
+    },
+    spawn: async (_params, actor) => {
+      const context = actor.snapshot.context as RunContext;
+      mkdirSync(files, { recursive: true, mode: 0o700 });
+      try {
+        handle = await spawnProcess(
+          {
+            command: loop.target.command,
+            args: loop.target.args,
+            shell: loop.target.shell,
+            cwd: loop.target.cwd,
+            env: runEnv(context),
+            timeoutMs: loop.policies.timeoutMs,
+            killGraceMs: loop.policies.killGraceMs,
+            ...(options.tailBytes !== undefined ? { tailBytes: options.tailBytes } : {}),
+            stdoutFile: join(files, 'stdout.log'),
+            stderrFile: join(files, 'stderr.log'),
+            ...(options.onOutput ? { onOutput: options.onOutput } : {}),
+          },
+          clock,
+        );
+      } catch (error) {
+        if (error instanceof SpawnFailedError) {
+          actor.record('process.spawn_failed', { error: error.message, code: error.code }, fenced);
+          return;
+        }
+        throw error;
+      }
+      const started = handle;
+      actor.record(
+        'process.spawned',
+        { pid: started.pid, pgid: started.pgid, startTime: started.startTime, bootId: started.bootId },
+        fenced,
+      );
+      if ((actor.snapshot.context as RunContext).cancelRequested) started.cancel(cancelReason(actor));
+      started.exited.then((exit) => {
+        try {
+          actor.record('process.exited', exit, fenced);
+        } catch (error) {
+          actor.fail(error);
+        }
+      });
+    },
+    killProcess: (params: { reason: string | null }) => {
+      handle?.cancel(params.reason);
+    },
+    finalize: () => {
+      stopHeartbeat();
+      releaseLease(db, lease);
+    },
+  };
+
+  const actor = DurableActor.create(runtime, streamId, 'run', currentMachines.run, effects);
+  const claimed: EventData<'run.claimed'> = {
+    runId,
+    loopId: loop.id,
+    loopName: loop.name,
+    slot: `manual:${runId}`,
+    scheduledFor: new Date(now).toISOString(),
+    attempt: 1,
+    trigger: 'manual',
+    target: loop.target,
+    policies: loop.policies,
+    runnerId: runtime.runnerId,
+    leaseToken: lease.token,
+  };
+  try {
+    actor.record('run.claimed', claimed, fenced);
+  } catch (error) {
+    releaseLease(db, lease);
+    throw error;
+  }
+  beat();
+  options.onClaimed?.(runId);
+
+  const onAbort = () => {
+    const reason = abortReason(options.signal);
+    if (actor.snapshot.status === 'done' || (actor.snapshot.context as RunContext).cancelRequested) return;
+    try {
+      actor.record('run.cancel_requested', { reason }, fenced);
+    } catch (error) {
+      actor.fail(error);
+    }
+  };
+  if (options.signal?.aborted) onAbort();
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
+
+  try {
+    await actor.done;
+  } finally {
+    stopHeartbeat();
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+  return findRun(db, runId);
+}
+
+function runEnv(context: RunContext): Record<string, string> {
+  const target = context.target;
+  return {
+    ...(target?.env ?? {}),
+    LOOPS_LOOP_ID: context.loopId ?? '',
+    LOOPS_LOOP_NAME: context.loopName ?? '',
+    LOOPS_RUN_ID: context.runId ?? '',
+    LOOPS_SCHEDULED_FOR: context.scheduledFor ?? '',
+    LOOPS_ATTEMPT: String(context.attempt),
+  };
+}
+
+function abortReason(signal: AbortSignal | undefined): string | null {
+  const reason: unknown = signal?.reason;
+  if (typeof reason === 'string') return reason;
+  if (reason instanceof Error && reason.name !== 'AbortError') return reason.message;
+  return null;
+}
+
+function cancelReason(actor: DurableActor): string | null {
+  const error = (actor.snapshot.context as RunContext).error;
+  return error?.replace(/^cancelled: ?/, '') || null;
+}

@@ -1,0 +1,39 @@
+/**
+ * Opening a data directory: the database, the projection tables (created, or rebuilt when a
+ * projection's version moved), and — for commands that write — the event log with the inline
+ * projections. `openReader` is the light path for read-only commands (no zod, rxjs or xstate).
+ */
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
+import { openDatabase, type Db } from '../events/db.js';
+import { projections } from '../projections/registry.js';
+import { databaseFile, resolveDataDir } from './paths.js';
+
+export interface Reader {
+  dataDir: string;
+  db: Db;
+  close(): void;
+}
+
+export function ensureDataDir(dataDir: string): void {
+  if (!existsSync(dataDir)) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  else chmodSync(dataDir, 0o700);
+}
+
+/** Opens the data directory's database and makes sure every projection table is current. */
+export async function openReader(dataDir: string = resolveDataDir()): Promise<Reader> {
+  ensureDataDir(dataDir);
+  const db = openDatabase(databaseFile(dataDir));
+  const stale = staleProjections(db);
+  if (stale.length > 0) {
+    const { rebuildProjections } = await import('./projection-admin.js');
+    rebuildProjections(db, stale);
+  }
+  return { dataDir, db, close: () => db.close() };
+}
+
+/** Names of projections whose tables are missing or were built by another version. */
+export function staleProjections(db: Db): string[] {
+  const rows = db.prepare<[], { name: string; version: number }>('SELECT name, version FROM projections').all();
+  const built = new Map(rows.map((r) => [r.name, r.version]));
+  return projections.filter((p) => built.get(p.name) !== p.version).map((p) => p.name);
+}
