@@ -121,7 +121,7 @@ function assertNameFree(runtime: Runtime, name: string): void {
 
 function nameTaken(name: string): AlreadyExistsError {
   return new AlreadyExistsError(`a loop named ${JSON.stringify(name)} already exists`, {
-    hint: `choose another name, or remove the existing one first (loops remove ${name})`,
+    hint: `choose another name, or remove the existing one first with loops remove ${name}`,
   });
 }
 

@@ -1,0 +1,92 @@
+#!/usr/bin/env node
+// Enforces the dependency direction cli -> runtime -> {machines, projections} -> events, and the
+// purity of machines and projections (no I/O, no clock, no processes). Exit 1 on any violation.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const defaultSrc = join(root, 'src');
+
+/** Which layers each layer may import (value imports). */
+const allowed = {
+  events: ['events'],
+  machines: ['machines', 'events'],
+  projections: ['projections', 'events'],
+  runtime: ['runtime', 'machines', 'projections', 'events'],
+  cli: ['cli', 'runtime', 'machines', 'projections', 'events'],
+  '.': ['events', 'machines', 'projections', 'runtime', 'cli'],
+};
+/** Packages each layer may import; `*` = any. */
+const packages = {
+  events: ['better-sqlite3', 'zod', 'rxjs', 'node:*'],
+  machines: ['xstate', 'zod'],
+  projections: [],
+  runtime: ['*'],
+  cli: ['node:*'],
+  '.': [],
+};
+/** Pure layers: also no clock or process access. */
+const pure = new Set(['machines', 'projections']);
+const impure = [/Date\.now\(/, /new Date\(\)/, /(?<!['\"\w.])process\.(env\b|kill\(|pid\b|exit\(|cwd\(|hrtime)/, /\bset(Timeout|Interval)\(/, /Math\.random\(/];
+
+function files(dir) {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return files(path);
+    return /\.ts$/.test(name) && !/\.test\.ts$/.test(name) ? [path] : [];
+  });
+}
+
+function layerOf(src, path) {
+  const rel = relative(src, path).split(sep);
+  return rel.length === 1 ? '.' : rel[0];
+}
+
+/** Returns one line per violation found under `src` (default: the project's src/). */
+export function check(src = defaultSrc) {
+  const problems = [];
+  for (const file of files(src)) {
+    const layer = layerOf(src, file);
+    const text = readFileSync(file, 'utf8');
+    const rel = relative(root, file);
+    const re = /^\s*(import|export)\s+(type\s+)?[^'";]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/gm;
+    let m;
+    while ((m = re.exec(text)) !== null) {
+      const typeOnly = Boolean(m[2]);
+      const spec = m[3] ?? m[4];
+      const line = text.slice(0, m.index).split('\n').length + (text[m.index] === '\n' ? 1 : 0);
+      if (spec.startsWith('.')) {
+        const target = layerOf(src, resolve(dirname(file), spec));
+        if (!allowed[layer].includes(target) && !(typeOnly && layer !== 'events')) {
+          problems.push(`${rel}:${line}: ${layer} must not import ${target} (${spec}); the direction is cli -> runtime -> {machines, projections} -> events`);
+        }
+        if (pure.has(layer) && target === 'events' && !typeOnly) {
+          problems.push(`${rel}:${line}: ${layer} is pure and may import only types from events (${spec})`);
+        }
+      } else {
+        const ok = packages[layer].some((p) => p === '*' || p === spec || spec.startsWith(`${p}/`) || (p === 'node:*' && spec.startsWith('node:')));
+        if (!ok && !typeOnly) problems.push(`${rel}:${line}: ${layer} must not import the package ${spec}`);
+      }
+    }
+    if (pure.has(layer)) {
+      text.split('\n').forEach((lineText, i) => {
+        if (/^\s*(\/\/|\*)/.test(lineText)) return;
+        for (const pattern of impure) {
+          if (pattern.test(lineText)) problems.push(`${rel}:${i + 1}: ${layer} is pure but uses ${pattern.source.replace(/\\/g, '')}`);
+        }
+      });
+    }
+  }
+  return problems;
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const problems = check();
+  if (problems.length) {
+    console.error(`layer check: ${problems.length} problem(s)`);
+    for (const p of problems) console.error(`  ${p}`);
+    process.exit(1);
+  }
+  console.log('layer check: ok');
+}

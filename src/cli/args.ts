@@ -1,0 +1,164 @@
+/**
+ * A small declarative layer over `node:util` parseArgs: one spec per command gives parsing,
+ * strict errors that name the command and the flag, and `--help` text. No dependencies, so
+ * the CLI starts fast.
+ */
+import { parseArgs } from 'node:util';
+import { UsageError } from '../events/errors.js';
+
+export interface OptionSpec {
+  type: 'string' | 'boolean';
+  short?: string;
+  multiple?: boolean;
+  /** Placeholder in help, e.g. `<duration>`. */
+  value?: string;
+  description: string;
+}
+
+export interface PositionalSpec {
+  name: string;
+  required: boolean;
+  description: string;
+  /** Accept any number of values (only for the last positional). */
+  variadic?: boolean;
+}
+
+export interface CommandSpec {
+  /** Full command path, e.g. `create command`. */
+  name: string;
+  summary: string;
+  description?: string;
+  positionals: PositionalSpec[];
+  options: Record<string, OptionSpec>;
+  examples?: string[];
+}
+
+export interface Parsed {
+  values: Record<string, string | boolean | string[] | undefined>;
+  positionals: string[];
+}
+
+export const JSON_OPTION: OptionSpec = { type: 'boolean', description: 'print machine-readable JSON on stdout' };
+export const HELP_OPTION: OptionSpec = { type: 'boolean', short: 'h', description: 'show this help' };
+
+export function parseCommand(spec: CommandSpec, argv: string[]): Parsed {
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }> = {};
+  for (const [name, o] of Object.entries({ ...spec.options, help: HELP_OPTION })) {
+    options[name] = { type: o.type, ...(o.short ? { short: o.short } : {}), ...(o.multiple ? { multiple: true } : {}) };
+  }
+  let result;
+  try {
+    result = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw translate(spec, error as Error & { code?: string });
+  }
+  const values = result.values as Parsed['values'];
+  if (values.help) return { values, positionals: result.positionals };
+  for (const [name, o] of Object.entries(spec.options)) {
+    const v = values[name];
+    if (o.type === 'string' && !o.multiple && typeof v === 'string' && v.startsWith('--') && v.length > 2) {
+      throw new UsageError(`loops ${spec.name}: --${name} needs a value, got the flag ${v}`, {
+        hint: `write --${name} ${o.value ?? '<value>'}`,
+      });
+    }
+  }
+  const max = spec.positionals.some((p) => p.variadic) ? Infinity : spec.positionals.length;
+  const required = spec.positionals.filter((p) => p.required).length;
+  if (result.positionals.length < required) {
+    const missing = spec.positionals[result.positionals.length]!;
+    throw new UsageError(`loops ${spec.name}: missing <${missing.name}>`, {
+      hint: `usage: ${usageLine(spec)}`,
+    });
+  }
+  if (result.positionals.length > max) {
+    const extra = result.positionals.slice(max);
+    throw new UsageError(`loops ${spec.name}: unexpected argument ${JSON.stringify(extra[0])}`, {
+      hint: /\s/.test(extra[0]!) ? 'quote values that contain spaces' : `usage: ${usageLine(spec)}`,
+    });
+  }
+  return { values, positionals: result.positionals };
+}
+
+function translate(spec: CommandSpec, error: Error & { code?: string }): UsageError {
+  const message = error.message;
+  const flag = /'(-{1,2}[^'\s]+)/.exec(message)?.[1];
+  switch (error.code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION': {
+      const known = Object.keys(spec.options).map((o) => `--${o}`);
+      const near = flag ? known.filter((k) => similar(k, flag)) : [];
+      return new UsageError(`loops ${spec.name}: unknown option ${flag ?? ''}`.trim(), {
+        hint: near.length ? `did you mean ${near.join(' or ')}?` : `see loops ${spec.name} --help`,
+      });
+    }
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
+      const name = flag?.replace(/^-+/, '') ?? '';
+      const o = spec.options[name] ?? Object.values(spec.options).find((x) => x.short === name);
+      if (o?.type === 'boolean') return new UsageError(`loops ${spec.name}: ${flag} does not take a value`);
+      return new UsageError(`loops ${spec.name}: ${flag ?? 'an option'} needs a value`, {
+        hint: o ? `write ${flag} ${o.value ?? '<value>'}` : `see loops ${spec.name} --help`,
+      });
+    }
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
+      return new UsageError(`loops ${spec.name}: unexpected argument`, { hint: `see loops ${spec.name} --help` });
+    default:
+      return new UsageError(`loops ${spec.name}: ${message}`, { hint: `see loops ${spec.name} --help` });
+  }
+}
+
+export function similar(a: string, b: string): boolean {
+  if (a.startsWith(b) || b.startsWith(a)) return true;
+  return editDistance(a, b) <= 2;
+}
+
+function editDistance(a: string, b: string): number {
+  const dp = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = dp[0]!;
+    dp[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const tmp = dp[j]!;
+      dp[j] = Math.min(dp[j]! + 1, dp[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = tmp;
+    }
+  }
+  return dp[b.length]!;
+}
+
+export function usageLine(spec: CommandSpec): string {
+  const pos = spec.positionals.map((p) => (p.required ? `<${p.name}>` : `[${p.name}]`) + (p.variadic ? '...' : ''));
+  return ['loops', spec.name, ...pos, Object.keys(spec.options).length ? '[options]' : ''].filter(Boolean).join(' ');
+}
+
+export function helpText(spec: CommandSpec): string {
+  const lines = [`Usage: ${usageLine(spec)}`, '', spec.summary];
+  if (spec.description) lines.push('', spec.description);
+  if (spec.positionals.length) {
+    lines.push('', 'Arguments:');
+    for (const p of spec.positionals) lines.push(`  ${pad(p.name, 24)}${p.description}`);
+  }
+  const opts = Object.entries({ ...spec.options, help: HELP_OPTION });
+  lines.push('', 'Options:');
+  for (const [name, o] of opts) {
+    const left = `${o.short ? `-${o.short}, ` : '    '}--${name}${o.type === 'string' ? ` ${o.value ?? '<value>'}` : ''}`;
+    lines.push(`  ${pad(left, 30)}${o.description}${o.multiple ? ' (repeatable)' : ''}`);
+  }
+  if (spec.examples?.length) {
+    lines.push('', 'Examples:');
+    for (const e of spec.examples) lines.push(`  ${e}`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+function pad(text: string, width: number): string {
+  return text.length >= width ? `${text}  ` : text + ' '.repeat(width - text.length);
+}
+
+/** Reads a positive integer flag. */
+export function intOption(spec: CommandSpec, name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (typeof value !== 'string' || !/^\d+$/.test(value) || n <= 0) {
+    throw new UsageError(`loops ${spec.name}: --${name} must be a positive whole number, got ${JSON.stringify(value)}`);
+  }
+  return n;
+}

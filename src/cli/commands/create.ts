@@ -1,0 +1,96 @@
+import { UsageError } from '../../events/errors.js';
+import { describeSchedule } from '../../runtime/describe.js';
+import { createCommandLoop } from '../../runtime/loops.js';
+import { openRuntime } from '../../runtime/runtime.js';
+import { JSON_OPTION, type CommandSpec } from '../args.js';
+import type { CliCommand } from '../context.js';
+import { EXIT } from '../exit-codes.js';
+import { paint, printJson, relativeTime } from '../render.js';
+
+const spec: CommandSpec = {
+  name: 'create command',
+  summary: 'Create a loop that runs a command on a schedule.',
+  description: [
+    '--cmd is run by /bin/sh by default, so pipes and && work. With --no-shell, --cmd is the',
+    'executable and each --arg one argument, passed verbatim with no shell involved.',
+    'Give exactly one schedule: --every, --cron, --at or --manual.',
+  ].join('\n'),
+  positionals: [{ name: 'name', required: true, description: 'unique name (letters, digits, . _ -)' }],
+  options: {
+    cmd: { type: 'string', value: '<command>', description: 'the command to run (required)' },
+    'no-shell': { type: 'boolean', description: 'run --cmd as an executable with --arg arguments, no shell' },
+    arg: { type: 'string', multiple: true, value: '<arg>', description: 'an argument for --no-shell' },
+    cwd: { type: 'string', value: '<dir>', description: 'working directory (must exist)' },
+    env: { type: 'string', multiple: true, value: '<KEY=VALUE>', description: 'an environment variable for the run' },
+    timeout: { type: 'string', value: '<duration>', description: 'kill the run after this long, e.g. 30s, 10m, 1h30m' },
+    'kill-grace': { type: 'string', value: '<duration>', description: 'time between SIGTERM and SIGKILL on timeout or cancel (default 5s)' },
+    description: { type: 'string', short: 'd', value: '<text>', description: 'a description' },
+    every: { type: 'string', value: '<duration>', description: 'run every interval, e.g. 15m, 1h, 2d' },
+    cron: { type: 'string', value: '<expr>', description: "run on a cron schedule, e.g. '0 3 * * *'" },
+    at: { type: 'string', value: '<time>', description: 'run once at an ISO-8601 time, e.g. 2026-12-01T09:00' },
+    manual: { type: 'boolean', description: 'never run by itself; only with loops run-now' },
+    tz: { type: 'string', value: '<zone>', description: 'IANA time zone for --cron and --at (default: the system zone)' },
+    json: JSON_OPTION,
+  },
+  examples: [
+    "loops create command backup --cmd 'restic backup ~/src' --cron '0 3 * * *'",
+    "loops create command tests --cmd 'make test && ./deploy' --every 1h --cwd ~/app --timeout 20m",
+    'loops create command ping --no-shell --cmd curl --arg -fsS --arg https://example.com --every 5m',
+  ],
+};
+
+function parseEnv(values: string[] | undefined): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const item of values ?? []) {
+    const eq = item.indexOf('=');
+    if (eq <= 0) {
+      throw new UsageError(`loops create command: --env ${JSON.stringify(item)} is not KEY=VALUE`, { hint: 'e.g. --env NODE_ENV=production' });
+    }
+    env[item.slice(0, eq)] = item.slice(eq + 1);
+  }
+  return env;
+}
+
+const createCommand: CliCommand = {
+  spec,
+  async run({ values, positionals }, ctx) {
+    const cmd = values.cmd as string | undefined;
+    if (cmd === undefined) {
+      throw new UsageError('loops create command: --cmd is required', { hint: "e.g. --cmd 'echo hello'" });
+    }
+    const env = parseEnv(values.env as string[] | undefined);
+    const runtime = await openRuntime({ dataDir: ctx.dataDir });
+    try {
+      const loop = createCommandLoop(runtime, {
+        name: positionals[0]!,
+        description: (values.description as string | undefined) ?? null,
+        command: cmd,
+        args: (values.arg as string[] | undefined) ?? [],
+        shell: values['no-shell'] !== true,
+        cwd: (values.cwd as string | undefined) ?? null,
+        env,
+        schedule: {
+          every: values.every as string | undefined,
+          cron: values.cron as string | undefined,
+          at: values.at as string | undefined,
+          manual: values.manual === true,
+          tz: values.tz as string | undefined,
+        },
+        timeout: (values.timeout as string | undefined) ?? null,
+        killGrace: (values['kill-grace'] as string | undefined) ?? null,
+      });
+      if (ctx.json) printJson(ctx, loop);
+      else {
+        const next = loop.nextRunAt ? `, next run ${relativeTime(loop.nextRunAt, runtime.clock.now())} (${loop.nextRunAt})` : '';
+        ctx.out.write(
+          `Created loop ${paint(ctx.color, 'bold', loop.name)} (${loop.id}): ${describeSchedule(loop.schedule)}${next}\n`,
+        );
+      }
+      return EXIT.ok;
+    } finally {
+      runtime.close();
+    }
+  },
+};
+
+export const commands: Record<string, CliCommand> = { 'create command': createCommand };

@@ -1,0 +1,177 @@
+import { describeSchedule } from '../../runtime/describe.js';
+import { findLoop, listLoops, listRuns, type LoopView } from '../../runtime/queries.js';
+import { openReader } from '../../runtime/store.js';
+import { JSON_OPTION, type CommandSpec } from '../args.js';
+import type { CliCommand, CliContext } from '../context.js';
+import { EXIT } from '../exit-codes.js';
+import { durationText, paint, printJson, statusColor, table, when } from '../render.js';
+
+const listSpec: CommandSpec = {
+  name: 'list',
+  summary: 'List loops with their status, schedule, next and last run.',
+  positionals: [],
+  options: {
+    all: { type: 'boolean', short: 'a', description: 'include removed loops' },
+    json: JSON_OPTION,
+  },
+};
+
+const list: CliCommand = {
+  spec: listSpec,
+  async run({ values }, ctx) {
+    const reader = await openReader(ctx.dataDir);
+    try {
+      const loops = listLoops(reader.db, { all: values.all === true });
+      if (ctx.json) {
+        printJson(ctx, loops);
+        return EXIT.ok;
+      }
+      if (loops.length === 0) {
+        ctx.err.write("No loops yet. Create one with: loops create command <name> --cmd '<command>' --every 1h\n");
+        return EXIT.ok;
+      }
+      const rows = loops.map((l) => [
+        paint(ctx.color, 'bold', l.name),
+        paint(ctx.color, statusColor(l.status), l.status),
+        describeSchedule(l.schedule),
+        when(l.nextRunAt, ctx),
+        l.lastRun ? `${paint(ctx.color, statusColor(l.lastRun.status), l.lastRun.status ?? '-')} ${when(l.lastRun.at, ctx)}` : '-',
+        paint(ctx.color, 'gray', l.id),
+      ]);
+      ctx.out.write(table(['NAME', 'STATUS', 'SCHEDULE', 'NEXT RUN', 'LAST RUN', 'ID'], rows, ctx.color));
+      return EXIT.ok;
+    } finally {
+      reader.close();
+    }
+  },
+};
+
+const showSpec: CommandSpec = {
+  name: 'show',
+  summary: 'Show one loop: definition, schedule, state and recent runs.',
+  positionals: [{ name: 'loop', required: true, description: 'loop name or id' }],
+  options: { json: JSON_OPTION },
+};
+
+function targetText(loop: LoopView): string[] {
+  const t = loop.target;
+  const lines = t.shell
+    ? [`command     ${t.command}   (run by /bin/sh)`]
+    : [`command     ${[t.command, ...t.args].map(quote).join(' ')}   (no shell)`];
+  lines.push(`cwd         ${t.cwd ?? '(the directory loops runs in)'}`);
+  const env = Object.entries(t.env);
+  if (env.length) lines.push(`env         ${env.map(([k, v]) => `${k}=${quote(v)}`).join(' ')}`);
+  return lines;
+}
+
+function quote(s: string): string {
+  return /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+const show: CliCommand = {
+  spec: showSpec,
+  async run({ positionals }, ctx) {
+    const reader = await openReader(ctx.dataDir);
+    try {
+      const loop = findLoop(reader.db, positionals[0]!, { includeRemoved: true });
+      const runs = listRuns(reader.db, { loopId: loop.id, limit: 5 });
+      if (ctx.json) {
+        printJson(ctx, loop);
+        return EXIT.ok;
+      }
+      const c = ctx.color;
+      const lines = [
+        `${paint(c, 'bold', loop.name)}  ${paint(c, statusColor(loop.status), loop.status)}${loop.reason ? ` (${loop.reason})` : ''}`,
+        `id          ${loop.id}`,
+        ...(loop.description ? [`description ${loop.description}`] : []),
+        `schedule    ${describeSchedule(loop.schedule)}`,
+        `next run    ${loop.nextRunAt ? `${when(loop.nextRunAt, ctx)}${ctx.out.isTTY ? ` (${loop.nextRunAt})` : ''}` : '-'}`,
+        ...targetText(loop),
+        `timeout     ${loop.policies.timeoutMs ? durationText(loop.policies.timeoutMs) : 'none'} (kill grace ${durationText(loop.policies.killGraceMs)})`,
+        `created     ${when(loop.createdAt, ctx)}`,
+        `updated     ${when(loop.updatedAt, ctx)}`,
+        `runs        ${loop.runCount}`,
+      ];
+      ctx.out.write(lines.join('\n') + '\n');
+      if (runs.length) {
+        ctx.out.write('\nRecent runs:\n');
+        ctx.out.write(
+          table(
+            ['RUN', 'STATUS', 'STARTED', 'DURATION', 'EXIT'],
+            runs.map((r) => [
+              r.id,
+              paint(c, statusColor(r.status), r.status),
+              when(r.startedAt ?? r.claimedAt, ctx),
+              durationText(r.durationMs),
+              r.exitCode === null ? (r.signal ?? '-') : String(r.exitCode),
+            ]),
+            c,
+          ),
+        );
+      }
+      return EXIT.ok;
+    } finally {
+      reader.close();
+    }
+  },
+};
+
+type StateCommand = 'pause' | 'resume' | 'stop' | 'archive' | 'remove';
+const past: Record<StateCommand, string> = {
+  pause: 'Paused',
+  resume: 'Resumed',
+  stop: 'Stopped',
+  archive: 'Archived',
+  remove: 'Removed',
+};
+const summaries: Record<StateCommand, string> = {
+  pause: 'Pause a loop: it does not fire until resumed. run-now still works.',
+  resume: 'Resume a paused or stopped loop; it is scheduled again from now.',
+  stop: 'Stop a loop: it does not fire until resumed.',
+  archive: 'Archive a loop: its history is kept and it never runs again.',
+  remove: 'Remove a loop. Its runs and events stay in the log; its name can be reused.',
+};
+
+function stateCommand(command: StateCommand): CliCommand {
+  return {
+    spec: {
+      name: command,
+      summary: summaries[command],
+      positionals: [{ name: 'loop', required: true, description: 'loop name or id' }],
+      options: {
+        reason: { type: 'string', value: '<text>', description: 'why (recorded in the log)' },
+        json: JSON_OPTION,
+      },
+    },
+    async run({ values, positionals }, ctx: CliContext) {
+      const [{ openRuntime }, { changeLoopState }] = await Promise.all([
+        import('../../runtime/runtime.js'),
+        import('../../runtime/loops.js'),
+      ]);
+      const runtime = await openRuntime({ dataDir: ctx.dataDir });
+      try {
+        const loop = changeLoopState(runtime, positionals[0]!, command, {
+          reason: (values.reason as string | undefined) ?? null,
+        });
+        if (ctx.json) printJson(ctx, loop);
+        else {
+          const next = command === 'resume' && loop.nextRunAt ? `; next run ${when(loop.nextRunAt, ctx)}` : '';
+          ctx.out.write(`${past[command]} loop ${paint(ctx.color, 'bold', loop.name)} (${loop.id})${next}\n`);
+        }
+        return EXIT.ok;
+      } finally {
+        runtime.close();
+      }
+    },
+  };
+}
+
+export const commands: Record<string, CliCommand> = {
+  list,
+  show,
+  pause: stateCommand('pause'),
+  resume: stateCommand('resume'),
+  stop: stateCommand('stop'),
+  archive: stateCommand('archive'),
+  remove: stateCommand('remove'),
+};

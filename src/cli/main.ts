@@ -1,0 +1,154 @@
+#!/usr/bin/env node
+/**
+ * The `loops` command line. Thin: it parses, calls the runtime, renders. Command modules are
+ * loaded lazily so that read commands never pay for xstate, zod, rxjs or execa.
+ */
+import { LoopsError } from '../events/errors.js';
+import { resolveDataDir } from '../runtime/paths.js';
+import { helpText, parseCommand, similar } from './args.js';
+import type { CliCommand, CliContext } from './context.js';
+import { EXIT, exitCodeFor } from './exit-codes.js';
+import { useColor } from './render.js';
+
+export const VERSION = '0.1.0';
+
+interface Entry {
+  name: string;
+  summary: string;
+  load: () => Promise<Record<string, CliCommand>>;
+}
+
+const loopsCmds = () => import('./commands/loops.js').then((m) => m.commands);
+const entries: Entry[] = [
+  { name: 'create command', summary: 'create a loop that runs a command on a schedule', load: () => import('./commands/create.js').then((m) => m.commands) },
+  { name: 'list', summary: 'list loops', load: loopsCmds },
+  { name: 'show', summary: 'show one loop', load: loopsCmds },
+  { name: 'pause', summary: 'pause a loop (it stops firing until resumed)', load: loopsCmds },
+  { name: 'resume', summary: 'resume a paused or stopped loop', load: loopsCmds },
+  { name: 'stop', summary: 'stop a loop (like pause, for good until resumed)', load: loopsCmds },
+  { name: 'archive', summary: 'archive a loop: keep its history, never run it again', load: loopsCmds },
+  { name: 'remove', summary: 'remove a loop (its history stays in the log)', load: loopsCmds },
+  { name: 'run-now', summary: 'run a loop now, in the foreground', load: () => import('./commands/run-now.js').then((m) => m.commands) },
+  { name: 'runs', summary: 'list runs, newest first', load: () => import('./commands/runs.js').then((m) => m.commands) },
+  { name: 'events', summary: "print a run's or a loop's event stream, in order", load: () => import('./commands/events.js').then((m) => m.commands) },
+  { name: 'replay', summary: 'rebuild every state of a run from the log and check it', load: () => import('./commands/events.js').then((m) => m.commands) },
+  { name: 'projections rebuild', summary: 'drop the tables and rebuild them from the log', load: () => import('./commands/projections.js').then((m) => m.commands) },
+  { name: 'projections verify', summary: 'rebuild into a scratch database and compare with the tables', load: () => import('./commands/projections.js').then((m) => m.commands) },
+];
+
+function mainHelp(): string {
+  const width = Math.max(...entries.map((e) => e.name.length)) + 2;
+  return [
+    'loops — a local-first, durable scheduler and workflow runner',
+    '',
+    'Usage: loops <command> [arguments] [options]',
+    '',
+    'Commands:',
+    ...entries.map((e) => `  ${e.name.padEnd(width)}${e.summary}`),
+    '',
+    'Global options:',
+    '  -h, --help       show help (also: loops <command> --help)',
+    '  -V, --version    print the version',
+    '',
+    'Environment:',
+    '  LOOPS_DATA_DIR   where loops keeps its database and run output (default ~/.local/share/loops)',
+    '  NO_COLOR         disable colour',
+    '  LOOPS_DEBUG=1    print stack traces for errors',
+    '',
+    'Exit codes: 0 ok, 1 error, 2 bad input, 3 run failed, 4 run timed out, 5 run cancelled,',
+    '            6 replay/verify mismatch, 75 busy (retry). See docs/cli.md.',
+    '',
+  ].join('\n');
+}
+
+function findEntry(argv: string[]): { entry: Entry; rest: string[] } | undefined {
+  const two = `${argv[0]} ${argv[1] ?? ''}`;
+  const exact2 = entries.find((e) => e.name === two);
+  if (exact2) return { entry: exact2, rest: argv.slice(2) };
+  const exact1 = entries.find((e) => e.name === argv[0]);
+  if (exact1) return { entry: exact1, rest: argv.slice(1) };
+  return undefined;
+}
+
+export async function main(argv: string[], ctxOverrides: Partial<CliContext> = {}): Promise<number> {
+  const out = ctxOverrides.out ?? process.stdout;
+  const err = ctxOverrides.err ?? process.stderr;
+  const first = argv[0];
+  if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
+    if (first === 'help' && argv[1]) return main([...argv.slice(1), '--help'], ctxOverrides);
+    out.write(mainHelp());
+    return first === undefined ? EXIT.usage : EXIT.ok;
+  }
+  if (first === '--version' || first === '-V' || first === 'version') {
+    out.write(`loops ${VERSION}\n`);
+    return EXIT.ok;
+  }
+  try {
+    const found = findEntry(argv);
+    if (!found) throw unknownCommand(argv);
+    const commands = await found.entry.load();
+    const command = commands[found.entry.name]!;
+    const parsed = parseCommand(command.spec, found.rest);
+    if (parsed.values.help) {
+      out.write(helpText(command.spec));
+      return EXIT.ok;
+    }
+    const json = parsed.values.json === true;
+    const ctx: CliContext = {
+      out,
+      err,
+      now: Date.now(),
+      dataDir: resolveDataDir(),
+      json,
+      color: !json && useColor(out),
+      ...ctxOverrides,
+    };
+    return await command.run(parsed, ctx);
+  } catch (error) {
+    return reportError(err, error);
+  }
+}
+
+function unknownCommand(argv: string[]): LoopsError {
+  const word = argv[0]!;
+  const group = entries.filter((e) => e.name.startsWith(`${word} `));
+  if (group.length > 0) {
+    const sub = argv[1];
+    return new LoopsError(
+      'usage',
+      sub && !sub.startsWith('-') ? `loops ${word}: unknown subcommand ${JSON.stringify(sub)}` : `loops ${word}: missing subcommand`,
+      { hint: `use one of: ${group.map((e) => `loops ${e.name}`).join(', ')}` },
+    );
+  }
+  const near = entries.map((e) => e.name.split(' ')[0]!).filter((n, i, a) => a.indexOf(n) === i && similar(n, word));
+  return new LoopsError('usage', `unknown command ${JSON.stringify(word)}`, {
+    hint: near.length ? `did you mean ${near.join(' or ')}? (loops --help lists commands)` : 'loops --help lists commands',
+  });
+}
+
+export function reportError(err: NodeJS.WritableStream, error: unknown): number {
+  const debug = process.env.LOOPS_DEBUG === '1';
+  if (error instanceof LoopsError) {
+    const message = error.message.startsWith('loops ') ? error.message : `loops: ${error.message}`;
+    err.write(`${message}${error.hint ? `; ${error.hint}` : ''}\n`);
+    if (debug && error.stack) err.write(`${error.stack}\n`);
+    return exitCodeFor(error.code);
+  }
+  const e = error as Error;
+  err.write(`loops: internal error: ${e?.message ?? String(error)}${debug ? '' : ' (set LOOPS_DEBUG=1 for details)'}\n`);
+  if (debug && e?.stack) err.write(`${e.stack}\n`);
+  return EXIT.error;
+}
+
+// Run when executed as the `loops` binary (not when imported by tests).
+const invokedAs = process.argv[1] ?? '';
+if (/(?:^|[\\/])(?:main\.js|loops)$/.test(invokedAs)) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error) => {
+      process.exitCode = reportError(process.stderr, error);
+    },
+  );
+}

@@ -1,0 +1,300 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BIN, FIXTURES, Sandbox, pidAlive } from './cli-helpers.js';
+
+const sandboxes: Sandbox[] = [];
+function sandbox(): Sandbox {
+  const s = new Sandbox();
+  sandboxes.push(s);
+  return s;
+}
+afterAll(() => sandboxes.forEach((s) => s.cleanup()));
+
+beforeAll(() => {
+  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run npm run build (npm test does it)`);
+});
+
+const LOOP_FIELDS = ['id', 'name', 'status', 'schedule', 'target', 'nextRunAt', 'createdAt', 'updatedAt'];
+const RUN_FIELDS = ['id', 'loopId', 'scheduledFor', 'attempt', 'status', 'exitCode', 'signal', 'error', 'stdout', 'stderr', 'startedAt', 'finishedAt', 'durationMs'];
+
+describe('loops --version / --help', () => {
+  const s = sandbox();
+  it('prints the version and the command list', () => {
+    expect(s.run(['--version'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^loops \d+\.\d+\.\d+\n$/) });
+    const help = s.run(['--help']);
+    expect(help.code).toBe(0);
+    for (const name of ['create command', 'list', 'show', 'run-now', 'runs', 'events', 'replay', 'projections verify']) {
+      expect(help.stdout).toContain(name);
+    }
+  });
+
+  it.each([
+    ['create', 'command'],
+    ['list'],
+    ['show'],
+    ['remove'],
+    ['pause'],
+    ['resume'],
+    ['run-now'],
+    ['runs'],
+    ['events'],
+    ['replay'],
+    ['projections', 'rebuild'],
+    ['projections', 'verify'],
+  ])('loops %s --help', (...words) => {
+    const r = s.run([...words, '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`Usage: loops ${words.join(' ')}`);
+    expect(r.stdout).toContain('--help');
+  });
+});
+
+describe('create, run-now, runs, show', () => {
+  const s = sandbox();
+
+  it('echo hi: run succeeded, stdout has hi, exit 0', () => {
+    const created = s.json(['create', 'command', 'hi', '--cmd', 'echo hi', '--every', '15m', '-d', 'greets']);
+    for (const f of LOOP_FIELDS) expect(created).toHaveProperty(f);
+    expect(created).toMatchObject({ name: 'hi', status: 'active', description: 'greets', schedule: { kind: 'every', everyMs: 900_000 } });
+    expect(Date.parse(created.nextRunAt) - Date.parse(created.createdAt)).toBeGreaterThan(14 * 60_000);
+
+    const r = s.run(['run-now', 'hi']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/succeeded/);
+    const [run] = s.json(['runs', 'hi']);
+    for (const f of RUN_FIELDS) expect(run).toHaveProperty(f);
+    expect(run).toMatchObject({ status: 'succeeded', exitCode: 0, signal: null, error: null, attempt: 1, loopId: created.id });
+    expect(run.stdout).toContain('hi');
+    expect(run.durationMs).toBeGreaterThanOrEqual(0);
+    expect(Date.parse(run.finishedAt)).toBeGreaterThanOrEqual(Date.parse(run.startedAt));
+    // The full output is kept in a run file too.
+    expect(readFileSync(join(s.dataDir, 'runs', run.id, 'stdout.log'), 'utf8')).toBe('hi\n');
+  });
+
+  it('exit 3 (shell form): failed, exitCode 3, CLI exit 3 with the reason on stderr', () => {
+    s.json(['create', 'command', 'three', '--cmd', 'echo oops >&2; exit 3', '--manual']);
+    const r = s.run(['run-now', 'three']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('exited with code 3');
+    expect(r.stderr).toContain('oops');
+    const [run] = s.json(['runs', 'three', '--limit', '1']);
+    expect(run).toMatchObject({ status: 'failed', exitCode: 3, error: 'exited with code 3' });
+    expect(run.stderr).toBe('oops\n');
+  });
+
+  it('--show-output streams the output; --json gives the run', () => {
+    const r = s.run(['run-now', 'hi', '--show-output']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^hi\n/);
+    const j = s.run(['run-now', 'three', '--json']);
+    expect(j.code).toBe(3);
+    expect(JSON.parse(j.stdout)).toMatchObject({ status: 'failed', exitCode: 3 });
+  });
+
+  it('--no-shell passes --arg values verbatim, with cwd and env', () => {
+    s.json(['create', 'command', 'argv', '--no-shell', '--cmd', '/bin/echo', '--arg', '$HOME; rm -rf /', '--arg', 'b c', '--manual']);
+    expect(s.run(['run-now', 'argv']).code).toBe(0);
+    expect(s.json(['runs', 'argv'])[0].stdout).toBe('$HOME; rm -rf / b c\n');
+
+    s.json(['create', 'command', 'where', '--cmd', 'pwd; echo "$GREETING"; echo "$LOOPS_LOOP_NAME"', '--cwd', FIXTURES, '--env', 'GREETING=hello there', '--manual']);
+    expect(s.run(['run-now', 'where']).code).toBe(0);
+    expect(s.json(['runs', 'where'])[0].stdout).toBe(`${FIXTURES}\nhello there\nwhere\n`);
+  });
+
+  it('a missing executable (no shell) is a failed run with a clear error', () => {
+    s.json(['create', 'command', 'ghost', '--no-shell', '--cmd', 'definitely-not-a-command-xyz', '--manual']);
+    const r = s.run(['run-now', 'ghost']);
+    expect(r.code).toBe(3);
+    const [run] = s.json(['runs', 'ghost']);
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatch(/command not found: definitely-not-a-command-xyz/);
+  });
+
+  it('list and show', () => {
+    const list = s.json<any[]>(['list']);
+    expect(list.map((l) => l.name)).toEqual(['argv', 'ghost', 'hi', 'three', 'where']);
+    for (const l of list) for (const f of LOOP_FIELDS) expect(l).toHaveProperty(f);
+    const table = s.run(['list']);
+    expect(table.stdout.split('\n')[0]).toMatch(/^NAME\s+STATUS\s+SCHEDULE\s+NEXT RUN\s+LAST RUN\s+ID$/);
+    expect(s.json(['show', 'hi'])).toMatchObject({ name: 'hi', runCount: 2 });
+    const show = s.run(['show', 'hi']);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toContain('every 15m');
+    expect(show.stdout).toContain('Recent runs:');
+    // an id prefix works too
+    const id = list[0].id as string;
+    expect(s.json(['show', id.slice(0, 16)]).id).toBe(id);
+  });
+
+  it('pause, resume, remove, and the name can be reused', () => {
+    expect(s.json(['pause', 'hi', '--reason', 'holiday'])).toMatchObject({ status: 'paused', reason: 'holiday', nextRunAt: null });
+    const again = s.run(['pause', 'hi']);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toMatch(/cannot pause loop hi: it is paused/);
+    // run-now still works on a paused loop
+    expect(s.run(['run-now', 'hi']).code).toBe(0);
+    const resumed = s.json(['resume', 'hi']);
+    expect(resumed.status).toBe('active');
+    expect(resumed.nextRunAt).not.toBeNull();
+    expect(s.json(['remove', 'three']).status).toBe('removed');
+    expect(s.json<any[]>(['list']).map((l) => l.name)).not.toContain('three');
+    expect(s.json<any[]>(['list', '--all']).map((l) => l.name)).toContain('three');
+    expect(s.run(['show', 'three']).code).toBe(2);
+    expect(s.json(['create', 'command', 'three', '--cmd', 'true', '--manual']).name).toBe('three');
+  });
+
+  it('replay reproduces every recorded state of every run; events print the stream in order', () => {
+    const runs = s.json<any[]>(['runs', '--limit', '100']);
+    expect(runs.length).toBeGreaterThanOrEqual(7);
+    for (const run of runs) {
+      const r = s.run(['replay', run.id]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toContain('every replayed state matches the log');
+      const steps = s.json<any[]>(['replay', run.id]);
+      expect(steps[0]).toMatchObject({ version: 1, type: 'run.claimed', stateBefore: 'new', stateAfter: 'claimed' });
+      expect(steps.at(-1).stateAfter).toBe(run.status);
+      const events = s.json<any[]>(['events', run.id]);
+      expect(events.map((e) => e.version)).toEqual(events.map((_, i) => i + 1));
+    }
+    const loopEvents = s.json<any[]>(['events', 'hi']);
+    expect(loopEvents.map((e) => e.type)).toEqual(['loop.created', 'loop.paused', 'loop.resumed']);
+  });
+
+  it('projections verify passes; deleting rows and rebuilding restores identical rows', () => {
+    expect(s.run(['projections', 'verify']).code).toBe(0);
+    const db = s.db();
+    const before = db.prepare('SELECT * FROM loop_runs ORDER BY id').all();
+    const loopsBefore = db.prepare('SELECT * FROM loops ORDER BY id').all();
+    db.prepare('DELETE FROM loop_runs').run();
+    db.prepare("UPDATE loops SET status = 'paused' WHERE name = 'hi'").run();
+    db.close();
+    const broken = s.run(['projections', 'verify']);
+    expect(broken.code).toBe(6);
+    expect(broken.stdout).toMatch(/loop_runs id=run_\S+: missing from the live table/);
+    expect(broken.stdout).toMatch(/loops id=loop_\S+: status is "paused" live, "active" rebuilt from the log/);
+    expect(s.run(['projections', 'rebuild']).code).toBe(0);
+    expect(s.run(['projections', 'verify']).code).toBe(0);
+    const db2 = s.db();
+    expect(db2.prepare('SELECT * FROM loop_runs ORDER BY id').all()).toEqual(before);
+    expect(db2.prepare('SELECT * FROM loops ORDER BY id').all()).toEqual(loopsBefore);
+    db2.close();
+  });
+
+  it('replay reports a determinism error naming the first mismatching version', () => {
+    const [run] = s.json<any[]>(['runs', 'hi', '--limit', '1']);
+    const db = s.db();
+    db.prepare(`UPDATE events SET state = '"failed"' WHERE stream_id = ? AND version = 4`).run(`run:${run.id}`);
+    db.close();
+    const r = s.run(['replay', run.id]);
+    expect(r.code).toBe(6);
+    expect(r.stderr).toMatch(/diverges at version 4 \(process\.exited\)/);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+});
+
+describe('timeouts and cancellation kill the whole process group', () => {
+  const s = sandbox();
+
+  it('sleep 30 with --timeout 1s is timed_out within a few seconds (exit 4)', () => {
+    s.json(['create', 'command', 'slow', '--cmd', 'sleep 30', '--timeout', '1s', '--manual']);
+    const started = Date.now();
+    const r = s.run(['run-now', 'slow']);
+    expect(r.code).toBe(4);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(s.json(['runs', 'slow'])[0]).toMatchObject({ status: 'timed_out', signal: 'SIGTERM', exitCode: null });
+  });
+
+  it('a command that ignores SIGTERM is SIGKILLed after the grace period, descendants included', () => {
+    const pidFile = join(s.dataDir, 'child.pid');
+    s.json(['create', 'command', 'stubborn', '--no-shell', '--cmd', join(FIXTURES, 'ignore-term.sh'), '--arg', pidFile, '--timeout', '1s', '--kill-grace', '1s', '--manual']);
+    const r = s.run(['run-now', 'stubborn']);
+    expect(r.code).toBe(4);
+    const [run] = s.json(['runs', 'stubborn']);
+    expect(run).toMatchObject({ status: 'timed_out', signal: 'SIGKILL' });
+    expect(run.error).toMatch(/timed out after 1s; process killed by SIGKILL/);
+    const grandchild = Number(readFileSync(pidFile, 'utf8'));
+    expect(pidAlive(run.pid)).toBe(false);
+    expect(pidAlive(grandchild)).toBe(false);
+  });
+
+  it('Ctrl-C (SIGINT) cancels the run: exit 5, status cancelled, group killed', async () => {
+    const pidFile = join(s.dataDir, 'child2.pid');
+    s.json(['create', 'command', 'interrupt-me', '--no-shell', '--cmd', join(FIXTURES, 'ignore-term.sh'), '--arg', pidFile, '--kill-grace', '500ms', '--manual']);
+    const proc = s.start(['run-now', 'interrupt-me', '--show-output']);
+    await proc.waitForOutput(/started/);
+    proc.child.kill('SIGINT');
+    const result = await proc.exited;
+    expect(result.code).toBe(5);
+    const [run] = s.json(['runs', 'interrupt-me']);
+    expect(run).toMatchObject({ status: 'cancelled', error: 'cancelled: interrupted by SIGINT' });
+    expect(pidAlive(Number(readFileSync(pidFile, 'utf8')))).toBe(false);
+    expect(s.run(['replay', run.id]).code).toBe(0);
+  });
+});
+
+describe('bad input: one clear line, exit 2, nothing appended', () => {
+  const s = sandbox();
+  beforeAll(() => {
+    s.json(['create', 'command', 'taken', '--cmd', 'true', '--manual']);
+  });
+
+  it.each([
+    ['unknown flag', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--frobnicate'], /unknown option --frobnicate/],
+    ['missing --cmd', ['create', 'command', 'x', '--manual'], /--cmd is required/],
+    ['no schedule', ['create', 'command', 'x', '--cmd', 'true'], /a schedule is required/],
+    ['two schedules', ['create', 'command', 'x', '--cmd', 'true', '--every', '5m', '--manual'], /only one schedule, got --every and --manual/],
+    ['invalid cron', ['create', 'command', 'x', '--cmd', 'true', '--cron', '61 * * * *'], /--cron: invalid expression/],
+    ['cron with too few fields', ['create', 'command', 'x', '--cmd', 'true', '--cron', '* *'], /has 2 field\(s\)/],
+    ['invalid duration', ['create', 'command', 'x', '--cmd', 'true', '--every', 'soon'], /--every: invalid duration "soon"/],
+    ['invalid timeout', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--timeout', '10'], /--timeout: invalid duration "10"/],
+    ['--at in the past', ['create', 'command', 'x', '--cmd', 'true', '--at', '2001-01-01T00:00Z'], /--at: .* is in the past/],
+    ['bad time zone', ['create', 'command', 'x', '--cmd', 'true', '--cron', '0 3 * * *', '--tz', 'Mars/Olympus'], /unknown time zone/],
+    ['missing cwd', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--cwd', '/does/not/exist'], /--cwd: directory \/does\/not\/exist does not exist/],
+    ['name taken', ['create', 'command', 'taken', '--cmd', 'true', '--manual'], /a loop named "taken" already exists/],
+    ['bad name', ['create', 'command', 'no spaces please', '--cmd', 'true', '--manual'], /invalid loop name/],
+    ['bad env', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--env', 'NOVALUE'], /--env "NOVALUE" is not KEY=VALUE/],
+    ['--arg without --no-shell', ['create', 'command', 'x', '--cmd', 'echo', '--arg', 'a', '--manual'], /--arg is only used with --no-shell/],
+    ['flag as value', ['create', 'command', 'x', '--cmd', '--manual'], /--cmd needs a value/],
+    ['unknown loop (show)', ['show', 'nope'], /no loop named or with id "nope"/],
+    ['unknown loop (run-now)', ['run-now', 'nope'], /no loop named or with id "nope"/],
+    ['unknown loop (pause)', ['pause', 'nope'], /no loop named or with id "nope"/],
+    ['unknown loop (runs)', ['runs', 'nope'], /no loop named or with id "nope"/],
+    ['unknown run (replay)', ['replay', 'run_nope'], /no run with id "run_nope"/],
+    ['unknown run (events)', ['events', 'run_nope'], /no run with id "run_nope"/],
+    ['bad --limit', ['runs', '--limit', 'many'], /--limit must be a positive whole number/],
+    ['unknown command', ['frobnicate'], /unknown command "frobnicate"/],
+    ['missing subcommand', ['projections'], /missing subcommand/],
+  ])('%s', (_name, args, message) => {
+    const before = s.eventCount();
+    const r = s.run(args as string[]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(message as RegExp);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(s.eventCount()).toBe(before);
+  });
+
+  it('LOOPS_DEBUG=1 adds the stack trace', () => {
+    const r = s.run(['show', 'nope'], { LOOPS_DEBUG: '1' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/\n\s+at /);
+  });
+});
+
+describe('the data directory', () => {
+  it('is 0700 with a 0600 database, and a newer log format is refused with a clear message', () => {
+    const s = sandbox();
+    expect(s.run(['list']).code).toBe(0);
+    expect(statSync(s.dataDir).mode & 0o777).toBe(0o700);
+    expect(statSync(join(s.dataDir, 'loops.db')).mode & 0o777).toBe(0o600);
+    const db = s.db();
+    db.pragma('user_version = 99');
+    db.close();
+    const r = s.run(['list']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/uses log format 99, but this loops understands only up to 1/);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+});

@@ -1,0 +1,20 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+// @ts-expect-error plain ESM script without types
+import { check } from '../../scripts/check-layers.mjs';
+
+describe('layer check (cli -> runtime -> {machines, projections} -> events)', () => {
+  it('finds no violation in src/', () => {
+    expect(check()).toEqual([]);
+  });
+
+  it('reports upward imports, impure code in pure layers and value imports across layers', () => {
+    const problems: string[] = check(join(__dirname, '..', 'fixtures', 'layers-bad'));
+    const text = problems.join('\n');
+    expect(text).toMatch(/machines\/bad\.ts:1: machines must not import the package node:fs/);
+    expect(text).toMatch(/machines\/bad\.ts:2: machines must not import runtime/);
+    expect(text).toMatch(/machines\/bad\.ts:3: machines is pure but uses Date\.now/);
+    expect(text).toMatch(/projections\/bad\.ts:1: projections is pure and may import only types from events/);
+    expect(text).toMatch(/events\/bad\.ts:1: events must not import machines/);
+  });
+});
