@@ -17,7 +17,8 @@ export const LOG_FORMAT_VERSION = 1;
 const migrations: ReadonlyArray<string> = [
   `
   CREATE TABLE events (
-    position  INTEGER PRIMARY KEY AUTOINCREMENT,
+    -- The rowid: assigned in commit order, never reused because events are never deleted.
+    position  INTEGER PRIMARY KEY,
     stream_id TEXT    NOT NULL,
     version   INTEGER NOT NULL,
     type      TEXT    NOT NULL,
@@ -28,7 +29,6 @@ const migrations: ReadonlyArray<string> = [
     state     TEXT,
     UNIQUE (stream_id, version)
   );
-  CREATE INDEX events_type ON events (type);
   CREATE TABLE streams (
     stream_id       TEXT PRIMARY KEY,
     kind            TEXT    NOT NULL,
@@ -53,6 +53,23 @@ const migrations: ReadonlyArray<string> = [
   );
   `,
 ];
+
+const statementCache = new WeakMap<Db, Map<string, Database.Statement>>();
+
+/** A prepared statement cached per database handle: `prepare` costs tens of µs, hot paths call it often. */
+export function cached<P extends unknown[] = unknown[], R = unknown>(db: Db, sql: string): Database.Statement<P, R> {
+  let perDb = statementCache.get(db);
+  if (!perDb) {
+    perDb = new Map();
+    statementCache.set(db, perDb);
+  }
+  let stmt = perDb.get(sql);
+  if (!stmt) {
+    stmt = db.prepare(sql);
+    perDb.set(sql, stmt);
+  }
+  return stmt as unknown as Database.Statement<P, R>;
+}
 
 export interface OpenOptions {
   /** Open read-only: no migrations, no file creation. */

@@ -45,6 +45,15 @@ interface StreamRow {
   updated_at: string;
 }
 
+interface PreparedEvent {
+  type: string;
+  v: number;
+  data: unknown;
+  meta: EventMeta;
+  at: string;
+  state: Json | null;
+}
+
 export function rowToEvent(row: EventRow): StoredEvent {
   return {
     position: row.position,
@@ -81,6 +90,8 @@ export class SqliteEventLog implements EventLog {
   private readonly selectStreamEvents;
   private readonly selectAll;
   private readonly selectHead;
+  /** Built once: `db.transaction()` is not free, and append is the hot path. */
+  private readonly appendTx;
 
   constructor(db: Db, options: SqliteEventLogOptions = {}) {
     this.db = db;
@@ -104,14 +115,15 @@ export class SqliteEventLog implements EventLog {
     this.selectAll = db.prepare<[number, number], EventRow>(
       'SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?',
     );
-    this.selectHead = db.prepare<[], { head: number | null }>(
-      "SELECT seq AS head FROM sqlite_sequence WHERE name = 'events'",
+    this.selectHead = db.prepare<[], { head: number }>('SELECT position AS head FROM events ORDER BY position DESC LIMIT 1');
+    this.appendTx = db.transaction((streamId: string, prepared: PreparedEvent[], options: AppendOptions) =>
+      this.appendInTransaction(streamId, prepared, options),
     );
   }
 
   append(streamId: string, events: NewEvent[], options: AppendOptions): AppendResult {
     if (events.length === 0) throw new ValidationError(`nothing to append to ${streamId}`);
-    const prepared = events.map((event) => ({
+    const prepared = events.map((event): PreparedEvent => ({
       type: event.type,
       v: schemaVersion(event.type),
       data: this.validate ? validateEventData(event.type, event.data) : event.data,
@@ -119,62 +131,9 @@ export class SqliteEventLog implements EventLog {
       at: event.at,
       state: event.state === undefined ? null : event.state,
     }));
-    const run = this.db.transaction((): AppendResult => {
-      options.precondition?.();
-      const stream = this.selectStream.get(streamId);
-      const actual = stream?.version ?? 0;
-      if (actual !== options.expectedVersion) {
-        throw new ConcurrencyConflictError(streamId, options.expectedVersion, actual);
-      }
-      const last = prepared[prepared.length - 1]!;
-      const nextVersion = actual + prepared.length;
-      if (!stream) {
-        if (!options.kind) throw new ValidationError(`creating stream ${streamId} needs a kind`);
-        this.insertStream.run(
-          streamId,
-          options.kind,
-          nextVersion,
-          options.machine?.id ?? null,
-          options.machine?.version ?? null,
-          prepared[0]!.at,
-          last.at,
-        );
-      } else if (this.bumpStream.run(nextVersion, last.at, streamId, actual).changes !== 1) {
-        throw new ConcurrencyConflictError(streamId, options.expectedVersion, actual);
-      }
-      const stored: StoredEvent[] = [];
-      let version = actual;
-      for (const event of prepared) {
-        version += 1;
-        const info = this.insertEvent.run(
-          streamId,
-          version,
-          event.type,
-          event.v,
-          JSON.stringify(event.data),
-          JSON.stringify(event.meta),
-          event.at,
-          event.state === null ? null : JSON.stringify(event.state),
-        );
-        const storedEvent: StoredEvent = {
-          position: Number(info.lastInsertRowid),
-          streamId,
-          version,
-          type: event.type,
-          v: event.v,
-          data: event.data,
-          meta: event.meta,
-          at: event.at,
-          state: event.state,
-        };
-        this.applyHandlers(storedEvent);
-        stored.push(storedEvent);
-      }
-      return { streamId, version, position: stored[stored.length - 1]!.position, events: stored };
-    });
     let result: AppendResult;
     try {
-      result = run.immediate();
+      result = this.appendTx.immediate(streamId, prepared, options);
     } catch (error) {
       if ((error as { code?: string }).code === 'SQLITE_BUSY') {
         throw new BusyError('the database is busy (another loops process holds the write lock)', {
@@ -190,6 +149,60 @@ export class SqliteEventLog implements EventLog {
     }
     for (const event of result.events) this.subject.next(event);
     return result;
+  }
+
+  private appendInTransaction(streamId: string, prepared: PreparedEvent[], options: AppendOptions): AppendResult {
+    options.precondition?.();
+    const stream = this.selectStream.get(streamId);
+    const actual = stream?.version ?? 0;
+    if (actual !== options.expectedVersion) {
+      throw new ConcurrencyConflictError(streamId, options.expectedVersion, actual);
+    }
+    const last = prepared[prepared.length - 1]!;
+    const nextVersion = actual + prepared.length;
+    if (!stream) {
+      if (!options.kind) throw new ValidationError(`creating stream ${streamId} needs a kind`);
+      this.insertStream.run(
+        streamId,
+        options.kind,
+        nextVersion,
+        options.machine?.id ?? null,
+        options.machine?.version ?? null,
+        prepared[0]!.at,
+        last.at,
+      );
+    } else if (this.bumpStream.run(nextVersion, last.at, streamId, actual).changes !== 1) {
+      throw new ConcurrencyConflictError(streamId, options.expectedVersion, actual);
+    }
+    const stored: StoredEvent[] = [];
+    let version = actual;
+    for (const event of prepared) {
+      version += 1;
+      const info = this.insertEvent.run(
+        streamId,
+        version,
+        event.type,
+        event.v,
+        JSON.stringify(event.data),
+        JSON.stringify(event.meta),
+        event.at,
+        event.state === null ? null : JSON.stringify(event.state),
+      );
+      const storedEvent: StoredEvent = {
+        position: Number(info.lastInsertRowid),
+        streamId,
+        version,
+        type: event.type,
+        v: event.v,
+        data: event.data,
+        meta: event.meta,
+        at: event.at,
+        state: event.state,
+      };
+      this.applyHandlers(storedEvent);
+      stored.push(storedEvent);
+    }
+    return { streamId, version, position: stored[stored.length - 1]!.position, events: stored };
   }
 
   /** Runs the inline projections for one event (inside the caller's transaction). */

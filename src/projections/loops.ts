@@ -8,11 +8,20 @@ import type { StoredEvent } from '../events/types.js';
 import { sql, stateName, type Projection } from './types.js';
 
 const LOOP_STATUS_EVENTS = ['loop.paused', 'loop.resumed', 'loop.stopped', 'loop.archived', 'loop.removed'];
-const RUN_END_EVENTS = ['process.spawn_failed', 'process.exited', 'run.abandoned', 'run.cancel_requested'];
+/** Run events after the claim that move the run's status, mirrored on the loop's last-run summary. */
+const RUN_STATUS_EVENTS = [
+  'process.spawn_requested',
+  'process.spawned',
+  'process.spawn_failed',
+  'process.exited',
+  'run.abandoned',
+  'run.cancel_requested',
+];
 
 export const loopsProjection: Projection = {
   name: 'loops',
-  version: 1,
+  // v2: the last-run summary also follows process.spawn_requested / process.spawned.
+  version: 2,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loops (
       id              TEXT PRIMARY KEY,
@@ -34,7 +43,7 @@ export const loopsProjection: Projection = {
     `CREATE UNIQUE INDEX IF NOT EXISTS loops_live_name ON loops (name) WHERE status <> 'removed'`,
   ],
   tables: [{ name: 'loops', orderBy: 'id' }],
-  handles: new Set(['loop.created', ...LOOP_STATUS_EVENTS, 'run.claimed', ...RUN_END_EVENTS]),
+  handles: new Set(['loop.created', ...LOOP_STATUS_EVENTS, 'run.claimed', ...RUN_STATUS_EVENTS]),
   evolve(event: StoredEvent) {
     switch (event.type) {
       case 'loop.created': {
@@ -87,7 +96,7 @@ export const loopsProjection: Projection = {
         ];
       }
       default: {
-        // A run event that may have ended the run: mirror its status on the loop's summary.
+        // A run event that moved the run's status: mirror it on the loop's summary.
         return [
           sql('UPDATE loops SET last_run_status = ? WHERE last_run_id = ?', stateName(event), runIdOf(event.streamId)),
         ];

@@ -90,26 +90,28 @@ export class DurableActor {
     if (!result.accepted) {
       throw new InvalidTransitionError(`${this.streamId} is ${this.state}; it does not accept ${type}`);
     }
-    const appended = this.runtime.log.append(
-      this.streamId,
-      [
-        {
-          type,
-          data,
-          at,
-          state: stateOf(result.after),
-          meta: { runnerId: this.runtime.runnerId, ...options.meta },
-        },
-      ],
-      {
-        expectedVersion: this.version,
-        kind: this.kind,
-        machine: this.machineRef,
-        ...(options.precondition ? { precondition: options.precondition } : {}),
-      },
-    );
+    // Move first: the log publishes on events$ inside append (after the commit), and a listener
+    // may record the next event on this actor synchronously; it must see this state and version.
+    const before = { snapshot: this.snapshot, version: this.version };
     this.snapshot = result.after;
-    this.version = appended.version;
+    this.version = before.version + 1;
+    let appended;
+    try {
+      appended = this.runtime.log.append(
+        this.streamId,
+        [{ type, data, at, state: stateOf(result.after), meta: { runnerId: this.runtime.runnerId, ...options.meta } }],
+        {
+          expectedVersion: before.version,
+          kind: this.kind,
+          machine: this.machineRef,
+          ...(options.precondition ? { precondition: options.precondition } : {}),
+        },
+      );
+    } catch (error) {
+      this.snapshot = before.snapshot;
+      this.version = before.version;
+      throw error;
+    }
     for (const action of result.actions) this.schedule(action.type, action.params);
     if (this.snapshot.status === 'done') {
       this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);

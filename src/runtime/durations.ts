@@ -39,11 +39,10 @@ export function parseDuration(input: string, flag = 'duration'): number {
 
 /** 90000 → `1m30s`; 1500 → `1.5s`; 250 → `250ms`. */
 export function formatDuration(ms: number): string {
-  if (ms < 1000) return `${Math.round(ms)}ms`;
-  if (ms < 60_000) {
-    const s = ms / 1000;
-    return `${Number.isInteger(s) ? s : s.toFixed(1)}s`;
-  }
+  if (Math.round(ms) < 1000) return `${Math.round(ms)}ms`;
+  // Round to tenths first, so 59 999 ms is `1m` (not `60.0s`) and 1 040 ms is `1s` (not `1.0s`).
+  const tenths = Math.round(ms / 100);
+  if (tenths < 600) return `${tenths / 10}s`;
   const parts: string[] = [];
   let rest = Math.round(ms / 1000);
   for (const [unit, size] of [

@@ -4,6 +4,7 @@
  * Timeout and cancel kill the whole group: SIGTERM, then SIGKILL after the grace period. When
  * the leader exits, anything it left behind in its group is cleaned up the same way.
  */
+import { existsSync } from 'node:fs';
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from './clock.js';
 import { CappedFile, TailBuffer } from './output.js';
@@ -239,7 +240,8 @@ function formatMs(ms: number): string {
 
 function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string): string {
   if (code === 'ENOENT') {
-    return spec.cwd && cause.includes('cwd')
+    // Node reports a missing cwd as `spawn <command> ENOENT`, exactly like a missing command.
+    return spec.cwd && !existsSync(spec.cwd)
       ? `working directory ${spec.cwd} does not exist`
       : `command not found: ${spec.command} (searched PATH=${process.env.PATH ?? ''})`;
   }

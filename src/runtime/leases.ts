@@ -3,7 +3,7 @@
  * projection". A lease is held by one holder until it expires; each new acquisition increments
  * the token, so a holder that lost its lease is fenced out of recording outcomes.
  */
-import type { Db } from '../events/db.js';
+import { cached, type Db } from '../events/db.js';
 import { LeaseLostError, LoopsError } from '../events/errors.js';
 
 export interface Lease {
@@ -23,7 +23,7 @@ interface LeaseRow {
 export function acquireLease(db: Db, name: string, holder: string, ttlMs: number, nowMs: number): Lease {
   return db
     .transaction((): Lease => {
-      const row = db.prepare<[string], LeaseRow>('SELECT * FROM leases WHERE name = ?').get(name);
+      const row = cached<[string], LeaseRow>(db, 'SELECT * FROM leases WHERE name = ?').get(name);
       const expiresAt = nowMs + ttlMs;
       if (row && row.holder !== holder && Date.parse(row.expires_at) > nowMs) {
         throw new LoopsError('conflict', `${name} is leased by ${row.holder} until ${row.expires_at}`, {
@@ -32,7 +32,8 @@ export function acquireLease(db: Db, name: string, holder: string, ttlMs: number
         });
       }
       const token = (row?.token ?? 0) + 1;
-      db.prepare(
+      cached(
+        db,
         `INSERT INTO leases (name, holder, token, expires_at) VALUES (?, ?, ?, ?)
          ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_at = excluded.expires_at`,
       ).run(name, holder, token, new Date(expiresAt).toISOString());
@@ -44,8 +45,7 @@ export function acquireLease(db: Db, name: string, holder: string, ttlMs: number
 /** Extends a held lease; throws `LeaseLostError` when someone else holds it now. */
 export function renewLease(db: Db, lease: Lease, ttlMs: number, nowMs: number): Lease {
   const expiresAt = nowMs + ttlMs;
-  const info = db
-    .prepare('UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND token = ?')
+  const info = cached(db, 'UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND token = ?')
     .run(new Date(expiresAt).toISOString(), lease.name, lease.holder, lease.token);
   if (info.changes !== 1) {
     throw new LeaseLostError(`lease ${lease.name} (token ${lease.token}) was lost`);
@@ -55,7 +55,7 @@ export function renewLease(db: Db, lease: Lease, ttlMs: number, nowMs: number): 
 
 /** Fencing check, run inside an append transaction: the caller must still hold this token. */
 export function assertLeaseHeld(db: Db, lease: Lease, nowMs: number): void {
-  const row = db.prepare<[string], LeaseRow>('SELECT * FROM leases WHERE name = ?').get(lease.name);
+  const row = cached<[string], LeaseRow>(db, 'SELECT * FROM leases WHERE name = ?').get(lease.name);
   if (!row || row.holder !== lease.holder || row.token !== lease.token) {
     throw new LeaseLostError(
       `lease ${lease.name} is no longer held by ${lease.holder} (token ${lease.token}); not recording the outcome`,
@@ -67,5 +67,5 @@ export function assertLeaseHeld(db: Db, lease: Lease, nowMs: number): void {
 }
 
 export function releaseLease(db: Db, lease: Lease): void {
-  db.prepare('DELETE FROM leases WHERE name = ? AND holder = ? AND token = ?').run(lease.name, lease.holder, lease.token);
+  cached(db, 'DELETE FROM leases WHERE name = ? AND holder = ? AND token = ?').run(lease.name, lease.holder, lease.token);
 }

@@ -3,7 +3,7 @@
  * Light on purpose — no zod, xstate or rxjs — so `loops list` starts fast.
  */
 import type { LoopPolicies, Schedule, Target } from '../events/catalog.js';
-import type { Db } from '../events/db.js';
+import { cached, type Db } from '../events/db.js';
 import { AmbiguousError, NotFoundError } from '../events/errors.js';
 
 export interface LoopView {
@@ -145,9 +145,9 @@ export interface ListLoopsOptions {
 }
 
 export function listLoops(db: Db, options: ListLoopsOptions = {}): LoopView[] {
-  const rows = db
-    .prepare<[], LoopRow>(
-      `SELECT * FROM loops ${options.all ? '' : "WHERE status <> 'removed'"} ORDER BY name COLLATE NOCASE, created_at`,
+  const rows = cached<[], LoopRow>(
+    db,
+    `SELECT * FROM loops ${options.all ? '' : "WHERE status <> 'removed'"} ORDER BY name COLLATE NOCASE, created_at`,
     )
     .all();
   return rows.map(toLoopView);
@@ -158,14 +158,13 @@ export function listLoops(db: Db, options: ListLoopsOptions = {}): LoopView[] {
  * Unknown → NotFoundError; several matches → AmbiguousError listing them.
  */
 export function findLoop(db: Db, idOrName: string, options: { includeRemoved?: boolean } = {}): LoopView {
-  const byId = db.prepare<[string], LoopRow>('SELECT * FROM loops WHERE id = ?').get(idOrName);
+  const byId = cached<[string], LoopRow>(db, 'SELECT * FROM loops WHERE id = ?').get(idOrName);
   if (byId && (options.includeRemoved || byId.status !== 'removed')) return toLoopView(byId);
-  const byName = db.prepare<[string], LoopRow>("SELECT * FROM loops WHERE name = ? AND status <> 'removed'").all(idOrName);
+  const byName = cached<[string], LoopRow>(db, "SELECT * FROM loops WHERE name = ? AND status <> 'removed'").all(idOrName);
   if (byName.length === 1) return toLoopView(byName[0]!);
   if (idOrName.length >= 4) {
-    const byPrefix = db
-      .prepare<[string], LoopRow>(
-        `SELECT * FROM loops WHERE id LIKE ? ESCAPE '\\' ${options.includeRemoved ? '' : "AND status <> 'removed'"} LIMIT 11`,
+    const byPrefix = cached<[string], LoopRow>(
+        db, `SELECT * FROM loops WHERE id LIKE ? ESCAPE '\\' ${options.includeRemoved ? '' : "AND status <> 'removed'"} LIMIT 11`,
       )
       .all(`${escapeLike(idOrName)}%`);
     if (byPrefix.length === 1) return toLoopView(byPrefix[0]!);
@@ -175,8 +174,7 @@ export function findLoop(db: Db, idOrName: string, options: { includeRemoved?: b
       });
     }
   }
-  const similar = db
-    .prepare<[string], { name: string }>("SELECT name FROM loops WHERE status <> 'removed' AND name LIKE ? LIMIT 3")
+  const similar = cached<[string], { name: string }>(db, "SELECT name FROM loops WHERE status <> 'removed' AND name LIKE ? LIMIT 3")
     .all(`%${escapeLike(idOrName.slice(0, 3))}%`);
   throw new NotFoundError(`no loop named or with id ${JSON.stringify(idOrName)}`, {
     hint:
@@ -204,9 +202,9 @@ export function listRuns(db: Db, options: ListRunsOptions = {}): RunView[] {
     params.push(options.status);
   }
   params.push(options.limit ?? 20);
-  const rows = db
-    .prepare<Array<string | number>, RunRow>(
-      `SELECT * FROM loop_runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY claimed_position DESC LIMIT ?`,
+  const rows = cached<Array<string | number>, RunRow>(
+    db,
+    `SELECT * FROM loop_runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY claimed_position DESC LIMIT ?`,
     )
     .all(...params);
   return rows.map(toRunView);
@@ -214,11 +212,10 @@ export function listRuns(db: Db, options: ListRunsOptions = {}): RunView[] {
 
 /** A run by exact id or unique id prefix. */
 export function findRun(db: Db, id: string): RunView {
-  const exact = db.prepare<[string], RunRow>('SELECT * FROM loop_runs WHERE id = ?').get(id);
+  const exact = cached<[string], RunRow>(db, 'SELECT * FROM loop_runs WHERE id = ?').get(id);
   if (exact) return toRunView(exact);
   if (id.length >= 4) {
-    const rows = db
-      .prepare<[string], RunRow>("SELECT * FROM loop_runs WHERE id LIKE ? ESCAPE '\\' LIMIT 11")
+    const rows = cached<[string], RunRow>(db, "SELECT * FROM loop_runs WHERE id LIKE ? ESCAPE '\\' LIMIT 11")
       .all(`${escapeLike(id)}%`);
     if (rows.length === 1) return toRunView(rows[0]!);
     if (rows.length > 1) {
@@ -231,7 +228,7 @@ export function findRun(db: Db, id: string): RunView {
 }
 
 export function countEvents(db: Db): number {
-  return (db.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n;
+  return (cached(db, 'SELECT COUNT(*) AS n FROM events').get() as { n: number }).n;
 }
 
 function escapeLike(text: string): string {

@@ -71,6 +71,8 @@ export async function runNow(runtime: Runtime, idOrName: string, options: RunNow
   const files = runDir(runtime.dataDir, runId);
   const effects: Effects = {
     requestSpawn: (_params, actor) => {
+      // Effects run after the event that asked for them; the run may have been cancelled meanwhile.
+      if (actor.snapshot.value !== 'claimed') return;
       const target = loop.target;
       const timeoutMs = loop.policies.timeoutMs;
       const data: EventData<'process.spawn_requested'> = {
@@ -84,6 +86,7 @@ export async function runNow(runtime: Runtime, idOrName: string, options: RunNow
       actor.record('process.spawn_requested', data, fenced);
     },
     spawn: async (_params, actor) => {
+      if (actor.snapshot.value !== 'spawning') return;
       const context = actor.snapshot.context as RunContext;
       mkdirSync(files, { recursive: true, mode: 0o700 });
       try {
@@ -199,5 +202,5 @@ function abortReason(signal: AbortSignal | undefined): string | null {
 
 function cancelReason(actor: DurableActor): string | null {
   const error = (actor.snapshot.context as RunContext).error;
-  return error?.replace(/^cancelled: ?/, '') || null;
+  return error?.replace(/^cancelled(: ?)?/, '') || null;
 }

@@ -1,0 +1,107 @@
+// Shared helpers for the benchmark harness: statistics, temp directories, machine info and
+// WAL inspection. Plain ESM, no dependencies beyond what the project already has.
+import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { cpus, loadavg, platform, arch, release, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+
+export function median(values) {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+export function minMax(values) {
+  return [Math.min(...values), Math.max(...values)];
+}
+
+export const now = () => performance.now();
+
+// ── temp directories, removed on exit (also on Ctrl-C) ──────────────────────────────────────
+const tempDirs = new Set();
+
+export function makeTempDir(label) {
+  const dir = mkdtempSync(join(tmpdir(), `loops-bench-${label}-`));
+  tempDirs.add(dir);
+  return dir;
+}
+
+export function removeTempDir(dir) {
+  try {
+    rmSync(dir, { recursive: true, force: true });
+  } catch {
+    // best effort
+  }
+  tempDirs.delete(dir);
+}
+
+export function removeAllTempDirs() {
+  for (const dir of [...tempDirs]) removeTempDir(dir);
+}
+
+process.once('exit', removeAllTempDirs);
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    removeAllTempDirs();
+    process.exit(130);
+  });
+}
+
+// ── machine ──────────────────────────────────────────────────────────────────────────────────
+export function machineInfo() {
+  const list = cpus();
+  return {
+    node: process.version,
+    v8: process.versions.v8,
+    sqlite: null, // filled in by the caller once better-sqlite3 is loaded
+    platform: `${platform()} ${release()} ${arch()}`,
+    cpus: list.length,
+    cpuModel: list[0]?.model ?? 'unknown',
+    memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+    tmpdir: tmpdir(),
+    loadavg: loadavg().map((x) => Math.round(x * 100) / 100),
+  };
+}
+
+// ── WAL inspection ───────────────────────────────────────────────────────────────────────────
+/**
+ * Frames and commits in a WAL file (https://sqlite.org/fileformat.html#the_write_ahead_log):
+ * a 32-byte header, then frames of a 24-byte header + one page; a frame whose "database size
+ * after commit" field is non-zero ends a transaction.
+ */
+export function walStats(walFile, pageSize) {
+  if (!existsSync(walFile)) return { frames: 0, commits: 0, pages: [] };
+  const wal = readFileSync(walFile);
+  let frames = 0;
+  let commits = 0;
+  const pages = [];
+  for (let off = 32; off + 24 + pageSize <= wal.length; off += 24 + pageSize) {
+    frames += 1;
+    pages.push(wal.readUInt32BE(off));
+    if (wal.readUInt32BE(off + 4) !== 0) commits += 1;
+  }
+  return { frames, commits, pages };
+}
+
+// ── formatting ───────────────────────────────────────────────────────────────────────────────
+export function fmt(value, unit) {
+  if (!Number.isFinite(value)) return '-';
+  if (unit === 'events/s') return `${Math.round(value).toLocaleString('en-US')}/s`;
+  if (unit === 'ms') return value >= 100 ? `${value.toFixed(0)} ms` : `${value.toFixed(2)} ms`;
+  if (unit === 'µs') return `${value.toFixed(1)} µs`;
+  return String(value);
+}
+
+export function table(headers, rows, align = []) {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+  const line = (cells) =>
+    cells
+      .map((c, i) => (align[i] === 'r' ? String(c).padStart(widths[i]) : String(c).padEnd(widths[i])))
+      .join('  ')
+      .trimEnd();
+  return [line(headers), widths.map((w) => '─'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+}
+
+export function readJsonFile(file) {
+  return JSON.parse(readFileSync(file, 'utf8'));
+}

@@ -1,0 +1,118 @@
+/**
+ * Builders for machine events with valid payloads (checked against the catalogue in
+ * catalog.unit.test.ts). Times default to a fixed base so tests are deterministic.
+ */
+import type { EventData, EventType, LoopPolicies, Schedule, Target } from '../../src/events/catalog.js';
+
+export const T0 = Date.parse('2026-03-01T12:00:00.000Z');
+
+/** ISO instant `ms` after T0. */
+export function at(ms = 0): string {
+  return new Date(T0 + ms).toISOString();
+}
+
+export interface Ev<T extends EventType> {
+  type: T;
+  at: string;
+  data: EventData<T>;
+}
+
+function ev<T extends EventType>(type: T, data: EventData<T>, when: string): Ev<T> {
+  return { type, at: when, data };
+}
+
+export const commandTarget = (overrides: Partial<Extract<Target, { kind: 'command' }>> = {}): Target => ({
+  kind: 'command',
+  command: 'echo hi',
+  args: [],
+  shell: true,
+  cwd: null,
+  env: {},
+  ...overrides,
+});
+
+export const policies = (overrides: Partial<LoopPolicies> = {}): LoopPolicies => ({
+  timeoutMs: null,
+  killGraceMs: 5000,
+  ...overrides,
+});
+
+export const everySchedule: Schedule = { kind: 'every', everyMs: 60_000, anchorAt: at(0) };
+
+// ── loop stream ─────────────────────────────────────────────────────────────
+export const loopEv = {
+  created: (data: Partial<EventData<'loop.created'>> = {}, when = at(0)) =>
+    ev(
+      'loop.created',
+      {
+        loopId: 'loop_1',
+        name: 'backup',
+        description: null,
+        schedule: everySchedule,
+        target: commandTarget(),
+        policies: policies(),
+        nextRunAt: at(60_000),
+        ...data,
+      },
+      when,
+    ),
+  paused: (reason: string | null = null, when = at(1000)) => ev('loop.paused', { reason }, when),
+  resumed: (nextRunAt: string | null = at(120_000), reason: string | null = null, when = at(2000)) =>
+    ev('loop.resumed', { reason, nextRunAt }, when),
+  stopped: (reason: string | null = null, when = at(3000)) => ev('loop.stopped', { reason }, when),
+  archived: (reason: string | null = null, when = at(4000)) => ev('loop.archived', { reason }, when),
+  removed: (reason: string | null = null, when = at(5000)) => ev('loop.removed', { reason }, when),
+};
+
+// ── run stream ──────────────────────────────────────────────────────────────
+export const runEv = {
+  claimed: (data: Partial<EventData<'run.claimed'>> = {}, when = at(0)) =>
+    ev(
+      'run.claimed',
+      {
+        runId: 'run_1',
+        loopId: 'loop_1',
+        loopName: 'backup',
+        slot: 'manual:run_1',
+        scheduledFor: at(0),
+        attempt: 1,
+        trigger: 'manual',
+        target: commandTarget(),
+        policies: policies(),
+        runnerId: 'host:1:abc',
+        leaseToken: 1,
+        ...data,
+      },
+      when,
+    ),
+  spawnRequested: (data: Partial<EventData<'process.spawn_requested'>> = {}, when = at(10)) =>
+    ev(
+      'process.spawn_requested',
+      { command: 'echo hi', args: [], shell: true, cwd: null, envKeys: ['LOOPS_RUN_ID'], timeoutAt: null, ...data },
+      when,
+    ),
+  spawned: (data: Partial<EventData<'process.spawned'>> = {}, when = at(20)) =>
+    ev('process.spawned', { pid: 4242, pgid: 4242, startTime: '123456', bootId: 'boot-1', ...data }, when),
+  spawnFailed: (error = 'command not found: nope', code: string | null = 'ENOENT', when = at(30)) =>
+    ev('process.spawn_failed', { error, code }, when),
+  cancelRequested: (reason: string | null = null, when = at(500)) => ev('run.cancel_requested', { reason }, when),
+  exited: (data: Partial<EventData<'process.exited'>> = {}, when = at(1020)) =>
+    ev(
+      'process.exited',
+      {
+        exitCode: 0,
+        signal: null,
+        timedOut: false,
+        cancelled: false,
+        stdout: 'hi\n',
+        stderr: '',
+        stdoutBytes: 3,
+        stderrBytes: 0,
+        durationMs: 1000,
+        error: null,
+        ...data,
+      },
+      when,
+    ),
+  abandoned: (reason = 'runner lost the process', when = at(2000)) => ev('run.abandoned', { reason }, when),
+};

@@ -1,0 +1,230 @@
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { openDatabase, type Db } from '../../src/events/db.js';
+import { ConcurrencyConflictError, ValidationError } from '../../src/events/errors.js';
+import { SqliteEventLog } from '../../src/events/sqlite-log.js';
+import type { InlineHandler, NewEvent, StoredEvent } from '../../src/events/types.js';
+import { inlineHandler, projections } from '../../src/projections/registry.js';
+import { at, loopEv } from '../helpers/events.js';
+import { tempDir } from '../helpers/tmp.js';
+
+function openLog(handlers: InlineHandler[] = []): { db: Db; log: SqliteEventLog; file: string } {
+  const file = join(tempDir(), 'log.db');
+  const db = openDatabase(file);
+  const log = new SqliteEventLog(db, { handlers });
+  onTestFinished(() => {
+    log.close();
+    db.close();
+  });
+  return { db, log, file };
+}
+
+const paused = (reason: string, ms = 0): NewEvent => ({ type: 'loop.paused', data: { reason }, at: at(ms) });
+const count = (db: Db, table: string) => (db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
+
+describe('SqliteEventLog: append and read', () => {
+  it('appends events with contiguous stream versions and global positions', () => {
+    const { log } = openLog();
+    const first = log.append('loop:a', [paused('1'), paused('2')], { expectedVersion: 0, kind: 'loop' });
+    expect(first).toMatchObject({ streamId: 'loop:a', version: 2, position: 2 });
+    expect(first.events.map((e) => [e.version, e.position])).toEqual([
+      [1, 1],
+      [2, 2],
+    ]);
+    const other = log.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop', machine: { id: 'm', version: 3 } });
+    expect(other).toMatchObject({ version: 1, position: 3 });
+    const third = log.append('loop:a', [paused('3', 10)], { expectedVersion: 2 });
+    expect(third).toMatchObject({ version: 3, position: 4 });
+    expect(log.headPosition()).toBe(4);
+
+    const stream = log.readStream('loop:a');
+    expect(stream.map((e) => [e.version, e.position, (e.data as { reason: string }).reason])).toEqual([
+      [1, 1, '1'],
+      [2, 2, '2'],
+      [3, 4, '3'],
+    ]);
+    expect(log.readStream('loop:a', 3).map((e) => e.version)).toEqual([3]);
+    expect(log.readStream('loop:none')).toEqual([]);
+    expect(log.streamInfo('loop:a')).toMatchObject({ kind: 'loop', version: 3, createdAt: at(0), updatedAt: at(10), machineId: null });
+    expect(log.streamInfo('loop:b')).toMatchObject({ machineId: 'm', machineVersion: 3 });
+    expect(log.streamInfo('loop:none')).toBeUndefined();
+  });
+
+  it('stores type, schema version, data, meta, time and state, and reads them back', () => {
+    const { log } = openLog();
+    log.append('loop:a', [{ ...paused('why'), meta: { runnerId: 'r1', correlationId: 'c' }, state: 'paused' }], {
+      expectedVersion: 0,
+      kind: 'loop',
+    });
+    log.append('loop:a', [paused('no state')], { expectedVersion: 1 });
+    const [a, b] = log.readStream('loop:a') as [StoredEvent, StoredEvent];
+    expect(a).toEqual({
+      position: 1,
+      streamId: 'loop:a',
+      version: 1,
+      type: 'loop.paused',
+      v: 1,
+      data: { reason: 'why' },
+      meta: { runnerId: 'r1', correlationId: 'c' },
+      at: at(0),
+      state: 'paused',
+    });
+    expect(b.state).toBeNull();
+    expect(b.meta).toEqual({});
+  });
+
+  it('readAll pages by global position', () => {
+    const { log } = openLog();
+    for (let i = 0; i < 5; i++) log.append(`loop:${i % 2}`, [paused(String(i))], { expectedVersion: Math.floor(i / 2), kind: 'loop' });
+    expect(log.readAll().map((e) => e.position)).toEqual([1, 2, 3, 4, 5]);
+    expect(log.readAll({ fromPosition: 2 }).map((e) => e.position)).toEqual([3, 4, 5]);
+    expect(log.readAll({ fromPosition: 1, limit: 2 }).map((e) => e.position)).toEqual([2, 3]);
+    expect([...log.iterateAll(0, 2)].map((e) => e.position)).toEqual([1, 2, 3, 4, 5]);
+    expect(log.headPosition()).toBe(5);
+  });
+
+  it('an empty log has head position 0', () => {
+    const { log } = openLog();
+    expect(log.headPosition()).toBe(0);
+    expect(log.readAll()).toEqual([]);
+  });
+
+  it('refuses empty appends, invalid payloads and unknown types, writing nothing', () => {
+    const { log, db } = openLog();
+    expect(() => log.append('loop:a', [], { expectedVersion: 0, kind: 'loop' })).toThrow(ValidationError);
+    expect(() => log.append('loop:a', [{ type: 'loop.paused', data: { reason: 5 }, at: at(0) }], { expectedVersion: 0, kind: 'loop' })).toThrow(
+      /invalid loop\.paused event: reason: /,
+    );
+    expect(() => log.append('loop:a', [{ type: 'loop.nope', data: {}, at: at(0) }], { expectedVersion: 0, kind: 'loop' })).toThrow(/unknown event type/);
+    expect(() => log.append('loop:a', [paused('x')], { expectedVersion: 0 })).toThrow(/needs a kind/);
+    expect(count(db, 'events')).toBe(0);
+    expect(count(db, 'streams')).toBe(0);
+  });
+});
+
+describe('SqliteEventLog: optimistic concurrency', () => {
+  it('a stale expected version throws ConcurrencyConflictError and appends nothing', () => {
+    const { log, db } = openLog();
+    log.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
+    log.append('loop:a', [paused('2')], { expectedVersion: 1 });
+    for (const expectedVersion of [0, 1, 3]) {
+      let caught: unknown;
+      try {
+        log.append('loop:a', [paused('stale')], { expectedVersion, kind: 'loop' });
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(ConcurrencyConflictError);
+      expect(caught).toMatchObject({ code: 'conflict', streamId: 'loop:a', expectedVersion, actualVersion: 2, retryable: true });
+    }
+    expect(count(db, 'events')).toBe(2);
+    expect(log.streamInfo('loop:a')?.version).toBe(2);
+    expect(log.headPosition()).toBe(2);
+  });
+
+  it('two connections to one file: the second writer with the same expected version conflicts', () => {
+    const { log, file } = openLog();
+    const db2 = openDatabase(file);
+    const log2 = new SqliteEventLog(db2);
+    onTestFinished(() => {
+      db2.close();
+    });
+    log.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
+    log.append('loop:a', [paused('mine')], { expectedVersion: 1 });
+    expect(() => log2.append('loop:a', [paused('theirs')], { expectedVersion: 1 })).toThrow(ConcurrencyConflictError);
+    expect(log2.readStream('loop:a').map((e) => (e.data as { reason: string }).reason)).toEqual(['1', 'mine']);
+  });
+
+  it('a precondition that throws aborts the append before anything is written', () => {
+    const { log, db } = openLog();
+    expect(() =>
+      log.append('loop:a', [paused('x')], {
+        expectedVersion: 0,
+        kind: 'loop',
+        precondition: () => {
+          throw new Error('fenced out');
+        },
+      }),
+    ).toThrow('fenced out');
+    expect(count(db, 'events')).toBe(0);
+    expect(count(db, 'streams')).toBe(0);
+  });
+});
+
+describe('SqliteEventLog: projections and publication', () => {
+  function withProjections(extra: InlineHandler[] = []) {
+    const opened = openLog([inlineHandler(), ...extra]);
+    for (const p of projections) for (const ddl of p.ddl) opened.db.exec(ddl);
+    return opened;
+  }
+
+  it('runs inline projections inside the append', () => {
+    const { log, db } = withProjections();
+    const created = loopEv.created();
+    log.append('loop:loop_1', [{ ...created, state: 'active' }], { expectedVersion: 0, kind: 'loop' });
+    expect(db.prepare('SELECT id, name, status FROM loops').all()).toEqual([{ id: 'loop_1', name: 'backup', status: 'active' }]);
+  });
+
+  it('a failing projection statement rolls back the whole append: no event, no stream, no position used', () => {
+    let fail = false;
+    const { log, db } = withProjections([
+      (event) => (fail && event.type === 'loop.paused' ? [{ sql: 'INSERT INTO no_such_table VALUES (?)', params: [1] }] : []),
+    ]);
+    const seen: StoredEvent[] = [];
+    log.events$.subscribe((e) => seen.push(e));
+    log.append('loop:loop_1', [{ ...loopEv.created(), state: 'active' }], { expectedVersion: 0, kind: 'loop' });
+    fail = true;
+    expect(() => log.append('loop:loop_1', [{ ...loopEv.paused('x'), state: 'paused' }], { expectedVersion: 1 })).toThrow(/no such table/);
+    expect(count(db, 'events')).toBe(1);
+    expect(log.streamInfo('loop:loop_1')?.version).toBe(1);
+    expect(log.headPosition()).toBe(1);
+    // The first projection's UPDATE in the same transaction was rolled back too.
+    expect(db.prepare('SELECT status, reason FROM loops').get()).toEqual({ status: 'active', reason: null });
+    expect(seen.map((e) => e.type)).toEqual(['loop.created']);
+    // The next append reuses the position and version.
+    fail = false;
+    const next = log.append('loop:loop_1', [{ ...loopEv.paused('y'), state: 'paused' }], { expectedVersion: 1 });
+    expect(next).toMatchObject({ version: 2, position: 2 });
+  });
+
+  it('a projection constraint violation (duplicate live name) rolls back the event that caused it', () => {
+    const { log, db } = withProjections();
+    log.append('loop:loop_1', [{ ...loopEv.created(), state: 'active' }], { expectedVersion: 0, kind: 'loop' });
+    expect(() =>
+      log.append('loop:loop_2', [{ ...loopEv.created({ loopId: 'loop_2' }), state: 'active' }], { expectedVersion: 0, kind: 'loop' }),
+    ).toThrow(/UNIQUE constraint failed: loops\.name/);
+    expect(count(db, 'events')).toBe(1);
+    expect(log.streamInfo('loop:loop_2')).toBeUndefined();
+  });
+
+  it('events$ publishes only after the commit: a second connection already sees the row', () => {
+    const { log, file } = openLog();
+    const reader = new Database(file, { readonly: true });
+    onTestFinished(() => {
+      reader.close();
+    });
+    const visible: Array<{ position: number; seenByOther: boolean }> = [];
+    log.events$.subscribe((e) => {
+      const row = reader.prepare('SELECT position FROM events WHERE position = ?').get(e.position);
+      visible.push({ position: e.position, seenByOther: row !== undefined });
+    });
+    log.append('loop:a', [paused('1'), paused('2')], { expectedVersion: 0, kind: 'loop' });
+    expect(visible).toEqual([
+      { position: 1, seenByOther: true },
+      { position: 2, seenByOther: true },
+    ]);
+  });
+
+  it('events$ publishes nothing for a failed append and completes on close', () => {
+    const { log } = openLog();
+    const seen: number[] = [];
+    let completed = false;
+    log.events$.subscribe({ next: (e) => seen.push(e.position), complete: () => (completed = true) });
+    log.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
+    expect(() => log.append('loop:a', [paused('2')], { expectedVersion: 0 })).toThrow(ConcurrencyConflictError);
+    expect(seen).toEqual([1]);
+    log.close();
+    expect(completed).toBe(true);
+  });
+});

@@ -1,0 +1,237 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { SimulatedClock, systemClock, type Clock } from '../../src/runtime/clock.js';
+import { SpawnFailedError, spawnProcess as spawnReal, type SpawnSpec } from '../../src/runtime/executor.js';
+import { CappedFile } from '../../src/runtime/output.js';
+import { fixture } from '../helpers/fixtures.js';
+import { isAlive, killGroupIfAlive, liveGroupMembers, waitForGroupGone } from '../helpers/proc.js';
+import { tempDir } from '../helpers/tmp.js';
+import { waitFor } from '../helpers/wait.js';
+
+/** spawnProcess, with the group killed at the end of the test should a failing test leave it. */
+async function spawnProcess(spec: SpawnSpec, clock: Clock) {
+  const handle = await spawnReal(spec, clock);
+  onTestFinished(() => killGroupIfAlive(handle.pgid));
+  return handle;
+}
+
+const base: SpawnSpec = { command: 'true', args: [], shell: false, cwd: null, env: {}, timeoutMs: 10_000, killGraceMs: 1000 };
+
+async function run(spec: Partial<SpawnSpec>) {
+  const handle = await spawnProcess({ ...base, ...spec }, systemClock);
+  return { handle, exit: await handle.exited };
+}
+
+describe('executor: exit status and output', () => {
+  it('shell form: echo hi succeeds with stdout "hi"', async () => {
+    const { handle, exit } = await run({ command: 'echo hi', shell: true });
+    expect(handle.pid).toBeGreaterThan(0);
+    expect(handle.pgid).toBe(handle.pid);
+    expect(exit).toMatchObject({ exitCode: 0, signal: null, timedOut: false, cancelled: false, stdout: 'hi\n', stderr: '', stdoutBytes: 3, error: null });
+  });
+
+  it('shell form: exit 3 fails with exit code 3 and says so', async () => {
+    const { exit } = await run({ command: 'echo oops >&2; exit 3', shell: true });
+    expect(exit).toMatchObject({ exitCode: 3, signal: null, stderr: 'oops\n', error: 'exited with code 3' });
+  });
+
+  it('argv form passes arguments verbatim, with no shell interpretation', async () => {
+    const args = ['$HOME', 'a;b', '`id`', 'x y', '*', "it's", '$(echo no)', ''];
+    const { exit } = await run({ command: fixture('report.mjs'), args });
+    expect(exit.exitCode).toBe(0);
+    expect(JSON.parse(exit.stdout).argv).toEqual(args);
+  });
+
+  it('shell form does interpret the command line', async () => {
+    const { exit } = await run({ command: 'echo "$((40 + 2))"; echo second', shell: true });
+    expect(exit.stdout).toBe('42\nsecond\n');
+  });
+
+  it('honours cwd and adds env to the inherited environment', async () => {
+    const cwd = tempDir();
+    const { exit } = await run({
+      command: fixture('report.mjs'),
+      cwd,
+      env: { REPORT_ENV: 'FOO,PATH', FOO: 'bar baz' },
+    });
+    const report = JSON.parse(exit.stdout);
+    expect(report.cwd).toBe(cwd);
+    expect(report.env.FOO).toBe('bar baz');
+    expect(report.env.PATH).toBe(process.env.PATH);
+  });
+
+  it('stdin is not a pipe: a program reading stdin sees EOF at once', async () => {
+    const { exit } = await run({ command: fixture('read-stdin.mjs'), timeoutMs: 5000 });
+    expect(exit.timedOut).toBe(false);
+    expect(JSON.parse(exit.stdout)).toEqual({ eof: true, bytes: 0, fifo: false, socket: false });
+  });
+
+  it('keeps the LAST bytes of output larger than the tail cap, and counts them all', async () => {
+    const { exit } = await run({ command: fixture('big-output.mjs'), args: ['300000'], tailBytes: 1000 });
+    expect(exit.exitCode).toBe(0);
+    expect(Buffer.byteLength(exit.stdout)).toBe(1000);
+    expect(exit.stdout.endsWith('<END>\n')).toBe(true);
+    expect(exit.stdoutBytes).toBeGreaterThan(300_000);
+    const full = Math.floor(65536 / 10) * 10;
+    expect(exit.stdoutBytes).toBe(Math.ceil(300_000 / full) * full + 6);
+  });
+
+  it('a tail of multi-byte output never starts mid-character', async () => {
+    // 'é€' is 5 bytes; a 1002-byte cap keeps '<END>\n' + 996 bytes, i.e. one byte into a '€'.
+    const { exit } = await run({ command: fixture('big-output.mjs'), args: ['100000', 'é€'], tailBytes: 1002 });
+    expect(exit.stdout).toBe(`${'é€'.repeat(199)}<END>\n`);
+    expect(Buffer.byteLength(exit.stdout)).toBe(1001);
+  });
+
+  it('streams the full output to capped files, keeping the end', async () => {
+    const dir = tempDir();
+    const stdoutFile = join(dir, 'stdout.log');
+    const { exit } = await run({
+      command: fixture('big-output.mjs'),
+      args: ['300000'],
+      stdoutFile,
+      stderrFile: join(dir, 'stderr.log'),
+      fileCapBytes: 100_000,
+    });
+    const current = readFileSync(stdoutFile);
+    const previous = readFileSync(`${stdoutFile}.1`);
+    expect(current.length).toBeLessThanOrEqual(100_000);
+    expect(previous.length).toBeLessThanOrEqual(100_000);
+    expect(Buffer.concat([previous, current]).toString().endsWith('0123456789<END>\n')).toBe(true);
+    expect(exit.stdoutBytes).toBeGreaterThan(current.length + previous.length);
+    expect(readFileSync(join(dir, 'stderr.log'), 'utf8')).toBe('');
+  });
+
+  it('reports live output chunks', async () => {
+    const chunks: string[] = [];
+    await run({ command: 'echo out; echo err >&2', shell: true, onOutput: (s, c) => chunks.push(`${s}:${c.toString()}`) });
+    expect(chunks.sort()).toEqual(['stderr:err\n', 'stdout:out\n']);
+  });
+});
+
+describe('executor: spawn failures', () => {
+  it('a nonexistent executable in argv form is a SpawnFailedError with a clear message', async () => {
+    const error = await spawnProcess({ ...base, command: 'no-such-program-loops-test' }, systemClock).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(SpawnFailedError);
+    expect(error).toMatchObject({ code: 'ENOENT' });
+    expect((error as Error).message).toMatch(/^command not found: no-such-program-loops-test/);
+  });
+
+  it('a non-executable file is reported as permission denied', async () => {
+    const error = await spawnProcess({ ...base, command: fixture('../helpers/wait.ts') }, systemClock).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ code: 'EACCES' });
+    expect((error as Error).message).toMatch(/permission denied: .* is not executable/);
+  });
+
+  it('a working directory that vanished is reported as such, not as a missing command', async () => {
+    const cwd = join(tempDir(), 'gone');
+    const error = await spawnProcess({ ...base, command: 'true', cwd }, systemClock).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(SpawnFailedError);
+    expect((error as Error).message).toBe(`working directory ${cwd} does not exist`);
+  });
+
+  it('in shell form a missing command is an ordinary failure (exit 127)', async () => {
+    const { exit } = await run({ command: 'no-such-program-loops-test', shell: true });
+    expect(exit.exitCode).toBe(127);
+    expect(exit.stderr).toMatch(/not found/);
+  });
+});
+
+describe('executor: timeout, cancel and the process group', () => {
+  it('sleep 30 with a 1 s timeout is timed out quickly (SIGTERM to the group)', async () => {
+    const started = performance.now();
+    const { handle, exit } = await run({ command: 'sleep', args: ['30'], timeoutMs: 1000, killGraceMs: 2000 });
+    const elapsed = performance.now() - started;
+    expect(exit).toMatchObject({ timedOut: true, cancelled: false, exitCode: null, signal: 'SIGTERM', error: 'timed out after 1s; process killed by SIGTERM' });
+    expect(exit.durationMs).toBeGreaterThanOrEqual(1000);
+    expect(elapsed).toBeLessThan(5000);
+    await waitForGroupGone(handle.pgid);
+  });
+
+  it('with a simulated clock the timeout fires exactly when the clock passes it', async () => {
+    const clock = new SimulatedClock();
+    const handle = await spawnProcess({ ...base, command: 'sleep', args: ['30'], timeoutMs: 1000 }, clock);
+    let settled = false;
+    void handle.exited.then(() => (settled = true));
+    clock.advance(999);
+    expect(isAlive(handle.pid)).toBe(true);
+    expect(settled).toBe(false);
+    clock.advance(1);
+    const exit = await handle.exited;
+    expect(exit).toMatchObject({ timedOut: true, signal: 'SIGTERM', durationMs: 1000 });
+  });
+
+  it('a process that ignores SIGTERM is SIGKILLed after the grace period, with its descendants', async () => {
+    const pidFile = join(tempDir(), 'grandchild.pid');
+    let ready!: () => void;
+    const isReady = new Promise<void>((resolve) => (ready = resolve));
+    const handle = await spawnProcess(
+      {
+        ...base,
+        command: fixture('ignore-term.sh'),
+        args: [pidFile],
+        timeoutMs: 1500,
+        killGraceMs: 400,
+        onOutput: (_s, chunk) => chunk.toString().includes('ready') && ready(),
+      },
+      systemClock,
+    );
+    await isReady;
+    const grandchild = Number(readFileSync(pidFile, 'utf8'));
+    expect(isAlive(grandchild)).toBe(true);
+    expect(liveGroupMembers(handle.pgid).sort()).toEqual([handle.pid, grandchild].sort());
+
+    const exit = await handle.exited;
+    expect(exit).toMatchObject({ timedOut: true, signal: 'SIGKILL', exitCode: null });
+    expect(exit.error).toBe('timed out after 1500ms; process killed by SIGKILL');
+    expect(exit.durationMs).toBeGreaterThanOrEqual(1500 + 400 - 50);
+    await waitForGroupGone(handle.pgid);
+    expect(isAlive(grandchild)).toBe(false);
+  });
+
+  it('cancel() kills the group and records the reason', async () => {
+    const handle = await spawnProcess({ ...base, command: 'sleep', args: ['30'] }, systemClock);
+    handle.cancel('no longer needed');
+    handle.cancel('second call is ignored');
+    const exit = await handle.exited;
+    expect(exit).toMatchObject({ cancelled: true, timedOut: false, signal: 'SIGTERM', error: 'cancelled: no longer needed' });
+    await waitForGroupGone(handle.pgid);
+  });
+
+  it('a leader that exits leaving a child behind in its group gets the child killed', async () => {
+    const pidFile = join(tempDir(), 'orphan.pid');
+    const { handle, exit } = await run({ command: `sleep 300 & echo $! > '${pidFile}'`, shell: true, killGraceMs: 300 });
+    expect(exit.exitCode).toBe(0);
+    const orphan = Number(readFileSync(pidFile, 'utf8'));
+    await waitFor(() => !isAlive(orphan), 3000, `orphan ${orphan} to be killed`);
+    await waitForGroupGone(handle.pgid);
+  });
+
+  it('records the process start time for identity checks', async () => {
+    const { handle } = await run({ command: 'true' });
+    expect(handle.startTime).toMatch(/^\d+$/);
+    const bootIdFile = '/proc/sys/kernel/random/boot_id';
+    expect(handle.bootId).toBe(existsSync(bootIdFile) ? readFileSync(bootIdFile, 'utf8').trim() : null);
+  });
+});
+
+describe('CappedFile', () => {
+  it('rotates to <file>.1 at the cap, keeping at most about twice the cap and always the end', () => {
+    const path = join(tempDir(), 'out.log');
+    const f = new CappedFile(path, 10);
+    for (let i = 0; i < 10; i++) f.write(Buffer.from(`${i}abc\n`)); // 5 bytes each
+    f.close();
+    expect(readFileSync(`${path}.1`, 'utf8')).toBe('6abc\n7abc\n');
+    expect(readFileSync(path, 'utf8')).toBe('8abc\n9abc\n');
+  });
+});

@@ -1,0 +1,154 @@
+import { describe, expect, it } from 'vitest';
+import { AlreadyExistsError, AmbiguousError, InvalidTransitionError, NotFoundError, UsageError, ValidationError } from '../../src/events/errors.js';
+import { SimulatedClock } from '../../src/runtime/clock.js';
+import { changeLoopState, createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops.js';
+import { findLoop, listLoops } from '../../src/runtime/queries.js';
+import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
+import { tempDir, useRuntime } from '../helpers/tmp.js';
+
+const base: CreateCommandLoopInput = { name: 'nightly', command: 'echo hi', schedule: { every: '15m', tz: 'UTC' } };
+
+describe('createCommandLoop', () => {
+  it('records loop.created with the schedule, target, policies and first due time', async () => {
+    const clock = new SimulatedClock('2026-06-01T08:00:00.000Z');
+    const runtime = await useRuntime({ clock });
+    const view = createCommandLoop(runtime, { ...base, description: 'the nightly job', timeout: '30s', killGrace: 2000, env: { A: '1' } });
+    expect(view).toMatchObject({
+      name: 'nightly',
+      description: 'the nightly job',
+      status: 'active',
+      schedule: { kind: 'every', everyMs: 900_000, anchorAt: '2026-06-01T08:00:00.000Z' },
+      target: { kind: 'command', command: 'echo hi', args: [], shell: true, cwd: null, env: { A: '1' } },
+      policies: { timeoutMs: 30_000, killGraceMs: 2000 },
+      timeoutMs: 30_000,
+      nextRunAt: '2026-06-01T08:15:00.000Z',
+      createdAt: '2026-06-01T08:00:00.000Z',
+      runCount: 0,
+      lastRun: null,
+    });
+    expect(view.id).toMatch(/^loop_/);
+    expect(eventTypes(runtime.log, `loop:${view.id}`)).toEqual(['loop.created']);
+    expect(runtime.log.streamInfo(`loop:${view.id}`)).toMatchObject({ kind: 'loop', machineId: 'loops.loop', machineVersion: 1 });
+    expectLogConsistent(runtime);
+  });
+
+  it('a cron loop is due at the next wall-clock match in its zone', async () => {
+    const runtime = await useRuntime({ clock: new SimulatedClock('2026-07-01T00:30:00.000Z') });
+    const view = createCommandLoop(runtime, { ...base, schedule: { cron: '0 3 * * *', tz: 'Europe/Berlin' } });
+    expect(view.nextRunAt).toBe('2026-07-01T01:00:00.000Z');
+  });
+
+  it.each<[string, Partial<CreateCommandLoopInput>, RegExp, typeof ValidationError | typeof UsageError]>([
+    ['a bad name', { name: '-bad name' }, /invalid loop name "-bad name"/, ValidationError],
+    ['an empty command', { command: '  ' }, /--cmd: the command is empty/, ValidationError],
+    ['args with a shell command', { args: ['x'] }, /--arg is only used with --no-shell/, ValidationError],
+    ['spaces in an argv-form command', { command: 'ls -la', shell: false }, /--cmd: "ls -la" contains spaces/, ValidationError],
+    ['a missing cwd', { cwd: '/definitely/not/here' }, /--cwd: directory \/definitely\/not\/here does not exist/, ValidationError],
+    ['a bad env name', { env: { 'BAD-KEY': 'x' } }, /--env: invalid variable name "BAD-KEY"/, ValidationError],
+    ['a bare-number timeout', { timeout: '30' }, /--timeout: invalid duration "30"/, ValidationError],
+    ['a fractional ms timeout', { timeout: 1.5 }, /--timeout: must be a positive number of ms/, ValidationError],
+    ['no schedule', { schedule: {} }, /a schedule is required/, UsageError],
+    ['a bad cron', { schedule: { cron: '* *', tz: 'UTC' } }, /--cron: /, ValidationError],
+    ['an unknown zone', { schedule: { every: '1m', tz: 'Nowhere/Land' } }, /--tz: unknown time zone/, ValidationError],
+  ])('refuses %s, naming the field, and appends nothing', async (_what, input, message, type) => {
+    const runtime = await useRuntime();
+    let caught: unknown;
+    try {
+      createCommandLoop(runtime, { ...base, ...input });
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(type);
+    expect((caught as Error).message).toMatch(message);
+    expect(runtime.log.headPosition()).toBe(0);
+  });
+
+  it('a relative cwd is resolved against the current directory and must be a directory', async () => {
+    const runtime = await useRuntime();
+    const dir = tempDir();
+    expect(createCommandLoop(runtime, { ...base, cwd: dir }).target).toMatchObject({ cwd: dir });
+    expect(() => createCommandLoop(runtime, { ...base, name: 'file-cwd', cwd: '/etc/hostname' })).toThrow(/is not a directory/);
+  });
+
+  it('names are unique among live loops; a removed loop frees its name', async () => {
+    const runtime = await useRuntime();
+    const first = createCommandLoop(runtime, base);
+    const head = runtime.log.headPosition();
+    expect(() => createCommandLoop(runtime, base)).toThrow(AlreadyExistsError);
+    expect(runtime.log.headPosition()).toBe(head);
+    changeLoopState(runtime, 'nightly', 'remove');
+    const second = createCommandLoop(runtime, base);
+    expect(second.id).not.toBe(first.id);
+    expect(findLoop(runtime.db, 'nightly').id).toBe(second.id);
+    expect(findLoop(runtime.db, first.id, { includeRemoved: true }).status).toBe('removed');
+    expect(listLoops(runtime.db).map((l) => l.id)).toEqual([second.id]);
+    expect(listLoops(runtime.db, { all: true })).toHaveLength(2);
+    expectLogConsistent(runtime);
+  });
+});
+
+describe('changeLoopState', () => {
+  it('pause, resume, stop, archive, remove: one event each, projected at once', async () => {
+    const clock = new SimulatedClock('2026-06-01T08:00:00.000Z');
+    const runtime = await useRuntime({ clock });
+    const { id } = createCommandLoop(runtime, base);
+    expect(changeLoopState(runtime, 'nightly', 'pause', { reason: 'deploy' })).toMatchObject({ status: 'paused', reason: 'deploy', nextRunAt: null });
+    clock.advance(40 * 60_000);
+    // Resuming re-arms on the original anchor grid, strictly after now.
+    expect(changeLoopState(runtime, id, 'resume')).toMatchObject({ status: 'active', reason: null, nextRunAt: '2026-06-01T08:45:00.000Z' });
+    expect(changeLoopState(runtime, id, 'stop')).toMatchObject({ status: 'stopped', nextRunAt: null });
+    expect(changeLoopState(runtime, id, 'archive', { reason: 'old' })).toMatchObject({ status: 'archived', reason: 'old' });
+    expect(changeLoopState(runtime, id, 'remove')).toMatchObject({ status: 'removed' });
+    expect(eventTypes(runtime.log, `loop:${id}`)).toEqual(['loop.created', 'loop.paused', 'loop.resumed', 'loop.stopped', 'loop.archived', 'loop.removed']);
+    expect(runtime.log.readStream(`loop:${id}`).map((e) => e.state)).toEqual(['active', 'paused', 'active', 'stopped', 'archived', 'removed']);
+    expectLogConsistent(runtime);
+  });
+
+  it('an impossible move is an InvalidTransitionError with a hint, and appends nothing', async () => {
+    const runtime = await useRuntime();
+    createCommandLoop(runtime, base);
+    changeLoopState(runtime, 'nightly', 'pause');
+    const head = runtime.log.headPosition();
+    const paused = (() => {
+      try {
+        changeLoopState(runtime, 'nightly', 'pause');
+      } catch (error) {
+        return error as InvalidTransitionError;
+      }
+      throw new Error('expected an error');
+    })();
+    expect(paused).toBeInstanceOf(InvalidTransitionError);
+    expect(paused.message).toBe('cannot pause loop nightly: it is paused');
+    expect(paused.hint).toMatch(/already paused; loops resume nightly/);
+    changeLoopState(runtime, 'nightly', 'archive');
+    expect(() => changeLoopState(runtime, 'nightly', 'resume')).toThrow(/cannot resume loop nightly: it is archived/);
+    expect(runtime.log.headPosition()).toBe(head + 1);
+    changeLoopState(runtime, 'nightly', 'remove');
+    expect(() => changeLoopState(runtime, 'nightly', 'remove')).toThrow(NotFoundError);
+    expectLogConsistent(runtime);
+  });
+});
+
+describe('finding loops', () => {
+  it('by id, name or unique id prefix; ambiguous prefixes and unknown names are errors', async () => {
+    const clock = new SimulatedClock('2026-06-01T08:00:00.000Z');
+    const runtime = await useRuntime({ clock });
+    const a = createCommandLoop(runtime, { ...base, name: 'alpha' });
+    const b = createCommandLoop(runtime, { ...base, name: 'beta' });
+    expect(findLoop(runtime.db, a.id).name).toBe('alpha');
+    expect(findLoop(runtime.db, 'beta').id).toBe(b.id);
+    // Same clock instant: the ids share their time prefix, so a short prefix is ambiguous.
+    expect(() => findLoop(runtime.db, a.id.slice(0, 10))).toThrow(AmbiguousError);
+    expect(findLoop(runtime.db, a.id.slice(0, -1)).id).toBe(a.id);
+    const missing = (() => {
+      try {
+        findLoop(runtime.db, 'alphx');
+      } catch (error) {
+        return error as NotFoundError;
+      }
+      throw new Error('expected an error');
+    })();
+    expect(missing).toBeInstanceOf(NotFoundError);
+    expect(missing.hint).toMatch(/did you mean alpha/);
+  });
+});

@@ -1,0 +1,161 @@
+/**
+ * Property: any sequence of valid and invalid commands (create, pause/resume/stop/archive/remove,
+ * run-now of `true`/`false`, clock moves) leaves a log whose projections verify, rebuild to the
+ * same rows, and whose streams replay to their recorded states — and the projected loops agree
+ * with a simple model of the loop lifecycle. Refused commands append nothing.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { AlreadyExistsError, InvalidTransitionError, NotFoundError } from '../../src/events/errors.js';
+import { SimulatedClock } from '../../src/runtime/clock.js';
+import { changeLoopState, createCommandLoop, type LoopStateCommand } from '../../src/runtime/loops.js';
+import { findLoop, listRuns } from '../../src/runtime/queries.js';
+import { runNow } from '../../src/runtime/run-now.js';
+import type { ScheduleFlags } from '../../src/runtime/schedule.js';
+import { expectLogConsistent } from '../helpers/invariants.js';
+import { openTestRuntime } from '../helpers/tmp.js';
+
+type Status = 'active' | 'paused' | 'stopped' | 'archived' | 'removed';
+
+const ALLOWED: Record<Status, Partial<Record<LoopStateCommand, Status>>> = {
+  active: { pause: 'paused', stop: 'stopped', archive: 'archived', remove: 'removed' },
+  paused: { resume: 'active', stop: 'stopped', archive: 'archived', remove: 'removed' },
+  stopped: { resume: 'active', archive: 'archived', remove: 'removed' },
+  archived: { remove: 'removed' },
+  removed: {},
+};
+
+type Cmd =
+  | { kind: 'create'; name: string; schedule: (nowMs: number) => ScheduleFlags; label: string; argv: boolean; ok: boolean }
+  | { kind: 'state'; target: number; command: LoopStateCommand; reason: string | null }
+  | { kind: 'run'; target: number }
+  | { kind: 'advance'; ms: number };
+
+const scheduleArb = fc.oneof(
+  fc.constantFrom('30s', '5m', '1h', '1h30m', '1d').map((every) => ({ label: `every ${every}`, schedule: () => ({ every, tz: 'UTC' }) })),
+  fc
+    .tuple(fc.constantFrom('*/5 * * * *', '0 3 * * *', '30 9 * * MON-FRI', '0 0 1 * *'), fc.constantFrom('UTC', 'Europe/Berlin', 'America/New_York', 'Asia/Tokyo'))
+    .map(([cron, tz]) => ({ label: `cron ${cron} ${tz}`, schedule: () => ({ cron, tz }) })),
+  fc.integer({ min: 60_000, max: 30 * 86_400_000 }).map((ahead) => ({
+    label: `at +${ahead}`,
+    schedule: (now: number) => ({ at: new Date(now + ahead).toISOString(), tz: 'UTC' }),
+  })),
+  fc.constant({ label: 'manual', schedule: () => ({ manual: true, tz: 'Europe/Berlin' }) }),
+);
+
+const createArb: fc.Arbitrary<Cmd> = fc
+  .record({ name: fc.constantFrom('alpha', 'beta', 'gamma'), s: scheduleArb, argv: fc.boolean(), ok: fc.boolean() })
+  .map(({ name, s, argv, ok }) => ({ kind: 'create' as const, name, schedule: s.schedule, label: s.label, argv, ok }));
+
+const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
+  { weight: 3, arbitrary: createArb },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('state' as const),
+      target: fc.nat(9),
+      command: fc.constantFrom<LoopStateCommand>('pause', 'resume', 'stop', 'archive', 'remove'),
+      reason: fc.option(fc.string({ maxLength: 12 }), { nil: null }),
+    }),
+  },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('run' as const), target: fc.nat(9) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 1, max: 3 * 86_400_000 }) }) },
+);
+
+function errorOf(fn: () => unknown): unknown {
+  try {
+    fn();
+    return null;
+  } catch (error) {
+    return error;
+  }
+}
+
+describe('model-based property: commands → log → projections', () => {
+  it('projections verify, rebuild identically, streams replay, and loops match the model', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.tuple(createArb, fc.array(cmdArb, { minLength: 6, maxLength: 20 })), async ([first, rest]) => {
+        const cmds = [first, ...rest];
+        const clock = new SimulatedClock('2026-03-28T12:00:00.000Z');
+        const runtime = await openTestRuntime({ clock });
+        const model: Array<{ id: string; name: string; ok: boolean; status: Status; runs: number; lastRun: string | null }> = [];
+        try {
+          for (const cmd of cmds) {
+            const head = runtime.log.headPosition();
+            switch (cmd.kind) {
+              case 'create': {
+                const taken = model.some((l) => l.name === cmd.name && l.status !== 'removed');
+                const attempt = () =>
+                  createCommandLoop(runtime, {
+                    name: cmd.name,
+                    command: cmd.ok ? 'true' : 'false',
+                    shell: !cmd.argv,
+                    schedule: cmd.schedule(clock.now()),
+                  });
+                if (taken) {
+                  expect(errorOf(attempt)).toBeInstanceOf(AlreadyExistsError);
+                  expect(runtime.log.headPosition()).toBe(head);
+                } else {
+                  const view = attempt();
+                  expect(view.status).toBe('active');
+                  model.push({ id: view.id, name: cmd.name, ok: cmd.ok, status: 'active', runs: 0, lastRun: null });
+                }
+                break;
+              }
+              case 'state': {
+                if (model.length === 0) break;
+                const loop = model[cmd.target % model.length]!;
+                const next = ALLOWED[loop.status][cmd.command];
+                const attempt = () => changeLoopState(runtime, loop.id, cmd.command, { reason: cmd.reason });
+                if (loop.status === 'removed') {
+                  expect(errorOf(attempt)).toBeInstanceOf(NotFoundError);
+                } else if (!next) {
+                  expect(errorOf(attempt)).toBeInstanceOf(InvalidTransitionError);
+                } else {
+                  const view = attempt();
+                  expect(view.status).toBe(next);
+                  expect(view.reason).toBe(cmd.reason);
+                  if (next !== 'active') expect(view.nextRunAt).toBeNull();
+                  loop.status = next;
+                  break;
+                }
+                expect(runtime.log.headPosition()).toBe(head);
+                break;
+              }
+              case 'run': {
+                if (model.length === 0) break;
+                const loop = model[cmd.target % model.length]!;
+                if (loop.status === 'removed') {
+                  await expect(runNow(runtime, loop.id)).rejects.toBeInstanceOf(NotFoundError);
+                  expect(runtime.log.headPosition()).toBe(head);
+                } else if (loop.status === 'archived') {
+                  await expect(runNow(runtime, loop.id)).rejects.toBeInstanceOf(InvalidTransitionError);
+                  expect(runtime.log.headPosition()).toBe(head);
+                } else {
+                  const run = await runNow(runtime, loop.id);
+                  expect(run).toMatchObject({ status: loop.ok ? 'succeeded' : 'failed', exitCode: loop.ok ? 0 : 1 });
+                  loop.runs += 1;
+                  loop.lastRun = run.id;
+                }
+                break;
+              }
+              case 'advance':
+                clock.advance(cmd.ms);
+                break;
+            }
+          }
+          for (const loop of model) {
+            const view = findLoop(runtime.db, loop.id, { includeRemoved: true });
+            expect(view).toMatchObject({ name: loop.name, status: loop.status, runCount: loop.runs });
+            expect(view.lastRun?.id ?? null).toBe(loop.lastRun);
+          }
+          expect(listRuns(runtime.db, { limit: 1000 }).length).toBe(model.reduce((n, l) => n + l.runs, 0));
+          expectLogConsistent(runtime);
+        } finally {
+          runtime.close();
+        }
+      }),
+      { numRuns: 50 },
+    );
+  });
+});

@@ -1,0 +1,107 @@
+import Database from 'better-sqlite3';
+import { chmodSync, existsSync, mkdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LOG_FORMAT_VERSION, openDatabase } from '../../src/events/db.js';
+import { FormatVersionError } from '../../src/events/errors.js';
+import { createCommandLoop } from '../../src/runtime/loops.js';
+import { openRuntime } from '../../src/runtime/runtime.js';
+import { SimulatedClock } from '../../src/runtime/clock.js';
+import { databaseFile } from '../../src/runtime/paths.js';
+import { staleProjections } from '../../src/runtime/store.js';
+import { tempDir } from '../helpers/tmp.js';
+
+const mode = (path: string) => statSync(path).mode & 0o777;
+
+describe('opening a data directory', () => {
+  it('creates the data directory 0700 and the database 0600 (WAL files too)', async () => {
+    const dataDir = join(tempDir(), 'nested', 'data');
+    const runtime = await openRuntime({ dataDir, clock: new SimulatedClock() });
+    try {
+      createCommandLoop(runtime, { name: 'a', command: 'true', schedule: { manual: true, tz: 'UTC' } });
+      expect(mode(dataDir)).toBe(0o700);
+      const file = databaseFile(dataDir);
+      expect(mode(file)).toBe(0o600);
+      for (const suffix of ['-wal', '-shm']) {
+        if (existsSync(file + suffix)) expect(mode(file + suffix)).toBe(0o600);
+      }
+      expect(existsSync(file + '-wal')).toBe(true);
+    } finally {
+      runtime.close();
+    }
+  });
+
+  it('tightens an existing, too-open data directory to 0700', async () => {
+    const dataDir = join(tempDir(), 'data');
+    mkdirSync(dataDir);
+    chmodSync(dataDir, 0o755);
+    const runtime = await openRuntime({ dataDir });
+    runtime.close();
+    expect(mode(dataDir)).toBe(0o700);
+  });
+
+  it('sets WAL, synchronous=FULL, a busy timeout and records the log format version', async () => {
+    const runtime = await openRuntime({ dataDir: join(tempDir(), 'data') });
+    try {
+      expect(runtime.db.pragma('journal_mode', { simple: true })).toBe('wal');
+      expect(runtime.db.pragma('synchronous', { simple: true })).toBe(2);
+      expect(runtime.db.pragma('busy_timeout', { simple: true })).toBe(5000);
+      expect(runtime.db.pragma('user_version', { simple: true })).toBe(LOG_FORMAT_VERSION);
+      expect(staleProjections(runtime.db)).toEqual([]);
+    } finally {
+      runtime.close();
+    }
+  });
+
+  it('reopening keeps the data', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const first = await openRuntime({ dataDir });
+    createCommandLoop(first, { name: 'keep-me', command: 'true', schedule: { manual: true, tz: 'UTC' } });
+    first.close();
+    const second = await openRuntime({ dataDir });
+    try {
+      expect(second.db.prepare('SELECT name FROM loops').all()).toEqual([{ name: 'keep-me' }]);
+      expect(second.log.headPosition()).toBe(1);
+    } finally {
+      second.close();
+    }
+  });
+
+  it('refuses a database written by a newer log format with FormatVersionError', async () => {
+    const dataDir = join(tempDir(), 'data');
+    (await openRuntime({ dataDir })).close();
+    const raw = new Database(databaseFile(dataDir));
+    raw.pragma(`user_version = ${LOG_FORMAT_VERSION + 1}`);
+    raw.close();
+
+    const error = await openRuntime({ dataDir }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(FormatVersionError);
+    expect(error).toMatchObject({ code: 'format_version' });
+    expect((error as Error).message).toContain(`uses log format ${LOG_FORMAT_VERSION + 1}`);
+    expect((error as FormatVersionError).hint).toMatch(/upgrade loops/);
+    expect(() => openDatabase(databaseFile(dataDir))).toThrow(FormatVersionError);
+    // The refused database is left as it was.
+    const check = new Database(databaseFile(dataDir), { readonly: true });
+    expect(check.pragma('user_version', { simple: true })).toBe(LOG_FORMAT_VERSION + 1);
+    check.close();
+  });
+
+  it('a projection built by another version is rebuilt from the log on open', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const first = await openRuntime({ dataDir });
+    createCommandLoop(first, { name: 'rebuilt', command: 'true', schedule: { manual: true, tz: 'UTC' } });
+    first.db.exec("DELETE FROM loops; UPDATE projections SET version = 0 WHERE name = 'loops'");
+    expect(staleProjections(first.db)).toEqual(['loops']);
+    first.close();
+    const second = await openRuntime({ dataDir });
+    try {
+      expect(staleProjections(second.db)).toEqual([]);
+      expect(second.db.prepare('SELECT name, status FROM loops').all()).toEqual([{ name: 'rebuilt', status: 'active' }]);
+    } finally {
+      second.close();
+    }
+  });
+});

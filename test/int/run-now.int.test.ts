@@ -1,0 +1,304 @@
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { filter, firstValueFrom } from 'rxjs';
+import { describe, expect, it } from 'vitest';
+import { InvalidTransitionError, LeaseLostError, NotFoundError } from '../../src/events/errors.js';
+import type { StoredEvent } from '../../src/events/types.js';
+import { SimulatedClock } from '../../src/runtime/clock.js';
+import { acquireLease } from '../../src/runtime/leases.js';
+import { changeLoopState, createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops.js';
+import { runDir } from '../../src/runtime/paths.js';
+import { findLoop, findRun } from '../../src/runtime/queries.js';
+import { runNow } from '../../src/runtime/run-now.js';
+import type { Runtime } from '../../src/runtime/runtime.js';
+import { fixture } from '../helpers/fixtures.js';
+import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
+import { isAlive, waitForGroupGone } from '../helpers/proc.js';
+import { tempDir, useRuntime } from '../helpers/tmp.js';
+
+function loop(runtime: Runtime, input: Partial<CreateCommandLoopInput> & { command: string }) {
+  return createCommandLoop(runtime, { name: 'job', schedule: { manual: true, tz: 'UTC' }, ...input });
+}
+
+function nextEvent(runtime: Runtime, type: string): Promise<StoredEvent> {
+  return firstValueFrom(runtime.log.events$.pipe(filter((e) => e.type === type)));
+}
+
+const leaseRows = (runtime: Runtime) => runtime.db.prepare('SELECT * FROM leases').all();
+
+describe('runNow: outcomes', () => {
+  it('echo hi succeeds; the run, its events, the loop summary and the output files agree', async () => {
+    const runtime = await useRuntime();
+    const created = loop(runtime, { command: 'echo hi' });
+    let claimedId: string | null = null;
+    const run = await runNow(runtime, 'job', { onClaimed: (id) => (claimedId = id) });
+
+    expect(run.id).toBe(claimedId);
+    expect(run).toMatchObject({
+      loopId: created.id,
+      loopName: 'job',
+      status: 'succeeded',
+      exitCode: 0,
+      signal: null,
+      timedOut: false,
+      error: null,
+      stdout: 'hi\n',
+      stdoutBytes: 3,
+      trigger: 'manual',
+      slot: `manual:${run.id}`,
+      attempt: 1,
+      runnerId: runtime.runnerId,
+    });
+    expect(run.pid).toBeGreaterThan(0);
+    expect(run.startedAt).not.toBeNull();
+    expect(run.finishedAt).not.toBeNull();
+    expect(eventTypes(runtime.log, `run:${run.id}`)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned', 'process.exited']);
+    expect(runtime.log.readStream(`run:${run.id}`).map((e) => e.state)).toEqual(['claimed', 'spawning', 'running', 'succeeded']);
+    expect(runtime.log.readStream(`run:${run.id}`).every((e) => e.meta.runnerId === runtime.runnerId && e.meta.leaseToken === 1)).toBe(true);
+    expect(findLoop(runtime.db, 'job')).toMatchObject({ runCount: 1, lastRun: { id: run.id, status: 'succeeded' } });
+    expect(leaseRows(runtime)).toEqual([]);
+    const dir = runDir(runtime.dataDir, run.id);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(readFileSync(join(dir, 'stdout.log'), 'utf8')).toBe('hi\n');
+    expect(statSync(join(dir, 'stdout.log')).mode & 0o777).toBe(0o600);
+    expectLogConsistent(runtime);
+  });
+
+  it('exit 3 in shell form fails with exit code 3', async () => {
+    const runtime = await useRuntime();
+    loop(runtime, { command: 'echo bad >&2; exit 3' });
+    const run = await runNow(runtime, 'job');
+    expect(run).toMatchObject({ status: 'failed', exitCode: 3, error: 'exited with code 3', stderr: 'bad\n' });
+    expect(findLoop(runtime.db, 'job').lastRun?.status).toBe('failed');
+    expect(leaseRows(runtime)).toEqual([]);
+    expectLogConsistent(runtime);
+  });
+
+  it('argv form passes args verbatim; cwd and env are honoured; the log records env names, not values', async () => {
+    const runtime = await useRuntime();
+    const cwd = tempDir();
+    const args = ['$HOME', 'a;b', '$(id)', 'two words'];
+    loop(runtime, {
+      command: fixture('report.mjs'),
+      args,
+      shell: false,
+      cwd,
+      env: { REPORT_ENV: 'SECRET_TOKEN,LOOPS_RUN_ID,LOOPS_LOOP_NAME,LOOPS_ATTEMPT', SECRET_TOKEN: 's3cr3t-value' },
+    });
+    const run = await runNow(runtime, 'job');
+    expect(run.status).toBe('succeeded');
+    const report = JSON.parse(run.stdout);
+    expect(report.argv).toEqual(args);
+    expect(report.cwd).toBe(cwd);
+    expect(report.env).toEqual({ SECRET_TOKEN: 's3cr3t-value', LOOPS_RUN_ID: run.id, LOOPS_LOOP_NAME: 'job', LOOPS_ATTEMPT: '1' });
+    const requested = runtime.log.readStream(`run:${run.id}`).find((e) => e.type === 'process.spawn_requested')!;
+    expect(requested.data).toMatchObject({ command: fixture('report.mjs'), args, shell: false, cwd });
+    expect((requested.data as { envKeys: string[] }).envKeys).toEqual(
+      ['LOOPS_ATTEMPT', 'LOOPS_LOOP_ID', 'LOOPS_LOOP_NAME', 'LOOPS_RUN_ID', 'LOOPS_SCHEDULED_FOR', 'REPORT_ENV', 'SECRET_TOKEN'],
+    );
+    expect(JSON.stringify(requested.data)).not.toContain('s3cr3t-value');
+    expectLogConsistent(runtime);
+  });
+
+  it('stdin is not a pipe: a command reading stdin finishes at once', async () => {
+    const runtime = await useRuntime();
+    loop(runtime, { command: fixture('read-stdin.mjs'), shell: false, timeout: '10s' });
+    const run = await runNow(runtime, 'job');
+    expect(run.status).toBe('succeeded');
+    expect(JSON.parse(run.stdout)).toMatchObject({ eof: true, bytes: 0, fifo: false });
+    expectLogConsistent(runtime);
+  });
+
+  it('output larger than the tail cap keeps the last bytes in the run', async () => {
+    const runtime = await useRuntime();
+    loop(runtime, { command: fixture('big-output.mjs'), args: ['200000'], shell: false });
+    const run = await runNow(runtime, 'job', { tailBytes: 2048 });
+    expect(run.status).toBe('succeeded');
+    expect(Buffer.byteLength(run.stdout)).toBe(2048);
+    expect(run.stdout.endsWith('0123456789<END>\n')).toBe(true);
+    expect(run.stdoutBytes).toBeGreaterThan(200_000);
+    expectLogConsistent(runtime);
+  });
+
+  it('sleep 30 with a 1 s timeout is timed_out quickly', async () => {
+    const runtime = await useRuntime();
+    loop(runtime, { command: 'sleep 30', timeout: '1s', killGrace: '2s' });
+    const started = performance.now();
+    const run = await runNow(runtime, 'job');
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(run).toMatchObject({ status: 'timed_out', timedOut: true, exitCode: null, signal: 'SIGTERM' });
+    expect(run.error).toMatch(/^timed out after 1s/);
+    await waitForGroupGone(run.pid!);
+    expect(findLoop(runtime.db, 'job').lastRun?.status).toBe('timed_out');
+    const requested = runtime.log.readStream(`run:${run.id}`)[1]!;
+    expect(Date.parse((requested.data as { timeoutAt: string }).timeoutAt) - Date.parse(requested.at)).toBe(1000);
+    expectLogConsistent(runtime);
+  });
+
+  it('a nonexistent executable (argv form) fails through process.spawn_failed with a clear error', async () => {
+    const runtime = await useRuntime();
+    loop(runtime, { command: 'no-such-program-loops-test', shell: false });
+    const run = await runNow(runtime, 'job');
+    expect(run).toMatchObject({ status: 'failed', exitCode: null, pid: null });
+    expect(run.error).toMatch(/^command not found: no-such-program-loops-test/);
+    expect(eventTypes(runtime.log, `run:${run.id}`)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawn_failed']);
+    expect(runtime.log.readStream(`run:${run.id}`)[2]!.data).toMatchObject({ code: 'ENOENT' });
+    expect(leaseRows(runtime)).toEqual([]);
+    expectLogConsistent(runtime);
+  });
+});
+
+describe('runNow: cancellation', () => {
+  it('aborting the signal while running cancels the run; a TERM-ignoring tree is SIGKILLed after the grace', async () => {
+    const runtime = await useRuntime();
+    const pidFile = join(tempDir(), 'grandchild.pid');
+    loop(runtime, { command: fixture('ignore-term.sh'), args: [pidFile], shell: false, killGrace: 300 });
+    const controller = new AbortController();
+    let grandchild = 0;
+    let aliveWhenReady = false;
+    const run = await runNow(runtime, 'job', {
+      signal: controller.signal,
+      onOutput: (_stream, chunk) => {
+        if (!chunk.toString().includes('ready')) return;
+        grandchild = Number(readFileSync(pidFile, 'utf8'));
+        aliveWhenReady = isAlive(grandchild);
+        controller.abort('user pressed ctrl-c');
+      },
+    });
+    expect(aliveWhenReady).toBe(true);
+    expect(run).toMatchObject({ status: 'cancelled', signal: 'SIGKILL', error: 'cancelled: user pressed ctrl-c' });
+    expect(run.durationMs).toBeGreaterThanOrEqual(300 - 20);
+    expect(eventTypes(runtime.log, `run:${run.id}`)).toEqual([
+      'run.claimed',
+      'process.spawn_requested',
+      'process.spawned',
+      'run.cancel_requested',
+      'process.exited',
+    ]);
+    expect(runtime.log.readStream(`run:${run.id}`)[4]!.data).toMatchObject({ cancelled: true, timedOut: false });
+    await waitForGroupGone(run.pid!);
+    expect(grandchild).toBeGreaterThan(0);
+    expect(isAlive(grandchild)).toBe(false);
+    expect(leaseRows(runtime)).toEqual([]);
+    expectLogConsistent(runtime);
+  });
+
+  it('an already-aborted signal cancels before anything is spawned', async () => {
+    const runtime = await useRuntime();
+    loop(runtime, { command: 'echo should-not-run' });
+    const controller = new AbortController();
+    controller.abort('changed my mind');
+    const run = await runNow(runtime, 'job', { signal: controller.signal });
+    expect(run).toMatchObject({ status: 'cancelled', error: 'cancelled: changed my mind', pid: null, stdout: '', durationMs: 0 });
+    expect(eventTypes(runtime.log, `run:${run.id}`)).toEqual(['run.claimed', 'run.cancel_requested']);
+    expect(leaseRows(runtime)).toEqual([]);
+    expectLogConsistent(runtime);
+  });
+
+  it('a listener on events$ may cancel the run as soon as it is spawned', async () => {
+    const runtime = await useRuntime();
+    loop(runtime, { command: 'sleep 30' });
+    const controller = new AbortController();
+    const sub = runtime.log.events$.subscribe((e) => {
+      if (e.type === 'process.spawned') controller.abort();
+    });
+    const run = await runNow(runtime, 'job', { signal: controller.signal });
+    sub.unsubscribe();
+    expect(run).toMatchObject({ status: 'cancelled', error: 'cancelled', signal: 'SIGTERM' });
+    await waitForGroupGone(run.pid!);
+    expectLogConsistent(runtime);
+  });
+});
+
+describe('runNow: leases', () => {
+  it('a runner whose lease was stolen cannot record the outcome (LeaseLostError, nothing appended)', async () => {
+    const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
+    const runtime = await useRuntime({ clock });
+    loop(runtime, { command: 'sleep', args: ['30'], shell: false });
+    const spawned = nextEvent(runtime, 'process.spawned');
+    const outcome = runNow(runtime, 'job', { leaseTtlMs: 30_000 }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    const event = await spawned;
+    const streamId = event.streamId;
+    const pid = (event.data as { pid: number }).pid;
+
+    // Another runner takes over after forcing the lease to expire.
+    runtime.db.prepare('UPDATE leases SET expires_at = ? WHERE name = ?').run('2026-05-01T09:00:00.000Z', streamId);
+    const stolen = acquireLease(runtime.db, streamId, 'thief', 30_000, clock.now());
+    expect(stolen.token).toBe(2);
+    const versionBefore = runtime.log.streamInfo(streamId)!.version;
+    const headBefore = runtime.log.headPosition();
+
+    process.kill(pid, 'SIGTERM');
+    const error = await outcome;
+    expect(error).toBeInstanceOf(LeaseLostError);
+    expect(error).toMatchObject({ code: 'lease_lost' });
+    expect((error as Error).message).toMatch(/no longer held by test-host:1:runner \(token 1\)/);
+    expect(runtime.log.streamInfo(streamId)!.version).toBe(versionBefore);
+    expect(runtime.log.headPosition()).toBe(headBefore);
+    expect(eventTypes(runtime.log, streamId).at(-1)).toBe('process.spawned');
+    expect(findRun(runtime.db, streamId.slice(4)).status).toBe('running');
+    expect(runtime.db.prepare('SELECT holder, token FROM leases').all()).toEqual([{ holder: 'thief', token: 2 }]);
+    expectLogConsistent(runtime);
+  });
+
+  it('the heartbeat renews the lease on the injected clock while the run executes', async () => {
+    const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
+    const runtime = await useRuntime({ clock });
+    loop(runtime, { command: 'sleep', args: ['30'], shell: false });
+    const spawned = nextEvent(runtime, 'process.spawned');
+    const controller = new AbortController();
+    const done = runNow(runtime, 'job', { leaseTtlMs: 9000, signal: controller.signal });
+    const { streamId } = await spawned;
+    const expiry = () => (runtime.db.prepare('SELECT expires_at FROM leases WHERE name = ?').get(streamId) as { expires_at: string }).expires_at;
+    expect(expiry()).toBe('2026-05-01T10:00:09.000Z');
+    clock.advance(3000);
+    expect(expiry()).toBe('2026-05-01T10:00:12.000Z');
+    clock.advance(6000);
+    expect(expiry()).toBe('2026-05-01T10:00:18.000Z');
+    controller.abort();
+    const run = await done;
+    expect(run.status).toBe('cancelled');
+    expect(leaseRows(runtime)).toEqual([]);
+    expectLogConsistent(runtime);
+  });
+
+  it('a run leased by another runner cannot be claimed twice', async () => {
+    const runtime = await useRuntime();
+    const lease = acquireLease(runtime.db, 'run:x', 'a', 10_000, Date.now());
+    expect(lease.token).toBe(1);
+    expect(() => acquireLease(runtime.db, 'run:x', 'b', 10_000, Date.now())).toThrow(/run:x is leased by a until/);
+    // The same holder may re-acquire; the token moves on.
+    expect(acquireLease(runtime.db, 'run:x', 'a', 10_000, Date.now()).token).toBe(2);
+    // After expiry anyone may take it.
+    expect(acquireLease(runtime.db, 'run:x', 'b', 10_000, Date.now() + 20_000)).toMatchObject({ holder: 'b', token: 3 });
+  });
+});
+
+describe('runNow: refusals', () => {
+  it('an archived loop cannot run; a removed loop is not found; nothing is appended', async () => {
+    const runtime = await useRuntime();
+    loop(runtime, { command: 'true', name: 'old' });
+    changeLoopState(runtime, 'old', 'archive');
+    const head = runtime.log.headPosition();
+    await expect(runNow(runtime, 'old')).rejects.toBeInstanceOf(InvalidTransitionError);
+    changeLoopState(runtime, 'old', 'remove');
+    await expect(runNow(runtime, 'old')).rejects.toBeInstanceOf(NotFoundError);
+    expect(runtime.log.headPosition()).toBe(head + 1);
+    expect(leaseRows(runtime)).toEqual([]);
+    expectLogConsistent(runtime);
+  });
+
+  it('paused and stopped loops can still be run by hand', async () => {
+    const runtime = await useRuntime();
+    loop(runtime, { command: 'true', name: 'p' });
+    changeLoopState(runtime, 'p', 'pause');
+    expect((await runNow(runtime, 'p')).status).toBe('succeeded');
+    changeLoopState(runtime, 'p', 'stop');
+    expect((await runNow(runtime, 'p')).status).toBe('succeeded');
+    expect(findLoop(runtime.db, 'p')).toMatchObject({ status: 'stopped', runCount: 2 });
+    expectLogConsistent(runtime);
+  });
+});
