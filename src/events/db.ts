@@ -37,7 +37,7 @@ const migrations: ReadonlyArray<string> = [
     machine_version INTEGER,
     created_at      TEXT    NOT NULL,
     updated_at      TEXT    NOT NULL
-  );
+  ) WITHOUT ROWID;
   CREATE INDEX streams_kind ON streams (kind);
   -- Projection bookkeeping: which version of each projection built its tables.
   CREATE TABLE projections (
@@ -50,7 +50,7 @@ const migrations: ReadonlyArray<string> = [
     holder     TEXT    NOT NULL,
     token      INTEGER NOT NULL,
     expires_at TEXT    NOT NULL
-  );
+  ) WITHOUT ROWID;
   `,
 ];
 

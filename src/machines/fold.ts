@@ -3,8 +3,8 @@
  * restored. Restoring with `createActor(machine, { snapshot })` would restart invoked actors and
  * could repeat side effects; here the replayed actions are returned, never executed.
  */
-import { initialTransition, transition } from 'xstate';
-import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
+import { createActor, initialTransition } from 'xstate';
+import type { ActorScope, AnyMachineSnapshot, AnyStateMachine, EventObject } from 'xstate';
 import type { Json } from '../events/types.js';
 import { toMachineEvent } from './events.js';
 
@@ -17,8 +17,62 @@ export interface FoldStep {
   actions: ReadonlyArray<{ type: string; params?: unknown }>;
 }
 
+const initialSnapshots = new WeakMap<AnyStateMachine, AnyMachineSnapshot>();
+
+/** The machine's initial snapshot. Snapshots are immutable, so one is computed per machine and shared. */
 export function initialSnapshot(machine: AnyStateMachine): AnyMachineSnapshot {
-  return initialTransition(machine)[0] as AnyMachineSnapshot;
+  let snapshot = initialSnapshots.get(machine);
+  if (!snapshot) {
+    snapshot = initialTransition(machine)[0] as AnyMachineSnapshot;
+    initialSnapshots.set(machine, snapshot);
+  }
+  return snapshot;
+}
+
+interface Scope {
+  scope: ActorScope<AnyMachineSnapshot, EventObject>;
+  sink: { actions: Array<{ type: string; params?: unknown }> };
+}
+const scopes = new WeakMap<AnyStateMachine, Scope>();
+
+/**
+ * XState's `transition(machine, snapshot, event)` without its per-call set-up: `transition()`
+ * builds a fresh inert actor scope on every call, and building it computes the machine's initial
+ * state — more than half the cost of a step. The scope here is the same inert scope, built once
+ * per machine: actions are collected, never executed, and nothing is spawned (these machines
+ * invoke no actors). `machine.transition(snapshot, event, scope)` is XState's public
+ * ActorLogic method; the result equals `transition()`'s (a unit test checks it).
+ */
+export function pureTransition(
+  machine: AnyStateMachine,
+  snapshot: AnyMachineSnapshot,
+  event: EventObject,
+): [AnyMachineSnapshot, Array<{ type: string; params?: unknown }>] {
+  let entry = scopes.get(machine);
+  if (!entry) {
+    const self = createActor(machine);
+    const sink: Scope['sink'] = { actions: [] };
+    const scope = {
+      self,
+      defer: () => {},
+      id: '',
+      logger: () => {},
+      sessionId: '',
+      stopChild: () => {},
+      system: self.system,
+      emit: () => {},
+      actionExecutor: (action: { type: string; params?: unknown }) => {
+        sink.actions.push(action);
+      },
+    } as unknown as Scope['scope'];
+    entry = { scope, sink };
+    scopes.set(machine, entry);
+  }
+  entry.sink.actions = [];
+  const next = machine.transition(snapshot, event, entry.scope) as AnyMachineSnapshot;
+  const actions = entry.sink.actions;
+  entry.sink.actions = [];
+  return [next, actions];
 }
 
 /** One pure step: the next snapshot and the actions the runtime should execute. */
@@ -28,8 +82,10 @@ export function step(
   event: { type: string; at: string; data: unknown },
 ): FoldStep {
   const machineEvent = toMachineEvent(event);
-  const accepted = snapshot.can(machineEvent);
-  const [after, actions] = transition(machine, snapshot, machineEvent);
+  const [after, actions] = pureTransition(machine, snapshot, machineEvent);
+  // XState returns the very same snapshot when no transition was enabled for the event (the
+  // answer `snapshot.can()` gives, without computing the transition twice).
+  const accepted = after !== snapshot;
   return {
     event: machineEvent,
     before: snapshot,

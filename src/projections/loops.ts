@@ -21,11 +21,15 @@ const RUN_STATUS_EVENTS = [
 export const loopsProjection: Projection = {
   name: 'loops',
   // v2: the last-run summary also follows process.spawn_requested / process.spawned.
-  version: 2,
+  // v3: name uniqueness through `live_name` (NULL once removed), so a status change such as
+  //     pause/resume does not rewrite the unique index.
+  version: 3,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loops (
       id              TEXT PRIMARY KEY,
       name            TEXT NOT NULL,
+      -- The name while the loop is not removed, NULL after: names are unique among live loops.
+      live_name       TEXT,
       description     TEXT,
       status          TEXT NOT NULL,
       schedule        TEXT NOT NULL,
@@ -40,7 +44,7 @@ export const loopsProjection: Projection = {
       last_run_status TEXT,
       last_run_at     TEXT
     )`,
-    `CREATE UNIQUE INDEX IF NOT EXISTS loops_live_name ON loops (name) WHERE status <> 'removed'`,
+    `CREATE UNIQUE INDEX IF NOT EXISTS loops_live_name ON loops (live_name)`,
   ],
   tables: [{ name: 'loops', orderBy: 'id' }],
   handles: new Set(['loop.created', ...LOOP_STATUS_EVENTS, 'run.claimed', ...RUN_STATUS_EVENTS]),
@@ -50,9 +54,10 @@ export const loopsProjection: Projection = {
         const d = event.data as EventData<'loop.created'>;
         return [
           sql(
-            `INSERT INTO loops (id, name, description, status, schedule, target, policies, next_run_at, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+            `INSERT INTO loops (id, name, live_name, description, status, schedule, target, policies, next_run_at, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
             d.loopId,
+            d.name,
             d.name,
             d.description,
             stateName(event) ?? 'active',
@@ -65,11 +70,20 @@ export const loopsProjection: Projection = {
           ),
         ];
       }
+      case 'loop.removed':
+        return [
+          sql(
+            'UPDATE loops SET status = ?, live_name = NULL, reason = ?, next_run_at = NULL, updated_at = ? WHERE id = ?',
+            stateName(event),
+            (event.data as { reason: string | null }).reason,
+            event.at,
+            loopIdOf(event.streamId),
+          ),
+        ];
       case 'loop.paused':
       case 'loop.resumed':
       case 'loop.stopped':
-      case 'loop.archived':
-      case 'loop.removed': {
+      case 'loop.archived': {
         const d = event.data as { reason: string | null; nextRunAt?: string | null };
         return [
           sql(

@@ -10,7 +10,7 @@
  */
 import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
 import { InvalidTransitionError, NotFoundError } from '../events/errors.js';
-import type { EventMeta, StoredEvent } from '../events/types.js';
+import type { EventMeta, NewEvent, StoredEvent } from '../events/types.js';
 import { fold, initialSnapshot, stateOf, step } from '../machines/fold.js';
 import { getMachine, type MachineRef } from '../machines/registry.js';
 import { isoNow } from './clock.js';
@@ -18,11 +18,25 @@ import type { Runtime } from './runtime.js';
 
 /** Implementation of a named machine action. Reports back only through `actor.record`. */
 export type Effect = (params: any, actor: DurableActor) => void | Promise<void>;
-export type Effects = Record<string, Effect>;
+
+/**
+ * An effect whose only job is to record the next event, computed from the state it was asked in
+ * (e.g. `requestSpawn` → `process.spawn_requested`). It is folded into the same append as the
+ * event that asked for it: still recorded before any later effect runs, one commit fewer.
+ */
+export interface InlineEffect {
+  inline: (params: any, snapshot: AnyMachineSnapshot) => { type: string; data: unknown } | null;
+}
+
+export type Effects = Record<string, Effect | InlineEffect>;
 
 export interface RecordOptions {
-  /** Checked inside the append transaction (e.g. a lease fence); throwing aborts the append. */
-  precondition?: () => void;
+  /**
+   * Runs inside the append transaction, before anything is written, with the snapshot the
+   * recorded events lead to (e.g. a lease fence, or taking / releasing a lease atomically with
+   * the events). Throwing aborts the append.
+   */
+  precondition?: (next: AnyMachineSnapshot) => void;
   meta?: EventMeta;
 }
 
@@ -81,38 +95,57 @@ export class DurableActor {
   }
 
   /**
-   * Steps the machine, appends the event (state included) and its projections in one
-   * transaction, and only then schedules the resulting actions.
+   * Steps the machine, appends the event (state included) — plus the events of any inline
+   * effects it triggers — and their projections in one transaction, and only then schedules the
+   * remaining actions. Returns the first appended event.
    */
   record(type: string, data: unknown, options: RecordOptions = {}): StoredEvent {
-    const at = isoNow(this.runtime.clock);
-    const result = step(this.machine, this.snapshot, { type, at, data });
-    if (!result.accepted) {
-      throw new InvalidTransitionError(`${this.streamId} is ${this.state}; it does not accept ${type}`);
+    const meta = { runnerId: this.runtime.runnerId, ...options.meta };
+    const batch: NewEvent[] = [];
+    const deferred: Array<{ type: string; params?: unknown }> = [];
+    let snapshot = this.snapshot;
+    let next: { type: string; data: unknown } | null = { type, data };
+    while (next !== null) {
+      const at = isoNow(this.runtime.clock);
+      const result = step(this.machine, snapshot, { type: next.type, at, data: next.data });
+      if (!result.accepted) {
+        const state = typeof snapshot.value === 'string' ? snapshot.value : JSON.stringify(snapshot.value);
+        throw new InvalidTransitionError(`${this.streamId} is ${state}; it does not accept ${next.type}`);
+      }
+      batch.push({ type: next.type, data: next.data, at, state: stateOf(result.after), meta });
+      snapshot = result.after;
+      next = null;
+      for (const action of result.actions) {
+        const effect = this.effects[action.type];
+        if (effect && typeof effect === 'object') {
+          const follow = effect.inline(action.params, snapshot);
+          if (follow) {
+            if (next) throw new Error(`two inline effects in one step of ${this.streamId}`);
+            next = follow;
+          }
+        } else deferred.push(action);
+      }
     }
     // Move first: the log publishes on events$ inside append (after the commit), and a listener
     // may record the next event on this actor synchronously; it must see this state and version.
     const before = { snapshot: this.snapshot, version: this.version };
-    this.snapshot = result.after;
-    this.version = before.version + 1;
+    this.snapshot = snapshot;
+    this.version = before.version + batch.length;
     let appended;
     try {
-      appended = this.runtime.log.append(
-        this.streamId,
-        [{ type, data, at, state: stateOf(result.after), meta: { runnerId: this.runtime.runnerId, ...options.meta } }],
-        {
-          expectedVersion: before.version,
-          kind: this.kind,
-          machine: this.machineRef,
-          ...(options.precondition ? { precondition: options.precondition } : {}),
-        },
-      );
+      const precondition = options.precondition;
+      appended = this.runtime.log.append(this.streamId, batch, {
+        expectedVersion: before.version,
+        kind: this.kind,
+        machine: this.machineRef,
+        ...(precondition ? { precondition: () => precondition(snapshot) } : {}),
+      });
     } catch (error) {
       this.snapshot = before.snapshot;
       this.version = before.version;
       throw error;
     }
-    for (const action of result.actions) this.schedule(action.type, action.params);
+    for (const action of deferred) this.schedule(action.type, action.params);
     if (this.snapshot.status === 'done') {
       this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);
     }
@@ -127,7 +160,7 @@ export class DurableActor {
 
   private schedule(type: string, params: unknown): void {
     const effect = this.effects[type];
-    if (!effect) return;
+    if (typeof effect !== 'function') return;
     this.chain = this.chain
       .then(() => (this.failed ? undefined : effect(params, this)))
       .catch((error: unknown) => {

@@ -20,26 +20,28 @@ interface LeaseRow {
   expires_at: string;
 }
 
+/** Takes (or re-takes, when expired) a lease in its own transaction. */
 export function acquireLease(db: Db, name: string, holder: string, ttlMs: number, nowMs: number): Lease {
-  return db
-    .transaction((): Lease => {
-      const row = cached<[string], LeaseRow>(db, 'SELECT * FROM leases WHERE name = ?').get(name);
-      const expiresAt = nowMs + ttlMs;
-      if (row && row.holder !== holder && Date.parse(row.expires_at) > nowMs) {
-        throw new LoopsError('conflict', `${name} is leased by ${row.holder} until ${row.expires_at}`, {
-          retryable: true,
-          hint: 'another runner is executing it; wait for it to finish or for its lease to expire',
-        });
-      }
-      const token = (row?.token ?? 0) + 1;
-      cached(
-        db,
-        `INSERT INTO leases (name, holder, token, expires_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_at = excluded.expires_at`,
-      ).run(name, holder, token, new Date(expiresAt).toISOString());
-      return { name, holder, token, expiresAt };
-    })
-    .immediate();
+  return db.transaction(() => takeLease(db, name, holder, ttlMs, nowMs)).immediate();
+}
+
+/** Takes a lease inside the caller's transaction (e.g. atomically with the events that need it). */
+export function takeLease(db: Db, name: string, holder: string, ttlMs: number, nowMs: number): Lease {
+  const row = cached<[string], LeaseRow>(db, 'SELECT * FROM leases WHERE name = ?').get(name);
+  const expiresAt = nowMs + ttlMs;
+  if (row && row.holder !== holder && Date.parse(row.expires_at) > nowMs) {
+    throw new LoopsError('conflict', `${name} is leased by ${row.holder} until ${row.expires_at}`, {
+      retryable: true,
+      hint: 'another runner is executing it; wait for it to finish or for its lease to expire',
+    });
+  }
+  const token = (row?.token ?? 0) + 1;
+  cached(
+    db,
+    `INSERT INTO leases (name, holder, token, expires_at) VALUES (?, ?, ?, ?)
+     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_at = excluded.expires_at`,
+  ).run(name, holder, token, new Date(expiresAt).toISOString());
+  return { name, holder, token, expiresAt };
 }
 
 /** Extends a held lease; throws `LeaseLostError` when someone else holds it now. */

@@ -106,7 +106,7 @@ export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInpu
     actor.record('loop.created', data);
   } catch (error) {
     // The partial unique index on live names catches a concurrent create of the same name.
-    if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('loops.name')) {
+    if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('loops.live_name')) {
       throw nameTaken(name);
     }
     throw error;
@@ -115,7 +115,7 @@ export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInpu
 }
 
 function assertNameFree(runtime: Runtime, name: string): void {
-  const row = runtime.db.prepare("SELECT id FROM loops WHERE name = ? AND status <> 'removed'").get(name);
+  const row = runtime.db.prepare('SELECT id FROM loops WHERE live_name = ?').get(name);
   if (row) throw nameTaken(name);
 }
 

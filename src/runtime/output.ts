@@ -3,7 +3,8 @@
  * characters), and `CappedFile` writes a stream to disk keeping at most about 2 × cap bytes on
  * disk by rotating `<file>` to `<file>.1`, so the end of the output is always kept.
  */
-import { closeSync, openSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
+import { dirname } from 'node:path';
 
 export class TailBuffer {
   private chunks: Buffer[] = [];
@@ -42,18 +43,21 @@ export class TailBuffer {
 }
 
 export class CappedFile {
-  private fd: number;
+  /** Opened on the first write (a silent command creates no file), with its directory (0700). */
+  private fd: number | null = null;
   private written = 0;
 
   constructor(
     readonly path: string,
     readonly capBytes: number,
-  ) {
-    this.fd = openSync(path, 'w', 0o600);
-  }
+  ) {}
 
   write(chunk: Buffer): void {
     if (this.capBytes <= 0) return;
+    if (this.fd === null) {
+      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+      this.fd = openSync(this.path, 'w', 0o600);
+    }
     if (this.written + chunk.length > this.capBytes && this.written > 0) {
       closeSync(this.fd);
       renameSync(this.path, `${this.path}.1`);
@@ -65,6 +69,7 @@ export class CappedFile {
   }
 
   close(): void {
-    closeSync(this.fd);
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
   }
 }

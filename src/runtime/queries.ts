@@ -160,7 +160,7 @@ export function listLoops(db: Db, options: ListLoopsOptions = {}): LoopView[] {
 export function findLoop(db: Db, idOrName: string, options: { includeRemoved?: boolean } = {}): LoopView {
   const byId = cached<[string], LoopRow>(db, 'SELECT * FROM loops WHERE id = ?').get(idOrName);
   if (byId && (options.includeRemoved || byId.status !== 'removed')) return toLoopView(byId);
-  const byName = cached<[string], LoopRow>(db, "SELECT * FROM loops WHERE name = ? AND status <> 'removed'").all(idOrName);
+  const byName = cached<[string], LoopRow>(db, 'SELECT * FROM loops WHERE live_name = ?').all(idOrName);
   if (byName.length === 1) return toLoopView(byName[0]!);
   if (idOrName.length >= 4) {
     const byPrefix = cached<[string], LoopRow>(

@@ -3,17 +3,17 @@
  * record the process identity, wait, record the outcome (fenced by the lease), release.
  * Every step is an event appended before the effect it causes.
  */
-import { mkdirSync } from 'node:fs';
+import type { AnyMachineSnapshot } from 'xstate';
 import { join } from 'node:path';
 import type { EventData } from '../events/catalog.js';
-import { InvalidTransitionError } from '../events/errors.js';
+import { InvalidTransitionError, LeaseLostError } from '../events/errors.js';
 import { currentMachines } from '../machines/registry.js';
 import type { RunContext } from '../machines/run.js';
 import { DurableActor, type Effects } from './actor.js';
 import type { TimerHandle } from './clock.js';
 import { SpawnFailedError, spawnProcess, type ProcessHandle } from './executor.js';
 import { newId } from './ids.js';
-import { acquireLease, assertLeaseHeld, releaseLease, renewLease, type Lease } from './leases.js';
+import { assertLeaseHeld, releaseLease, renewLease, takeLease, type Lease } from './leases.js';
 import { runDir } from './paths.js';
 import { findLoop, findRun, type RunView } from './queries.js';
 import type { Runtime } from './runtime.js';
@@ -48,8 +48,16 @@ export async function runNow(runtime: Runtime, idOrName: string, options: RunNow
   const runId = newId('run', now);
   const streamId = `run:${runId}`;
   const ttl = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
-  let lease: Lease = acquireLease(db, streamId, runtime.runnerId, ttl, now);
-  const fenced = { precondition: () => assertLeaseHeld(db, lease, clock.now()), meta: { leaseToken: lease.token } };
+  // A new run id has no lease yet, so the claim takes fencing token 1; the lease is taken in the
+  // same transaction as run.claimed and released in the one that records the run's end.
+  let lease: Lease = { name: streamId, holder: runtime.runnerId, token: 1, expiresAt: now + ttl };
+  const fenced = {
+    precondition: (next: AnyMachineSnapshot) => {
+      assertLeaseHeld(db, lease, clock.now());
+      if (next.status === 'done') releaseLease(db, lease);
+    },
+    meta: { leaseToken: lease.token },
+  };
 
   let heartbeat: TimerHandle | null = null;
   const beat = () => {
@@ -70,25 +78,26 @@ export async function runNow(runtime: Runtime, idOrName: string, options: RunNow
   let handle: ProcessHandle | null = null;
   const files = runDir(runtime.dataDir, runId);
   const effects: Effects = {
-    requestSpawn: (_params, actor) => {
-      // Effects run after the event that asked for them; the run may have been cancelled meanwhile.
-      if (actor.snapshot.value !== 'claimed') return;
-      const target = loop.target;
-      const timeoutMs = loop.policies.timeoutMs;
-      const data: EventData<'process.spawn_requested'> = {
-        command: target.command,
-        args: target.args,
-        shell: target.shell,
-        cwd: target.cwd,
-        envKeys: Object.keys(runEnv(actor.snapshot.context as RunContext)).sort(),
-        timeoutAt: timeoutMs === null ? null : new Date(clock.now() + timeoutMs).toISOString(),
-      };
-      actor.record('process.spawn_requested', data, fenced);
+    // Recorded in the same transaction as run.claimed: the intent is in the log before the spawn.
+    requestSpawn: {
+      inline: (_params, snapshot) => {
+        if (options.signal?.aborted) return null; // cancelled before it started: record no intent
+        const target = loop.target;
+        const timeoutMs = loop.policies.timeoutMs;
+        const data: EventData<'process.spawn_requested'> = {
+          command: target.command,
+          args: target.args,
+          shell: target.shell,
+          cwd: target.cwd,
+          envKeys: Object.keys(runEnv(snapshot.context as RunContext)).sort(),
+          timeoutAt: timeoutMs === null ? null : new Date(clock.now() + timeoutMs).toISOString(),
+        };
+        return { type: 'process.spawn_requested', data };
+      },
     },
     spawn: async (_params, actor) => {
       if (actor.snapshot.value !== 'spawning') return;
       const context = actor.snapshot.context as RunContext;
-      mkdirSync(files, { recursive: true, mode: 0o700 });
       try {
         handle = await spawnProcess(
           {
@@ -131,10 +140,8 @@ export async function runNow(runtime: Runtime, idOrName: string, options: RunNow
     killProcess: (params: { reason: string | null }) => {
       handle?.cancel(params.reason);
     },
-    finalize: () => {
-      stopHeartbeat();
-      releaseLease(db, lease);
-    },
+    // The lease row was released in the transaction that recorded the end.
+    finalize: () => stopHeartbeat(),
   };
 
   const actor = DurableActor.create(runtime, streamId, 'run', currentMachines.run, effects);
@@ -151,12 +158,14 @@ export async function runNow(runtime: Runtime, idOrName: string, options: RunNow
     runnerId: runtime.runnerId,
     leaseToken: lease.token,
   };
-  try {
-    actor.record('run.claimed', claimed, fenced);
-  } catch (error) {
-    releaseLease(db, lease);
-    throw error;
-  }
+  actor.record('run.claimed', claimed, {
+    ...fenced,
+    precondition: () => {
+      const taken = takeLease(db, streamId, runtime.runnerId, ttl, clock.now());
+      if (taken.token !== lease.token) throw new LeaseLostError(`run ${runId} was claimed by another runner`);
+      lease = taken;
+    },
+  });
   beat();
   options.onClaimed?.(runId);
 

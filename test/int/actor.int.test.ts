@@ -37,6 +37,39 @@ describe('DurableActor', () => {
     expect(actor.accepts('loop.resumed', { reason: null, nextRunAt: null })).toBe(false);
   });
 
+  it('folds an inline effect into the same append: both events or neither', async () => {
+    const runtime = await useRuntime({ clock: new SimulatedClock('2026-02-01T00:00:00.000Z') });
+    const spawn: unknown[] = [];
+    const intent = runEv.spawnRequested().data;
+    const ok = DurableActor.create(runtime, 'run:run_ok', 'run', currentMachines.run, {
+      requestSpawn: { inline: () => ({ type: 'process.spawn_requested', data: intent }) },
+      spawn: (params) => void spawn.push(params),
+    });
+    const first = ok.record('run.claimed', runEv.claimed({ runId: 'run_ok' }).data);
+    expect(first.type).toBe('run.claimed');
+    expect(ok.version).toBe(2);
+    expect(ok.state).toBe('spawning');
+    const events = runtime.log.readStream('run:run_ok');
+    expect(events.map((e) => [e.type, e.state])).toEqual([
+      ['run.claimed', 'claimed'],
+      ['process.spawn_requested', 'spawning'],
+    ]);
+    // The deferred effect (spawn) still runs after the append, with the final state.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(spawn).toHaveLength(1);
+
+    // An inline event that fails validation aborts the whole append: no claim without its intent.
+    const bad = DurableActor.create(runtime, 'run:run_bad', 'run', currentMachines.run, {
+      requestSpawn: { inline: () => ({ type: 'process.spawn_requested', data: { ...intent, envKeys: 'nope' } }) },
+    });
+    const positionBefore = runtime.log.headPosition();
+    expect(() => bad.record('run.claimed', runEv.claimed({ runId: 'run_bad' }).data)).toThrow(/invalid process\.spawn_requested event: envKeys/);
+    expect(runtime.log.headPosition()).toBe(positionBefore);
+    expect(runtime.log.streamInfo('run:run_bad')).toBeUndefined();
+    expect(bad.version).toBe(0);
+    expect(bad.state).toBe('new');
+  });
+
   it('refuses an event its machine does not accept, appending nothing', async () => {
     const runtime = await useRuntime();
     const actor = DurableActor.create(runtime, 'run:run_1', 'run', currentMachines.run);

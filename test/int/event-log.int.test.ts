@@ -193,7 +193,7 @@ describe('SqliteEventLog: projections and publication', () => {
     log.append('loop:loop_1', [{ ...loopEv.created(), state: 'active' }], { expectedVersion: 0, kind: 'loop' });
     expect(() =>
       log.append('loop:loop_2', [{ ...loopEv.created({ loopId: 'loop_2' }), state: 'active' }], { expectedVersion: 0, kind: 'loop' }),
-    ).toThrow(/UNIQUE constraint failed: loops\.name/);
+    ).toThrow(/UNIQUE constraint failed: loops\.live_name/);
     expect(count(db, 'events')).toBe(1);
     expect(log.streamInfo('loop:loop_2')).toBeUndefined();
   });

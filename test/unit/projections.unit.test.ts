@@ -84,7 +84,7 @@ describe('loops projection', () => {
 
   it('names are unique among live loops; a removed loop frees its name but keeps its row', () => {
     loop([loopEv.created()], 'loop_1');
-    expect(() => loop([loopEv.created({ loopId: 'loop_2' })], 'loop_2')).toThrow(/UNIQUE constraint failed: loops.name/);
+    expect(() => loop([loopEv.created({ loopId: 'loop_2' })], 'loop_2')).toThrow(/UNIQUE constraint failed: loops.live_name/);
     db.exec('DELETE FROM loops');
     loop([loopEv.created(), loopEv.removed()], 'loop_1');
     loop([loopEv.created({ loopId: 'loop_2' })], 'loop_2');
