@@ -38,7 +38,6 @@ const migrations: ReadonlyArray<string> = [
     created_at      TEXT    NOT NULL,
     updated_at      TEXT    NOT NULL
   ) WITHOUT ROWID;
-  CREATE INDEX streams_kind ON streams (kind);
   -- Projection bookkeeping: which version of each projection built its tables.
   CREATE TABLE projections (
     name    TEXT PRIMARY KEY,

@@ -8,22 +8,15 @@ import type { StoredEvent } from '../events/types.js';
 import { sql, stateName, type Projection } from './types.js';
 
 const LOOP_STATUS_EVENTS = ['loop.paused', 'loop.resumed', 'loop.stopped', 'loop.archived', 'loop.removed'];
-/** Run events after the claim that move the run's status, mirrored on the loop's last-run summary. */
-const RUN_STATUS_EVENTS = [
-  'process.spawn_requested',
-  'process.spawned',
-  'process.spawn_failed',
-  'process.exited',
-  'run.abandoned',
-  'run.cancel_requested',
-];
 
 export const loopsProjection: Projection = {
   name: 'loops',
   // v2: the last-run summary also follows process.spawn_requested / process.spawned.
   // v3: name uniqueness through `live_name` (NULL once removed), so a status change such as
   //     pause/resume does not rewrite the unique index.
-  version: 3,
+  // v4: no last_run_status copy: readers join loop_runs on last_run_id, so a run's later
+  //     events no longer rewrite its loop's row.
+  version: 4,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loops (
       id              TEXT PRIMARY KEY,
@@ -41,13 +34,12 @@ export const loopsProjection: Projection = {
       updated_at      TEXT NOT NULL,
       run_count       INTEGER NOT NULL DEFAULT 0,
       last_run_id     TEXT,
-      last_run_status TEXT,
       last_run_at     TEXT
     )`,
     `CREATE UNIQUE INDEX IF NOT EXISTS loops_live_name ON loops (live_name)`,
   ],
   tables: [{ name: 'loops', orderBy: 'id' }],
-  handles: new Set(['loop.created', ...LOOP_STATUS_EVENTS, 'run.claimed', ...RUN_STATUS_EVENTS]),
+  handles: new Set(['loop.created', ...LOOP_STATUS_EVENTS, 'run.claimed']),
   evolve(event: StoredEvent) {
     switch (event.type) {
       case 'loop.created': {
@@ -100,21 +92,15 @@ export const loopsProjection: Projection = {
         const d = event.data as EventData<'run.claimed'>;
         return [
           sql(
-            `UPDATE loops SET run_count = run_count + 1, last_run_id = ?, last_run_status = ?, last_run_at = ?
-             WHERE id = ?`,
+            'UPDATE loops SET run_count = run_count + 1, last_run_id = ?, last_run_at = ? WHERE id = ?',
             d.runId,
-            stateName(event),
             event.at,
             d.loopId,
           ),
         ];
       }
-      default: {
-        // A run event that moved the run's status: mirror it on the loop's summary.
-        return [
-          sql('UPDATE loops SET last_run_status = ? WHERE last_run_id = ?', stateName(event), runIdOf(event.streamId)),
-        ];
-      }
+      default:
+        return [];
     }
   },
 };
@@ -123,6 +109,3 @@ function loopIdOf(streamId: string): string {
   return streamId.slice('loop:'.length);
 }
 
-function runIdOf(streamId: string): string {
-  return streamId.slice('run:'.length);
-}

@@ -10,10 +10,13 @@ const durationSql = `CAST(ROUND((julianday(?) - julianday(started_at)) * 8640000
 
 export const runsProjection: Projection = {
   name: 'loop_runs',
-  version: 1,
+  // v2: rows keyed by claimed_position (the rowid, so newest-first needs no extra index).
+  version: 2,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loop_runs (
-      id              TEXT PRIMARY KEY,
+      -- Position of the run.claimed event: unique, in claim order, and the rowid.
+      claimed_position INTEGER PRIMARY KEY,
+      id              TEXT NOT NULL UNIQUE,
       loop_id         TEXT NOT NULL,
       loop_name       TEXT NOT NULL,
       slot            TEXT NOT NULL,
@@ -33,7 +36,6 @@ export const runsProjection: Projection = {
       stdout_bytes    INTEGER NOT NULL DEFAULT 0,
       stderr_bytes    INTEGER NOT NULL DEFAULT 0,
       claimed_at      TEXT NOT NULL,
-      claimed_position INTEGER NOT NULL,
       started_at      TEXT,
       finished_at     TEXT,
       duration_ms     INTEGER,
@@ -41,7 +43,6 @@ export const runsProjection: Projection = {
       UNIQUE (loop_id, slot, attempt)
     )`,
     `CREATE INDEX IF NOT EXISTS loop_runs_loop ON loop_runs (loop_id, claimed_position)`,
-    `CREATE INDEX IF NOT EXISTS loop_runs_order ON loop_runs (claimed_position)`,
   ],
   tables: [{ name: 'loop_runs', orderBy: 'id' }],
   handles: new Set([

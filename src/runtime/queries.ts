@@ -92,6 +92,9 @@ interface RunRow {
   duration_ms: number | null;
 }
 
+/** A loop row with its last run's current status (joined, not copied, so runs never rewrite loops). */
+const LOOP_SELECT = 'SELECT l.*, r.status AS last_run_status FROM loops l LEFT JOIN loop_runs r ON r.id = l.last_run_id';
+
 export function toLoopView(row: LoopRow): LoopView {
   const policies = JSON.parse(row.policies) as LoopPolicies;
   return {
@@ -147,7 +150,7 @@ export interface ListLoopsOptions {
 export function listLoops(db: Db, options: ListLoopsOptions = {}): LoopView[] {
   const rows = cached<[], LoopRow>(
     db,
-    `SELECT * FROM loops ${options.all ? '' : "WHERE status <> 'removed'"} ORDER BY name COLLATE NOCASE, created_at`,
+    `${LOOP_SELECT} ${options.all ? '' : "WHERE l.status <> 'removed'"} ORDER BY l.name COLLATE NOCASE, l.created_at`,
     )
     .all();
   return rows.map(toLoopView);
@@ -158,13 +161,13 @@ export function listLoops(db: Db, options: ListLoopsOptions = {}): LoopView[] {
  * Unknown → NotFoundError; several matches → AmbiguousError listing them.
  */
 export function findLoop(db: Db, idOrName: string, options: { includeRemoved?: boolean } = {}): LoopView {
-  const byId = cached<[string], LoopRow>(db, 'SELECT * FROM loops WHERE id = ?').get(idOrName);
+  const byId = cached<[string], LoopRow>(db, `${LOOP_SELECT} WHERE l.id = ?`).get(idOrName);
   if (byId && (options.includeRemoved || byId.status !== 'removed')) return toLoopView(byId);
-  const byName = cached<[string], LoopRow>(db, 'SELECT * FROM loops WHERE live_name = ?').all(idOrName);
+  const byName = cached<[string], LoopRow>(db, `${LOOP_SELECT} WHERE l.live_name = ?`).all(idOrName);
   if (byName.length === 1) return toLoopView(byName[0]!);
   if (idOrName.length >= 4) {
     const byPrefix = cached<[string], LoopRow>(
-        db, `SELECT * FROM loops WHERE id LIKE ? ESCAPE '\\' ${options.includeRemoved ? '' : "AND status <> 'removed'"} LIMIT 11`,
+        db, `${LOOP_SELECT} WHERE l.id LIKE ? ESCAPE '\\' ${options.includeRemoved ? '' : "AND l.status <> 'removed'"} LIMIT 11`,
       )
       .all(`${escapeLike(idOrName)}%`);
     if (byPrefix.length === 1) return toLoopView(byPrefix[0]!);

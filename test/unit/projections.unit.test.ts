@@ -21,7 +21,12 @@ function apply(events: StoredEvent[]): void {
     for (const s of handler(event)) db.prepare(s.sql).run(...s.params);
   }
 }
-const loopRow = (id = 'loop_1') => db.prepare('SELECT * FROM loops WHERE id = ?').get(id) as Record<string, unknown>;
+// The loop's row with its last run's status, joined the way readers do (src/runtime/queries.ts).
+const loopRow = (id = 'loop_1') =>
+  db
+    .prepare('SELECT l.*, r.status AS lastRunStatus FROM loops l LEFT JOIN loop_runs r ON r.id = l.last_run_id WHERE l.id = ?')
+    .get(id) as Record<string, unknown>;
+const lastRunStatus = () => loopRow().lastRunStatus;
 const runRow = (id = 'run_1') => db.prepare('SELECT * FROM loop_runs WHERE id = ?').get(id) as Record<string, unknown>;
 
 /** Applies a loop stream and a run stream (interleaved: loop first). */
@@ -98,28 +103,28 @@ describe('loops projection', () => {
   it('a run counts on its loop and mirrors its latest status in the summary', () => {
     loop([loopEv.created()]);
     run([runEv.claimed({}, at(100))]);
-    expect(loopRow()).toMatchObject({ run_count: 1, last_run_id: 'run_1', last_run_status: 'claimed', last_run_at: at(100) });
+    expect(loopRow()).toMatchObject({ run_count: 1, last_run_id: 'run_1', lastRunStatus: 'claimed', last_run_at: at(100) });
   });
 
   it('the loop summary follows a run to its end: succeeded, failed, cancelled', () => {
     loop([loopEv.created()]);
     run([runEv.claimed(), runEv.spawnRequested(), runEv.spawned(), runEv.exited()], 'run_1');
-    expect(loopRow()).toMatchObject({ run_count: 1, last_run_id: 'run_1', last_run_status: 'succeeded' });
+    expect(loopRow()).toMatchObject({ run_count: 1, last_run_id: 'run_1', lastRunStatus: 'succeeded' });
     run([runEv.claimed({ runId: 'run_2', slot: 'manual:run_2' }), runEv.spawnRequested(), runEv.spawnFailed()], 'run_2');
-    expect(loopRow()).toMatchObject({ run_count: 2, last_run_id: 'run_2', last_run_status: 'failed' });
+    expect(loopRow()).toMatchObject({ run_count: 2, last_run_id: 'run_2', lastRunStatus: 'failed' });
     run([runEv.claimed({ runId: 'run_3', slot: 'manual:run_3' }), runEv.cancelRequested()], 'run_3');
-    expect(loopRow()).toMatchObject({ run_count: 3, last_run_id: 'run_3', last_run_status: 'cancelled' });
+    expect(loopRow()).toMatchObject({ run_count: 3, last_run_id: 'run_3', lastRunStatus: 'cancelled' });
   });
 
   it('the loop summary shows a run that is executing as running, not claimed', () => {
     loop([loopEv.created()]);
     run([runEv.claimed(), runEv.spawnRequested()]);
-    expect(loopRow().last_run_status).toBe('spawning');
+    expect(lastRunStatus()).toBe('spawning');
     db.exec('DELETE FROM loop_runs');
-    db.exec("UPDATE loops SET run_count = 0, last_run_id = NULL, last_run_status = NULL");
+    db.exec('UPDATE loops SET run_count = 0, last_run_id = NULL');
     positions = new Positions();
     run([runEv.claimed(), runEv.spawnRequested(), runEv.spawned()]);
-    expect(loopRow().last_run_status).toBe('running');
+    expect(lastRunStatus()).toBe('running');
     expect(runRow().status).toBe('running');
   });
 
@@ -130,7 +135,7 @@ describe('loops projection', () => {
     apply(first.slice(0, 3));
     apply(second);
     apply(first.slice(3));
-    expect(loopRow()).toMatchObject({ run_count: 2, last_run_id: 'run_2', last_run_status: 'claimed' });
+    expect(loopRow()).toMatchObject({ run_count: 2, last_run_id: 'run_2', lastRunStatus: 'claimed' });
   });
 });
 
