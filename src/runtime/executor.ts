@@ -7,6 +7,7 @@
 import { existsSync } from 'node:fs';
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from './clock.js';
+import { formatDuration } from './durations.js';
 import { CappedFile, TailBuffer } from './output.js';
 import { bootId, groupAlive, processStartTime, signalGroup } from './process-info.js';
 
@@ -225,17 +226,12 @@ function describeExit(x: {
   timeoutMs: number | null;
 }): string | null {
   if (x.timedOut) {
-    return `timed out after ${formatMs(x.timeoutMs ?? 0)}${x.signal ? `; process killed by ${x.signal}` : ''}`;
+    return `timed out after ${formatDuration(x.timeoutMs ?? 0)}${x.signal ? `; process killed by ${x.signal}` : ''}`;
   }
   if (x.cancelled) return x.cancelReason ? `cancelled: ${x.cancelReason}` : 'cancelled';
   if (x.signal) return `killed by signal ${x.signal}`;
   if (x.exitCode !== null && x.exitCode !== 0) return `exited with code ${x.exitCode}`;
   return null;
-}
-
-function formatMs(ms: number): string {
-  if (ms >= 1000 && ms % 1000 === 0) return `${ms / 1000}s`;
-  return `${ms}ms`;
 }
 
 function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string): string {

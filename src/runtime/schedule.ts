@@ -49,7 +49,12 @@ export function buildSchedule(flags: ScheduleFlags, nowMs: number): Schedule {
       return { kind: 'every', everyMs: parseDuration(flags.every!, '--every'), anchorAt: new Date(nowMs).toISOString() };
     case 'cron': {
       const expr = flags.cron!.trim();
-      parseCron(expr, tz);
+      const next = parseCron(expr, tz).nextRun(new Date(nowMs));
+      if (!next) {
+        throw new ValidationError(`--cron: ${JSON.stringify(expr)} never fires`, {
+          hint: 'check the day-of-month and month fields (e.g. 31 in February)',
+        });
+      }
       return { kind: 'cron', expr, tz };
     }
     case 'at': {

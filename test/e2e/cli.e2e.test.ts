@@ -245,6 +245,7 @@ describe('bad input: one clear line, exit 2, nothing appended', () => {
     ['no schedule', ['create', 'command', 'x', '--cmd', 'true'], /a schedule is required/],
     ['two schedules', ['create', 'command', 'x', '--cmd', 'true', '--every', '5m', '--manual'], /only one schedule, got --every and --manual/],
     ['invalid cron', ['create', 'command', 'x', '--cmd', 'true', '--cron', '61 * * * *'], /--cron: invalid expression/],
+    ['cron that never fires', ['create', 'command', 'x', '--cmd', 'true', '--cron', '0 0 31 2 *'], /--cron: "0 0 31 2 \*" never fires/],
     ['cron with too few fields', ['create', 'command', 'x', '--cmd', 'true', '--cron', '* *'], /has 2 field\(s\)/],
     ['invalid duration', ['create', 'command', 'x', '--cmd', 'true', '--every', 'soon'], /--every: invalid duration "soon"/],
     ['invalid timeout', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--timeout', '10'], /--timeout: invalid duration "10"/],

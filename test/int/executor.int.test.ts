@@ -194,7 +194,7 @@ describe('executor: timeout, cancel and the process group', () => {
 
     const exit = await handle.exited;
     expect(exit).toMatchObject({ timedOut: true, signal: 'SIGKILL', exitCode: null });
-    expect(exit.error).toBe('timed out after 1500ms; process killed by SIGKILL');
+    expect(exit.error).toBe('timed out after 1.5s; process killed by SIGKILL');
     expect(exit.durationMs).toBeGreaterThanOrEqual(1500 + 400 - 50);
     await waitForGroupGone(handle.pgid);
     expect(isAlive(grandchild)).toBe(false);
