@@ -6,8 +6,7 @@
  * published on `events$`.
  */
 import { Subject } from 'rxjs';
-import type { Statement } from 'better-sqlite3';
-import type { Db } from './db.js';
+import { cached, type Db } from './db.js';
 import { schemaVersion, upcast, validateEventData } from './catalog.js';
 import { BusyError, ConcurrencyConflictError, ValidationError } from './errors.js';
 import type {
@@ -81,7 +80,6 @@ export class SqliteEventLog implements EventLog {
   private readonly validate: boolean;
   private readonly subject = new Subject<StoredEvent>();
   readonly events$ = this.subject.asObservable();
-  private readonly statements = new Map<string, Statement>();
 
   private readonly selectStream;
   private readonly insertStream;
@@ -208,14 +206,7 @@ export class SqliteEventLog implements EventLog {
   /** Runs the inline projections for one event (inside the caller's transaction). */
   applyHandlers(event: StoredEvent): void {
     for (const handler of this.handlers) {
-      for (const statement of handler(event)) {
-        let prepared = this.statements.get(statement.sql);
-        if (!prepared) {
-          prepared = this.db.prepare(statement.sql);
-          this.statements.set(statement.sql, prepared);
-        }
-        prepared.run(...statement.params);
-      }
+      for (const statement of handler(event)) cached(this.db, statement.sql).run(...statement.params);
     }
   }
 

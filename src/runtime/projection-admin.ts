@@ -3,10 +3,10 @@
  * (rebuild into a scratch in-memory database and compare with the live tables row by row).
  */
 import Database from 'better-sqlite3';
-import type { Db } from '../events/db.js';
+import { cached, type Db } from '../events/db.js';
 import { rowToEvent } from '../events/sqlite-log.js';
 import type { StoredEvent } from '../events/types.js';
-import { projections as allProjections } from '../projections/registry.js';
+import { inlineHandler, projections as allProjections } from '../projections/registry.js';
 import type { Projection } from '../projections/types.js';
 
 type Row = Record<string, unknown>;
@@ -31,21 +31,11 @@ function select(names?: ReadonlyArray<string>): Projection[] {
 
 /** Applies `events` to `target` for the given projections (the caller owns the transaction). */
 function apply(target: Db, source: Iterable<StoredEvent>, list: Projection[]): number {
-  const cache = new Map<string, Database.Statement>();
+  const handler = inlineHandler(list);
   let count = 0;
   for (const event of source) {
     count += 1;
-    for (const projection of list) {
-      if (!projection.handles.has(event.type)) continue;
-      for (const statement of projection.evolve(event)) {
-        let stmt = cache.get(statement.sql);
-        if (!stmt) {
-          stmt = target.prepare(statement.sql);
-          cache.set(statement.sql, stmt);
-        }
-        stmt.run(...statement.params);
-      }
-    }
+    for (const statement of handler(event)) cached(target, statement.sql).run(...statement.params);
   }
   return count;
 }
