@@ -143,6 +143,13 @@ export function reportError(err: NodeJS.WritableStream, error: unknown): number 
 // Run when executed as the `loops` binary (not when imported by tests).
 const invokedAs = process.argv[1] ?? '';
 if (/(?:^|[\\/])(?:main\.js|loops)$/.test(invokedAs)) {
+  // `loops list | head -1`: a reader that closed the pipe is not an error.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+      throw error;
+    });
+  }
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;
