@@ -28,6 +28,7 @@ const entries: Entry[] = [
   { name: 'stop', summary: 'stop a loop (like pause, for good until resumed)', load: loopsCmds },
   { name: 'archive', summary: 'archive a loop: keep its history, never run it again', load: loopsCmds },
   { name: 'remove', summary: 'remove a loop (its history stays in the log)', load: loopsCmds },
+  { name: 'next', summary: "preview a loop's next fire times", load: () => import('./commands/next.js').then((m) => m.commands) },
   { name: 'run-now', summary: 'run a loop now, in the foreground', load: () => import('./commands/run-now.js').then((m) => m.commands) },
   { name: 'runs', summary: 'list runs, newest first', load: () => import('./commands/runs.js').then((m) => m.commands) },
   { name: 'events', summary: "print a run's or a loop's event stream, in order", load: () => import('./commands/events.js').then((m) => m.commands) },

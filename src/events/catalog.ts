@@ -8,12 +8,37 @@ import { ValidationError } from './errors.js';
 const isoInstant = z.string().datetime({ offset: true });
 
 export const scheduleSchema = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('every'), everyMs: z.number().int().positive(), anchorAt: isoInstant }).strict(),
+  z
+    .object({
+      kind: z.literal('every'),
+      everyMs: z.number().int().positive(),
+      anchorAt: isoInstant,
+      /** fixed-rate: slots at anchorAt + k·every; fixed-delay: every after the previous run finished. */
+      anchor: z.enum(['fixed-rate', 'fixed-delay']),
+    })
+    .strict(),
   z.object({ kind: z.literal('cron'), expr: z.string().min(1), tz: z.string().min(1) }).strict(),
   z.object({ kind: z.literal('at'), at: isoInstant }).strict(),
   z.object({ kind: z.literal('manual') }).strict(),
 ]);
 export type Schedule = z.infer<typeof scheduleSchema>;
+
+/** When a loop's slots may exist and how their fire time is spread. */
+export const timingSchema = z
+  .object({
+    /** The loop's IANA zone, recorded at creation (cron and local times are read in it). */
+    tz: z.string().min(1),
+    /** Deterministic offset in [0, jitterMs) per (loop, slot), so replays compute the same time. */
+    jitterMs: z.number().int().positive().nullable(),
+    /** No slot before this instant. */
+    startsAt: isoInstant.nullable(),
+    /** No slot after this instant; the loop then ends (expired). */
+    expiresAt: isoInstant.nullable(),
+    /** The loop ends after this many scheduled runs. */
+    maxRuns: z.number().int().positive().nullable(),
+  })
+  .strict();
+export type Timing = z.infer<typeof timingSchema>;
 
 export const commandTargetSchema = z
   .object({
@@ -52,6 +77,7 @@ export const eventSchemas = {
         name: z.string().min(1),
         description: z.string().nullable(),
         schedule: scheduleSchema,
+        timing: timingSchema,
         target: targetSchema,
         policies: loopPoliciesSchema,
         nextRunAt: isoInstant.nullable(),

@@ -10,7 +10,7 @@
  * (`scheduleChanged`) that the runtime binds.
  */
 import { assign, setup } from 'xstate';
-import type { LoopPolicies, Schedule, Target } from '../events/catalog.js';
+import type { LoopPolicies, Schedule, Target, Timing } from '../events/catalog.js';
 import type { MachineEvent } from './events.js';
 
 export const LOOP_MACHINE_ID = 'loops.loop';
@@ -21,6 +21,7 @@ export interface LoopContext {
   name: string | null;
   description: string | null;
   schedule: Schedule | null;
+  timing: Timing | null;
   target: Target | null;
   policies: LoopPolicies | null;
   /** Next due time (ISO UTC), null when the loop will not fire by itself. */
@@ -56,6 +57,7 @@ export const loopMachine = setup({
     name: null,
     description: null,
     schedule: null,
+    timing: null,
     target: null,
     policies: null,
     nextRunAt: null,
@@ -73,6 +75,7 @@ export const loopMachine = setup({
             name: event.data.name,
             description: event.data.description,
             schedule: event.data.schedule,
+            timing: event.data.timing,
             target: event.data.target,
             policies: event.data.policies,
             nextRunAt: event.data.nextRunAt,

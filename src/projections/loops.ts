@@ -16,7 +16,8 @@ export const loopsProjection: Projection = {
   //     pause/resume does not rewrite the unique index.
   // v4: no last_run_status copy: readers join loop_runs on last_run_id, so a run's later
   //     events no longer rewrite its loop's row.
-  version: 4,
+  // v5: timing (zone, jitter, starts/expires, max runs) and the count of scheduled runs.
+  version: 5,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loops (
       id              TEXT PRIMARY KEY,
@@ -26,6 +27,7 @@ export const loopsProjection: Projection = {
       description     TEXT,
       status          TEXT NOT NULL,
       schedule        TEXT NOT NULL,
+      timing          TEXT NOT NULL,
       target          TEXT NOT NULL,
       policies        TEXT NOT NULL,
       next_run_at     TEXT,
@@ -33,6 +35,8 @@ export const loopsProjection: Projection = {
       created_at      TEXT NOT NULL,
       updated_at      TEXT NOT NULL,
       run_count       INTEGER NOT NULL DEFAULT 0,
+      -- Runs of scheduled slots (not run-now): what --max-runs counts.
+      scheduled_runs  INTEGER NOT NULL DEFAULT 0,
       last_run_id     TEXT,
       last_run_at     TEXT
     )`,
@@ -46,14 +50,15 @@ export const loopsProjection: Projection = {
         const d = event.data as EventData<'loop.created'>;
         return [
           sql(
-            `INSERT INTO loops (id, name, live_name, description, status, schedule, target, policies, next_run_at, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+            `INSERT INTO loops (id, name, live_name, description, status, schedule, timing, target, policies, next_run_at, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
             d.loopId,
             d.name,
             d.name,
             d.description,
             stateName(event) ?? 'active',
             JSON.stringify(d.schedule),
+            JSON.stringify(d.timing),
             JSON.stringify(d.target),
             JSON.stringify(d.policies),
             d.nextRunAt,
@@ -92,7 +97,9 @@ export const loopsProjection: Projection = {
         const d = event.data as EventData<'run.claimed'>;
         return [
           sql(
-            'UPDATE loops SET run_count = run_count + 1, last_run_id = ?, last_run_at = ? WHERE id = ?',
+            `UPDATE loops SET run_count = run_count + 1, scheduled_runs = scheduled_runs + ?, last_run_id = ?,
+               last_run_at = ? WHERE id = ?`,
+            d.trigger === 'schedule' ? 1 : 0,
             d.runId,
             event.at,
             d.loopId,

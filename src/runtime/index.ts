@@ -16,3 +16,6 @@ export * from './queries.js';
 export * from './replay.js';
 export * from './projection-admin.js';
 export * from './ids.js';
+export * from './zone.js';
+export * from './cron.js';
+export * from './planner.js';

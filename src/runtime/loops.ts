@@ -12,7 +12,8 @@ import { parseDuration } from './durations.js';
 import { newId } from './ids.js';
 import { findLoop, type LoopView } from './queries.js';
 import type { Runtime } from './runtime.js';
-import { buildSchedule, nextDue, type ScheduleFlags } from './schedule.js';
+import { nextFireAt } from './planner.js';
+import { buildSchedule, type ScheduleFlags } from './schedule.js';
 
 export const DEFAULT_KILL_GRACE_MS = 5000;
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -85,21 +86,23 @@ export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInpu
   const name = validateLoopName(input.name);
   const target = buildCommandTarget(input);
   const now = runtime.clock.now();
-  const schedule = buildSchedule(input.schedule, now);
+  const loopId = newId('loop', now);
+  const { schedule, timing } = buildSchedule(input.schedule, now, loopId);
   const policies: LoopPolicies = {
     timeoutMs: toMs(input.timeout, '--timeout'),
     killGraceMs: toMs(input.killGrace, '--kill-grace') ?? DEFAULT_KILL_GRACE_MS,
   };
   assertNameFree(runtime, name);
-  const loopId = newId('loop', now);
   const data: EventData<'loop.created'> = {
     loopId,
     name,
     description: input.description ?? null,
     schedule,
+    timing,
     target,
     policies,
-    nextRunAt: nextDue(schedule, now),
+    // Scheduled runs are counted from the first slot on; none exist before creation.
+    nextRunAt: nextFireAt({ id: loopId, schedule, timing }, now, 0),
   };
   const actor = DurableActor.create(runtime, `loop:${loopId}`, 'loop', currentMachines.loop);
   try {
@@ -147,7 +150,7 @@ export function changeLoopState(
   const type = COMMAND_EVENTS[command];
   const reason = options.reason ?? null;
   const data =
-    command === 'resume' ? { reason, nextRunAt: nextDue(loop.schedule, runtime.clock.now()) } : { reason };
+    command === 'resume' ? { reason, nextRunAt: nextFireAt(loop, runtime.clock.now(), loop.scheduledRuns) } : { reason };
   if (!actor.accepts(type, data)) {
     throw new InvalidTransitionError(`cannot ${command} loop ${loop.name}: it is ${actor.state}`, {
       hint: hintFor(command, actor.state, loop.name),

@@ -2,7 +2,7 @@
  * Read side: the projection tables as the API shapes the CLI and SDK return (camelCase).
  * Light on purpose — no zod, xstate or rxjs — so `loops list` starts fast.
  */
-import type { LoopPolicies, Schedule, Target } from '../events/catalog.js';
+import type { LoopPolicies, Schedule, Target, Timing } from '../events/catalog.js';
 import { cached, type Db } from '../events/db.js';
 import { AmbiguousError, NotFoundError } from '../events/errors.js';
 
@@ -12,6 +12,7 @@ export interface LoopView {
   description: string | null;
   status: string;
   schedule: Schedule;
+  timing: Timing;
   target: Target;
   policies: LoopPolicies;
   timeoutMs: number | null;
@@ -20,6 +21,8 @@ export interface LoopView {
   createdAt: string;
   updatedAt: string;
   runCount: number;
+  /** Runs of scheduled slots (run-now excluded): what max-runs counts. */
+  scheduledRuns: number;
   lastRun: { id: string; status: string | null; at: string | null } | null;
 }
 
@@ -54,6 +57,7 @@ interface LoopRow {
   description: string | null;
   status: string;
   schedule: string;
+  timing: string;
   target: string;
   policies: string;
   next_run_at: string | null;
@@ -61,6 +65,7 @@ interface LoopRow {
   created_at: string;
   updated_at: string;
   run_count: number;
+  scheduled_runs: number;
   last_run_id: string | null;
   last_run_status: string | null;
   last_run_at: string | null;
@@ -103,6 +108,7 @@ export function toLoopView(row: LoopRow): LoopView {
     description: row.description,
     status: row.status,
     schedule: JSON.parse(row.schedule) as Schedule,
+    timing: JSON.parse(row.timing) as Timing,
     target: JSON.parse(row.target) as Target,
     policies,
     timeoutMs: policies.timeoutMs,
@@ -111,6 +117,7 @@ export function toLoopView(row: LoopRow): LoopView {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     runCount: row.run_count,
+    scheduledRuns: row.scheduled_runs,
     lastRun: row.last_run_id ? { id: row.last_run_id, status: row.last_run_status, at: row.last_run_at } : null,
   };
 }

@@ -1,11 +1,13 @@
 /**
- * Building and validating schedules, and computing the next due time. croner is used only as a
- * calculator, always with an explicit reference time.
+ * Building and validating a loop's schedule and timing from user input. Everything is checked
+ * before anything is recorded; croner (through cron.ts) is only a calculator.
  */
-import { Cron } from 'croner';
-import type { Schedule } from '../events/catalog.js';
+import type { Schedule, Timing } from '../events/catalog.js';
 import { UsageError, ValidationError } from '../events/errors.js';
+import { parseCronPattern } from './cron.js';
 import { parseDuration } from './durations.js';
+import { upcomingSlots } from './planner.js';
+import { isValidTimeZone, wallToUtc } from './zone.js';
 
 export interface ScheduleFlags {
   every?: string | undefined;
@@ -13,25 +15,30 @@ export interface ScheduleFlags {
   at?: string | undefined;
   manual?: boolean | undefined;
   tz?: string | undefined;
+  /** `fixed-rate` (default) or `fixed-delay`; only with `every`. */
+  anchor?: string | undefined;
+  jitter?: string | undefined;
+  startsAt?: string | undefined;
+  expiresAt?: string | undefined;
+  maxRuns?: string | number | undefined;
 }
 
 export function systemTimeZone(): string {
   return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
 }
 
+/** Checks an IANA zone and returns its canonical spelling (`europe/berlin` → `Europe/Berlin`). */
 export function validateTimeZone(tz: string): string {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: tz });
-    return tz;
-  } catch {
+  if (!isValidTimeZone(tz)) {
     throw new ValidationError(`--tz: unknown time zone ${JSON.stringify(tz)}`, {
       hint: 'use an IANA zone name such as Europe/Berlin, America/New_York or UTC',
     });
   }
+  return new Intl.DateTimeFormat('en-US', { timeZone: tz }).resolvedOptions().timeZone;
 }
 
-/** Exactly one of --every, --cron, --at, --manual, turned into a stored schedule. */
-export function buildSchedule(flags: ScheduleFlags, nowMs: number): Schedule {
+/** Exactly one of --every, --cron, --at, --manual, with the timing flags, checked together. */
+export function buildSchedule(flags: ScheduleFlags, nowMs: number, loopId = ''): { schedule: Schedule; timing: Timing } {
   const given = (['every', 'cron', 'at', 'manual'] as const).filter((k) =>
     k === 'manual' ? flags.manual === true : flags[k] !== undefined,
   );
@@ -43,70 +50,94 @@ export function buildSchedule(flags: ScheduleFlags, nowMs: number): Schedule {
   if (given.length > 1) {
     throw new UsageError(`give only one schedule, got ${given.map((g) => `--${g}`).join(' and ')}`);
   }
+  const kind = given[0]!;
   const tz = validateTimeZone(flags.tz ?? systemTimeZone());
-  switch (given[0]) {
-    case 'every':
-      return { kind: 'every', everyMs: parseDuration(flags.every!, '--every'), anchorAt: new Date(nowMs).toISOString() };
-    case 'cron': {
-      const expr = flags.cron!.trim();
-      const next = parseCron(expr, tz).nextRun(new Date(nowMs));
-      if (!next) {
-        throw new ValidationError(`--cron: ${JSON.stringify(expr)} never fires`, {
-          hint: 'check the day-of-month and month fields (e.g. 31 in February)',
+  if (flags.anchor !== undefined && kind !== 'every') {
+    throw new UsageError('--anchor is only used with --every', { hint: 'fixed-rate or fixed-delay applies to an interval' });
+  }
+  if (kind === 'manual') {
+    for (const [flag, value] of [
+      ['--jitter', flags.jitter],
+      ['--starts-at', flags.startsAt],
+      ['--expires-at', flags.expiresAt],
+      ['--max-runs', flags.maxRuns],
+    ] as const) {
+      if (value !== undefined) throw new UsageError(`${flag} has no effect on a --manual loop`, { hint: 'drop it, or give a schedule' });
+    }
+  }
+  const startsAt = flags.startsAt === undefined ? null : parseInstant(flags.startsAt, tz, '--starts-at');
+  const expiresAt = flags.expiresAt === undefined ? null : parseInstant(flags.expiresAt, tz, '--expires-at');
+  if (expiresAt !== null && expiresAt <= nowMs) {
+    throw new ValidationError(`--expires-at: ${flags.expiresAt} is in the past`, { hint: 'give a time in the future' });
+  }
+  if (startsAt !== null && expiresAt !== null && expiresAt <= startsAt) {
+    throw new ValidationError(`--expires-at (${flags.expiresAt}) must be after --starts-at (${flags.startsAt})`);
+  }
+  const maxRuns = flags.maxRuns === undefined ? null : positiveInt(flags.maxRuns, '--max-runs');
+  const jitterMs = flags.jitter === undefined ? null : parseDuration(flags.jitter, '--jitter');
+
+  let schedule: Schedule;
+  switch (kind) {
+    case 'every': {
+      const everyMs = parseDuration(flags.every!, '--every');
+      const anchor = flags.anchor ?? 'fixed-rate';
+      if (anchor !== 'fixed-rate' && anchor !== 'fixed-delay') {
+        throw new ValidationError(`--anchor: unknown value ${JSON.stringify(anchor)}`, { hint: 'use fixed-rate or fixed-delay' });
+      }
+      if (jitterMs !== null && jitterMs >= everyMs) {
+        throw new ValidationError(`--jitter (${flags.jitter}) must be shorter than --every (${flags.every})`, {
+          hint: 'a jitter as long as the interval would let slots overtake each other',
         });
       }
-      return { kind: 'cron', expr, tz };
+      // Slots count from --starts-at when given, else from now.
+      schedule = { kind: 'every', everyMs, anchorAt: new Date(startsAt ?? nowMs).toISOString(), anchor };
+      break;
+    }
+    case 'cron': {
+      const expr = flags.cron!.trim();
+      parseCronPattern(expr);
+      schedule = { kind: 'cron', expr, tz };
+      break;
     }
     case 'at': {
       const at = parseInstant(flags.at!, tz, '--at');
-      if (at <= nowMs) {
-        throw new ValidationError(`--at: ${flags.at} is in the past`, { hint: 'give a time in the future' });
-      }
-      return { kind: 'at', at: new Date(at).toISOString() };
+      if (at <= nowMs) throw new ValidationError(`--at: ${flags.at} is in the past`, { hint: 'give a time in the future' });
+      schedule = { kind: 'at', at: new Date(at).toISOString() };
+      break;
     }
     default:
-      return { kind: 'manual' };
+      schedule = { kind: 'manual' };
   }
-}
-
-function parseCron(expr: string, tz: string): Cron {
-  const fields = expr.split(/\s+/).length;
-  if (!expr.startsWith('@') && (fields < 5 || fields > 6)) {
-    throw new ValidationError(`--cron: ${JSON.stringify(expr)} has ${fields} field(s); expected 5 (or 6 with seconds)`, {
-      hint: "minute hour day-of-month month day-of-week, e.g. '0 3 * * *'",
+  const timing: Timing = {
+    tz,
+    jitterMs,
+    startsAt: startsAt === null ? null : new Date(startsAt).toISOString(),
+    expiresAt: expiresAt === null ? null : new Date(expiresAt).toISOString(),
+    maxRuns,
+  };
+  if (schedule.kind !== 'manual' && upcomingSlots({ id: loopId, schedule, timing }, nowMs, 1).length === 0) {
+    const what = schedule.kind === 'cron' ? `--cron: ${JSON.stringify(schedule.expr)}` : `--${schedule.kind}`;
+    throw new ValidationError(`${what} never fires${expiresAt !== null ? ` before --expires-at ${flags.expiresAt}` : ''}`, {
+      hint:
+        schedule.kind === 'cron'
+          ? 'check the day-of-month and month fields (e.g. 31 in February), and --starts-at / --expires-at'
+          : 'check --starts-at and --expires-at',
     });
   }
-  try {
-    return new Cron(expr, { timezone: tz, paused: true });
-  } catch (error) {
-    throw new ValidationError(`--cron: invalid expression ${JSON.stringify(expr)}: ${(error as Error).message}`, {
-      hint: "minute hour day-of-month month day-of-week, e.g. '*/15 * * * *' or '0 3 * * MON-FRI'",
-    });
-  }
+  return { schedule, timing };
 }
 
-/** The first due instant strictly after `afterMs`, or null when the schedule never fires again. */
-export function nextDue(schedule: Schedule, afterMs: number): string | null {
-  switch (schedule.kind) {
-    case 'every': {
-      const anchor = Date.parse(schedule.anchorAt);
-      const k = afterMs < anchor ? 0 : Math.floor((afterMs - anchor) / schedule.everyMs) + 1;
-      return new Date(anchor + k * schedule.everyMs).toISOString();
-    }
-    case 'cron': {
-      const next = parseCron(schedule.expr, schedule.tz).nextRun(new Date(afterMs));
-      return next ? next.toISOString() : null;
-    }
-    case 'at':
-      return Date.parse(schedule.at) > afterMs ? schedule.at : null;
-    case 'manual':
-      return null;
+function positiveInt(value: string | number, flag: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0 || (typeof value === 'string' && !/^\d+$/.test(value.trim()))) {
+    throw new ValidationError(`${flag} must be a positive whole number, got ${JSON.stringify(value)}`);
   }
+  return n;
 }
 
 /**
  * Parses an ISO-8601 time. With an offset (`Z`, `+02:00`) it is absolute; without one it is a
- * wall-clock time in `tz`.
+ * wall-clock time in `tz` (a time skipped by DST means the first valid instant after it).
  */
 export function parseInstant(input: string, tz: string, flag: string): number {
   const m = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?)?(Z|[+-]\d{2}:?\d{2})?$/i.exec(
@@ -130,30 +161,5 @@ export function parseInstant(input: string, tz: string, flag: string): number {
     const digits = offset.slice(1).replace(':', '');
     return utc - sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2))) * 60_000;
   }
-  return zonedToUtc(utc, tz);
-}
-
-/** Converts a wall-clock time (given as if it were UTC) in `tz` to a real UTC instant. */
-export function zonedToUtc(wallAsUtc: number, tz: string): number {
-  let guess = wallAsUtc - offsetOf(wallAsUtc, tz);
-  const second = wallAsUtc - offsetOf(guess, tz);
-  if (second !== guess) guess = second;
-  return guess;
-}
-
-/** The zone's UTC offset in ms at instant `utcMs`. */
-export function offsetOf(utcMs: number, tz: string): number {
-  const parts = new Intl.DateTimeFormat('en-US', {
-    timeZone: tz,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    second: '2-digit',
-  }).formatToParts(new Date(utcMs));
-  const get = (type: string) => Number(parts.find((p) => p.type === type)?.value);
-  const asUtc = Date.UTC(get('year'), get('month') - 1, get('day'), get('hour'), get('minute'), get('second'));
-  return asUtc - (utcMs - (utcMs % 1000));
+  return wallToUtc(utc, tz);
 }

@@ -40,6 +40,7 @@ describe('loops --version / --help', () => {
     ['runs'],
     ['events'],
     ['replay'],
+    ['next'],
     ['projections', 'rebuild'],
     ['projections', 'verify'],
   ])('loops %s --help', (...words) => {
@@ -193,6 +194,49 @@ describe('create, run-now, runs, show', () => {
   });
 });
 
+describe('loops next: previews fire times with zone, bounds and jitter', () => {
+  const s = sandbox();
+
+  it('cron in a zone: local wall time, strictly increasing, stable across calls', () => {
+    s.json(['create', 'command', 'nightly', '--cmd', 'true', '--cron', '30 2 * * *', '--tz', 'Europe/Berlin']);
+    const rows = s.json<any[]>(['next', 'nightly', '-n', '4']);
+    expect(rows).toHaveLength(4);
+    for (const r of rows) expect(r.local).toMatch(/ 0[23]:[03]0:00 \+0[12]:00$/);
+    const times = rows.map((r) => Date.parse(r.fireAt));
+    expect([...times].sort((a, b) => a - b)).toEqual(times);
+    expect(new Set(times).size).toBe(4);
+    expect(times[0]).toBeGreaterThan(Date.now() - 5000);
+    expect(s.json(['show', 'nightly']).nextRunAt).toBe(rows[0].fireAt);
+    const table = s.run(['next', 'nightly']);
+    expect(table.code).toBe(0);
+    expect(table.stdout.split('\n')[0]).toMatch(/^#\s+FIRES AT \(UTC\)\s+LOCAL \(Europe\/Berlin\)\s+IN$/);
+  });
+
+  it('jitter is deterministic per slot and within bounds; --max-runs and --expires-at bound the slots', () => {
+    s.json(['create', 'command', 'spread', '--cmd', 'true', '--every', '1h', '--jitter', '10m', '--max-runs', '3']);
+    const first = s.json<any[]>(['next', 'spread', '-n', '10']);
+    expect(first).toHaveLength(3);
+    expect(s.json<any[]>(['next', 'spread', '-n', '10'])).toEqual(first);
+    for (const r of first) {
+      const offset = Date.parse(r.fireAt) - Date.parse(r.slot);
+      expect(offset).toBeGreaterThanOrEqual(0);
+      expect(offset).toBeLessThan(600_000);
+    }
+    const until = new Date(Date.now() + 3.5 * 3_600_000).toISOString();
+    s.json(['create', 'command', 'bounded', '--cmd', 'true', '--every', '1h', '--expires-at', until]);
+    const bounded = s.json<any[]>(['next', 'bounded', '-n', '10']);
+    expect(bounded.length).toBeGreaterThanOrEqual(3);
+    expect(bounded.length).toBeLessThanOrEqual(4);
+    for (const r of bounded) expect(Date.parse(r.slot)).toBeLessThanOrEqual(Date.parse(until));
+  });
+
+  it('a paused loop previews nothing, and says so', () => {
+    s.json(['pause', 'spread']);
+    expect(s.json(['next', 'spread'])).toEqual([]);
+    expect(s.run(['next', 'spread']).stderr).toMatch(/spread is paused/);
+  });
+});
+
 describe('timeouts and cancellation kill the whole process group', () => {
   const s = sandbox();
 
@@ -246,6 +290,14 @@ describe('bad input: one clear line, exit 2, nothing appended', () => {
     ['two schedules', ['create', 'command', 'x', '--cmd', 'true', '--every', '5m', '--manual'], /only one schedule, got --every and --manual/],
     ['invalid cron', ['create', 'command', 'x', '--cmd', 'true', '--cron', '61 * * * *'], /--cron: invalid expression/],
     ['cron that never fires', ['create', 'command', 'x', '--cmd', 'true', '--cron', '0 0 31 2 *'], /--cron: "0 0 31 2 \*" never fires/],
+    ['--anchor without --every', ['create', 'command', 'x', '--cmd', 'true', '--cron', '0 3 * * *', '--anchor', 'fixed-delay'], /--anchor is only used with --every/],
+    ['unknown --anchor', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--anchor', 'sometimes'], /--anchor: unknown value "sometimes"/],
+    ['jitter as long as the interval', ['create', 'command', 'x', '--cmd', 'true', '--every', '1m', '--jitter', '1m'], /--jitter \(1m\) must be shorter than --every \(1m\)/],
+    ['--expires-at in the past', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--expires-at', '2001-01-01'], /--expires-at: 2001-01-01 is in the past/],
+    ['--expires-at before --starts-at', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--starts-at', '2099-01-02', '--expires-at', '2099-01-01'], /must be after --starts-at/],
+    ['bad --max-runs', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--max-runs', '0'], /--max-runs must be a positive whole number/],
+    ['timing flag on --manual', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--max-runs', '3'], /--max-runs has no effect on a --manual loop/],
+    ['bad --count (next)', ['next', 'taken', '-n', 'lots'], /--count must be a positive whole number/],
     ['cron with too few fields', ['create', 'command', 'x', '--cmd', 'true', '--cron', '* *'], /has 2 field\(s\)/],
     ['invalid duration', ['create', 'command', 'x', '--cmd', 'true', '--every', 'soon'], /--every: invalid duration "soon"/],
     ['invalid timeout', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--timeout', '10'], /--timeout: invalid duration "10"/],

@@ -2,7 +2,7 @@
  * Builders for machine events with valid payloads (checked against the catalogue in
  * catalog.unit.test.ts). Times default to a fixed base so tests are deterministic.
  */
-import type { EventData, EventType, LoopPolicies, Schedule, Target } from '../../src/events/catalog.js';
+import type { EventData, EventType, LoopPolicies, Schedule, Target, Timing } from '../../src/events/catalog.js';
 
 export const T0 = Date.parse('2026-03-01T12:00:00.000Z');
 
@@ -37,7 +37,16 @@ export const policies = (overrides: Partial<LoopPolicies> = {}): LoopPolicies =>
   ...overrides,
 });
 
-export const everySchedule: Schedule = { kind: 'every', everyMs: 60_000, anchorAt: at(0) };
+export const everySchedule: Schedule = { kind: 'every', everyMs: 60_000, anchorAt: at(0), anchor: 'fixed-rate' };
+
+export const timing = (overrides: Partial<Timing> = {}): Timing => ({
+  tz: 'UTC',
+  jitterMs: null,
+  startsAt: null,
+  expiresAt: null,
+  maxRuns: null,
+  ...overrides,
+});
 
 // ── loop stream ─────────────────────────────────────────────────────────────
 export const loopEv = {
@@ -49,6 +58,7 @@ export const loopEv = {
         name: 'backup',
         description: null,
         schedule: everySchedule,
+        timing: timing(),
         target: commandTarget(),
         policies: policies(),
         nextRunAt: at(60_000),

@@ -17,7 +17,7 @@ describe('createCommandLoop', () => {
       name: 'nightly',
       description: 'the nightly job',
       status: 'active',
-      schedule: { kind: 'every', everyMs: 900_000, anchorAt: '2026-06-01T08:00:00.000Z' },
+      schedule: { kind: 'every', everyMs: 900_000, anchorAt: '2026-06-01T08:00:00.000Z', anchor: 'fixed-rate' },
       target: { kind: 'command', command: 'echo hi', args: [], shell: true, cwd: null, env: { A: '1' } },
       policies: { timeoutMs: 30_000, killGraceMs: 2000 },
       timeoutMs: 30_000,

@@ -1,4 +1,4 @@
-import { describeSchedule } from '../../runtime/describe.js';
+import { describeSchedule, describeTiming } from '../../runtime/describe.js';
 import { findLoop, listLoops, listRuns, type LoopView } from '../../runtime/queries.js';
 import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
@@ -84,7 +84,8 @@ const show: CliCommand = {
         `${paint(c, 'bold', loop.name)}  ${paint(c, statusColor(loop.status), loop.status)}${loop.reason ? ` (${loop.reason})` : ''}`,
         `id          ${loop.id}`,
         ...(loop.description ? [`description ${loop.description}`] : []),
-        `schedule    ${describeSchedule(loop.schedule)}`,
+        `schedule    ${describeSchedule(loop.schedule)}${loop.schedule.kind === 'cron' ? '' : ` (zone ${loop.timing.tz})`}`,
+        ...(describeTiming(loop.timing) ? [`bounds      ${describeTiming(loop.timing)}`] : []),
         `next run    ${loop.nextRunAt ? `${when(loop.nextRunAt, ctx)}${ctx.out.isTTY ? ` (${loop.nextRunAt})` : ''}` : '-'}`,
         ...targetText(loop),
         `timeout     ${loop.policies.timeoutMs ? durationText(loop.policies.timeoutMs) : 'none'} (kill grace ${durationText(loop.policies.killGraceMs)})`,
