@@ -4,6 +4,7 @@
  * loaded lazily so that read commands never pay for xstate, zod, rxjs or execa.
  */
 import { LoopsError } from '../events/errors.js';
+import { shiftedClock, systemClock, type Clock } from '../runtime/clock.js';
 import { resolveDataDir } from '../runtime/paths.js';
 import { helpText, parseCommand, similar } from './args.js';
 import type { CliCommand, CliContext } from './context.js';
@@ -28,6 +29,8 @@ const entries: Entry[] = [
   { name: 'stop', summary: 'stop a loop (like pause, for good until resumed)', load: loopsCmds },
   { name: 'archive', summary: 'archive a loop: keep its history, never run it again', load: loopsCmds },
   { name: 'remove', summary: 'remove a loop (its history stays in the log)', load: loopsCmds },
+  { name: 'tick', summary: 'run one scheduling pass in the foreground (cron-style use)', load: () => import('./commands/tick.js').then((m) => m.commands) },
+  { name: 'why', summary: 'explain from the log what happened to a loop\'s slots', load: () => import('./commands/why.js').then((m) => m.commands) },
   { name: 'next', summary: "preview a loop's next fire times", load: () => import('./commands/next.js').then((m) => m.commands) },
   { name: 'run-now', summary: 'run a loop now, in the foreground', load: () => import('./commands/run-now.js').then((m) => m.commands) },
   { name: 'runs', summary: 'list runs, newest first', load: () => import('./commands/runs.js').then((m) => m.commands) },
@@ -55,6 +58,7 @@ function mainHelp(): string {
     '  LOOPS_DATA_DIR   where loops keeps its database and run output (default ~/.local/share/loops)',
     '  NO_COLOR         disable colour',
     '  LOOPS_DEBUG=1    print stack traces for errors',
+    '  LOOPS_NOW=<time> act as if it were that time (try out schedules; used by tests)',
     '',
     'Exit codes: 0 ok, 1 error, 2 bad input, 3 run failed, 4 run timed out, 5 run cancelled,',
     '            6 replay/verify mismatch, 75 busy (retry). See docs/cli.md.',
@@ -95,10 +99,12 @@ export async function main(argv: string[], ctxOverrides: Partial<CliContext> = {
       return EXIT.ok;
     }
     const json = parsed.values.json === true;
+    const clock = loopsClock();
     const ctx: CliContext = {
       out,
       err,
-      now: Date.now(),
+      clock,
+      now: clock.now(),
       dataDir: resolveDataDir(),
       json,
       color: !json && useColor(out),
@@ -108,6 +114,18 @@ export async function main(argv: string[], ctxOverrides: Partial<CliContext> = {
   } catch (error) {
     return reportError(err, error);
   }
+}
+
+/** The system clock, or — with LOOPS_NOW=<ISO time> — one that starts at that time. */
+function loopsClock(): Clock {
+  const at = process.env.LOOPS_NOW;
+  if (at === undefined || at === '') return systemClock;
+  if (Number.isNaN(Date.parse(at))) {
+    throw new LoopsError('usage', `LOOPS_NOW: ${JSON.stringify(at)} is not an ISO-8601 time`, {
+      hint: 'e.g. LOOPS_NOW=2026-12-01T03:00:00Z, or unset it',
+    });
+  }
+  return shiftedClock(at);
 }
 
 function unknownCommand(argv: string[]): LoopsError {

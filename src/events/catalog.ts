@@ -61,6 +61,14 @@ export const loopPoliciesSchema = z
     timeoutMs: z.number().int().positive().nullable(),
     /** Grace period between SIGTERM and SIGKILL in ms. */
     killGraceMs: z.number().int().nonnegative(),
+    /** A slot comes due while a run of the loop is still going: skip it, or run both. */
+    overlap: z.enum(['skip', 'allow']),
+    /** Slots missed while nothing was scheduling (downtime, sleep, a clock jump). */
+    catchUp: z.enum(['none', 'latest', 'all']),
+    /** Missed slots older than this are not caught up (null: no limit). */
+    catchUpWindowMs: z.number().int().positive().nullable(),
+    /** With catch-up `all`: at most this many missed slots are run (the most recent ones). */
+    catchUpLimit: z.number().int().positive().nullable(),
   })
   .strict();
 export type LoopPolicies = z.infer<typeof loopPoliciesSchema>;
@@ -89,6 +97,61 @@ export const eventSchemas = {
   'loop.stopped': { v: 1, schema: z.object({ reason }).strict() },
   'loop.archived': { v: 1, schema: z.object({ reason }).strict() },
   'loop.removed': { v: 1, schema: z.object({ reason }).strict() },
+  /** The loop reached --expires-at or --max-runs: it fires no more. */
+  'loop.expired': { v: 1, schema: z.object({ reason: z.enum(['expires-at', 'max-runs', 'no more slots']) }).strict() },
+
+  // ── slot decisions, on the loop stream: every slot gets exactly one ───────
+  /** The slot fires: `runId` is the run that executes it. */
+  'slot.fired': {
+    v: 1,
+    schema: z
+      .object({
+        slot: isoInstant,
+        fireAt: isoInstant,
+        runId: z.string().min(1),
+        /** Set when this slot also stands for earlier missed slots (catch-up latest). */
+        late: z.boolean(),
+        nextRunAt: isoInstant.nullable(),
+      })
+      .strict(),
+  },
+  /** The slot does not fire: another run of the loop was still going (overlap skip). */
+  'slot.skipped': {
+    v: 1,
+    schema: z
+      .object({
+        slot: isoInstant,
+        fireAt: isoInstant,
+        reason: z.enum(['overlap']),
+        /** The run that was still going. */
+        blockedBy: z.string().nullable(),
+        nextRunAt: isoInstant.nullable(),
+      })
+      .strict(),
+  },
+  /**
+   * Missed slots `from`..`to` (`count` of them, on the schedule) are folded into the later slot
+   * `into`, which fires once for all of them (catch-up latest).
+   */
+  'slot.coalesced': {
+    v: 1,
+    schema: z
+      .object({ from: isoInstant, to: isoInstant, count: z.number().int().positive(), into: isoInstant })
+      .strict(),
+  },
+  /** Missed slots `from`..`to` are not run: catch-up none, or older than the catch-up window / limit. */
+  'slot.missed': {
+    v: 1,
+    schema: z
+      .object({
+        from: isoInstant,
+        to: isoInstant,
+        count: z.number().int().positive(),
+        reason: z.enum(['catch-up none', 'outside catch-up window', 'over catch-up limit', 'max-runs reached']),
+        nextRunAt: isoInstant.nullable(),
+      })
+      .strict(),
+  },
 
   // ── run stream: run:<id> ────────────────────────────────────────────────
   'run.claimed': {

@@ -30,10 +30,26 @@ export interface LoopContext {
   reason: string | null;
   createdAt: string | null;
   updatedAt: string | null;
+  /** Slots at or before this instant are not due: the creation time, or the last resume. */
+  scheduleFrom: string | null;
+  /** The latest slot that got a decision (fired, skipped, coalesced or missed). */
+  lastSlot: string | null;
+  /** Slots fired so far (what max-runs counts). */
+  scheduledRuns: number;
 }
 
 export type LoopEvent = MachineEvent<
-  'loop.created' | 'loop.paused' | 'loop.resumed' | 'loop.stopped' | 'loop.archived' | 'loop.removed'
+  | 'loop.created'
+  | 'loop.paused'
+  | 'loop.resumed'
+  | 'loop.stopped'
+  | 'loop.archived'
+  | 'loop.removed'
+  | 'loop.expired'
+  | 'slot.fired'
+  | 'slot.skipped'
+  | 'slot.coalesced'
+  | 'slot.missed'
 >;
 
 export const loopMachine = setup({
@@ -44,7 +60,27 @@ export const loopMachine = setup({
   actions: {
     applyResume: assign(({ event }) => {
       if (event.type !== 'loop.resumed') return {};
-      return { reason: event.data.reason, nextRunAt: event.data.nextRunAt, updatedAt: event.at };
+      // Slots that passed while the loop was not active are not caught up.
+      return { reason: event.data.reason, nextRunAt: event.data.nextRunAt, updatedAt: event.at, scheduleFrom: event.at };
+    }),
+    /** A slot decision: remember the latest decided slot and the next due time. */
+    applyDecision: assign(({ event, context }) => {
+      switch (event.type) {
+        case 'slot.fired':
+          return {
+            lastSlot: later(context.lastSlot, event.data.slot),
+            nextRunAt: event.data.nextRunAt,
+            scheduledRuns: context.scheduledRuns + 1,
+          };
+        case 'slot.skipped':
+          return { lastSlot: later(context.lastSlot, event.data.slot), nextRunAt: event.data.nextRunAt };
+        case 'slot.coalesced':
+          return { lastSlot: later(context.lastSlot, event.data.to) };
+        case 'slot.missed':
+          return { lastSlot: later(context.lastSlot, event.data.to), nextRunAt: event.data.nextRunAt };
+        default:
+          return {};
+      }
     }),
     /** The loop's due time changed (or it stopped being due): the scheduler re-arms. Runtime-bound. */
     scheduleChanged: (_args, _params: { loopId: string | null; nextRunAt: string | null }) => {},
@@ -64,6 +100,9 @@ export const loopMachine = setup({
     reason: null,
     createdAt: null,
     updatedAt: null,
+    scheduleFrom: null,
+    lastSlot: null,
+    scheduledRuns: 0,
   },
   states: {
     new: {
@@ -81,6 +120,7 @@ export const loopMachine = setup({
             nextRunAt: event.data.nextRunAt,
             createdAt: event.at,
             updatedAt: event.at,
+            scheduleFrom: event.at,
           })),
         },
       },
@@ -96,6 +136,22 @@ export const loopMachine = setup({
           actions: assign(({ event }) => ({ reason: event.data.reason, nextRunAt: null, updatedAt: event.at })),
         },
         'loop.stopped': { target: 'stopped' },
+        'loop.archived': { target: 'archived' },
+        'loop.removed': { target: 'removed' },
+        'loop.expired': { target: 'expired' },
+        'slot.fired': { actions: 'applyDecision' },
+        'slot.skipped': { actions: 'applyDecision' },
+        'slot.coalesced': { actions: 'applyDecision' },
+        'slot.missed': { actions: 'applyDecision' },
+      },
+    },
+    /** Past --expires-at or --max-runs: it fires no more. Its history stays; it can be archived or removed. */
+    expired: {
+      entry: [
+        assign(({ event }) => ({ nextRunAt: null, updatedAt: event.at })),
+        { type: 'scheduleChanged', params: ({ context }) => ({ loopId: context.loopId, nextRunAt: null }) },
+      ],
+      on: {
         'loop.archived': { target: 'archived' },
         'loop.removed': { target: 'removed' },
       },
@@ -150,3 +206,7 @@ export const loopMachine = setup({
     },
   },
 });
+
+function later(a: string | null, b: string): string {
+  return a === null || Date.parse(b) > Date.parse(a) ? b : a;
+}

@@ -2,3 +2,4 @@ export * from './types.js';
 export * from './loops.js';
 export * from './runs.js';
 export * from './registry.js';
+export * from './slots.js';

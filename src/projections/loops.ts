@@ -17,7 +17,8 @@ export const loopsProjection: Projection = {
   // v4: no last_run_status copy: readers join loop_runs on last_run_id, so a run's later
   //     events no longer rewrite its loop's row.
   // v5: timing (zone, jitter, starts/expires, max runs) and the count of scheduled runs.
-  version: 5,
+  // v6: slot decisions move next_run_at; scheduled_runs counts fired slots; expired loops.
+  version: 6,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loops (
       id              TEXT PRIMARY KEY,
@@ -43,7 +44,15 @@ export const loopsProjection: Projection = {
     `CREATE UNIQUE INDEX IF NOT EXISTS loops_live_name ON loops (live_name)`,
   ],
   tables: [{ name: 'loops', orderBy: 'id' }],
-  handles: new Set(['loop.created', ...LOOP_STATUS_EVENTS, 'run.claimed']),
+  handles: new Set([
+    'loop.created',
+    ...LOOP_STATUS_EVENTS,
+    'loop.expired',
+    'slot.fired',
+    'slot.skipped',
+    'slot.missed',
+    'run.claimed',
+  ]),
   evolve(event: StoredEvent) {
     switch (event.type) {
       case 'loop.created': {
@@ -97,12 +106,33 @@ export const loopsProjection: Projection = {
         const d = event.data as EventData<'run.claimed'>;
         return [
           sql(
-            `UPDATE loops SET run_count = run_count + 1, scheduled_runs = scheduled_runs + ?, last_run_id = ?,
-               last_run_at = ? WHERE id = ?`,
-            d.trigger === 'schedule' ? 1 : 0,
+            'UPDATE loops SET run_count = run_count + 1, last_run_id = ?, last_run_at = ? WHERE id = ?',
             d.runId,
             event.at,
             d.loopId,
+          ),
+        ];
+      }
+      case 'loop.expired':
+        return [
+          sql(
+            'UPDATE loops SET status = ?, next_run_at = NULL, updated_at = ? WHERE id = ?',
+            stateName(event),
+            event.at,
+            loopIdOf(event.streamId),
+          ),
+        ];
+      case 'slot.fired':
+      case 'slot.skipped':
+      case 'slot.missed': {
+        const d = event.data as { nextRunAt: string | null };
+        return [
+          sql(
+            `UPDATE loops SET next_run_at = ?, scheduled_runs = scheduled_runs + ?, updated_at = ? WHERE id = ?`,
+            d.nextRunAt,
+            event.type === 'slot.fired' ? 1 : 0,
+            event.at,
+            loopIdOf(event.streamId),
           ),
         ];
       }

@@ -100,11 +100,20 @@ export class DurableActor {
    * remaining actions. Returns the first appended event.
    */
   record(type: string, data: unknown, options: RecordOptions = {}): StoredEvent {
+    return this.recordAll([{ type, data }], options)[0]!;
+  }
+
+  /**
+   * Like `record`, for several events recorded together in one transaction (e.g. the decisions of
+   * one scheduling pass): all of them, in order, or none. Returns the appended events.
+   */
+  recordAll(inputs: ReadonlyArray<{ type: string; data: unknown }>, options: RecordOptions = {}): StoredEvent[] {
     const meta = { runnerId: this.runtime.runnerId, ...options.meta };
     const batch: NewEvent[] = [];
     const deferred: Array<{ type: string; params?: unknown }> = [];
     let snapshot = this.snapshot;
-    let next: { type: string; data: unknown } | null = { type, data };
+    const queue = [...inputs];
+    let next: { type: string; data: unknown } | null = queue.shift() ?? null;
     while (next !== null) {
       const at = isoNow(this.runtime.clock);
       const result = step(this.machine, snapshot, { type: next.type, at, data: next.data });
@@ -115,16 +124,18 @@ export class DurableActor {
       batch.push({ type: next.type, data: next.data, at, state: stateOf(result.after), meta });
       snapshot = result.after;
       next = null;
+      let inline: { type: string; data: unknown } | null = null;
       for (const action of result.actions) {
         const effect = this.effects[action.type];
         if (effect && typeof effect === 'object') {
           const follow = effect.inline(action.params, snapshot);
           if (follow) {
-            if (next) throw new Error(`two inline effects in one step of ${this.streamId}`);
-            next = follow;
+            if (inline) throw new Error(`two inline effects in one step of ${this.streamId}`);
+            inline = follow;
           }
         } else deferred.push(action);
       }
+      next = inline ?? queue.shift() ?? null;
     }
     // Move first: the log publishes on events$ inside append (after the commit), and a listener
     // may record the next event on this actor synchronously; it must see this state and version.
@@ -149,7 +160,7 @@ export class DurableActor {
     if (this.snapshot.status === 'done') {
       this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);
     }
-    return appended.events[0]!;
+    return appended.events;
   }
 
   /** Ends the actor with an error (e.g. an outcome that could not be recorded). */

@@ -85,3 +85,13 @@ export class SimulatedClock implements Clock {
     return this.timers.length;
   }
 }
+
+/**
+ * The system clock shifted so that it reads `startIso` now and runs on from there: `LOOPS_NOW`,
+ * for trying out schedules ("what would a pass at 03:00 tomorrow do?") and for end-to-end tests.
+ * Timers and monotonic time are the real ones.
+ */
+export function shiftedClock(startIso: string): Clock {
+  const offset = Date.parse(startIso) - Date.now();
+  return { ...systemClock, now: () => Date.now() + offset };
+}

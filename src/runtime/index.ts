@@ -19,3 +19,5 @@ export * from './ids.js';
 export * from './zone.js';
 export * from './cron.js';
 export * from './planner.js';
+export * from './scheduler.js';
+export * from './why.js';

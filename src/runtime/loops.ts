@@ -32,6 +32,53 @@ export interface CreateCommandLoopInput {
   /** Duration text (`30s`) or ms. */
   timeout?: string | number | null;
   killGrace?: string | number | null;
+  /** `skip` (default) or `allow`. */
+  overlap?: string | null;
+  /** `none`, `latest` (default) or `all`. */
+  catchUp?: string | null;
+  catchUpWindow?: string | number | null;
+  catchUpLimit?: string | number | null;
+}
+
+const OVERLAP = ['skip', 'allow'] as const;
+const CATCH_UP = ['none', 'latest', 'all'] as const;
+
+function oneOf<T extends string>(value: string | null | undefined, allowed: readonly T[], fallback: T, flag: string): T {
+  if (value === null || value === undefined) return fallback;
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw new ValidationError(`${flag}: unknown policy ${JSON.stringify(value)}`, { hint: `use one of ${allowed.join(', ')}` });
+  }
+  return value as T;
+}
+
+function positiveCount(value: string | number | null | undefined, flag: string): number | null {
+  if (value === null || value === undefined) return null;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0 || (typeof value === 'string' && !/^\s*\d+\s*$/.test(value))) {
+    throw new ValidationError(`${flag} must be a positive whole number, got ${JSON.stringify(value)}`);
+  }
+  return n;
+}
+
+/** The loop's policies from user input, each checked. */
+export function buildPolicies(input: CreateCommandLoopInput): LoopPolicies {
+  const catchUp = oneOf(input.catchUp, CATCH_UP, 'latest', '--catch-up');
+  const catchUpLimit = positiveCount(input.catchUpLimit, '--catch-up-limit');
+  if (catchUpLimit !== null && catchUp !== 'all') {
+    throw new ValidationError('--catch-up-limit only applies to --catch-up all', { hint: 'add --catch-up all, or drop the limit' });
+  }
+  const catchUpWindowMs = toMs(input.catchUpWindow, '--catch-up-window');
+  if (catchUpWindowMs !== null && catchUp === 'none') {
+    throw new ValidationError('--catch-up-window has no effect with --catch-up none');
+  }
+  return {
+    timeoutMs: toMs(input.timeout, '--timeout'),
+    killGraceMs: toMs(input.killGrace, '--kill-grace') ?? DEFAULT_KILL_GRACE_MS,
+    overlap: oneOf(input.overlap, OVERLAP, 'skip', '--overlap'),
+    catchUp,
+    catchUpWindowMs,
+    catchUpLimit,
+  };
 }
 
 export function validateLoopName(name: string): string {
@@ -88,10 +135,7 @@ export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInpu
   const now = runtime.clock.now();
   const loopId = newId('loop', now);
   const { schedule, timing } = buildSchedule(input.schedule, now, loopId);
-  const policies: LoopPolicies = {
-    timeoutMs: toMs(input.timeout, '--timeout'),
-    killGraceMs: toMs(input.killGrace, '--kill-grace') ?? DEFAULT_KILL_GRACE_MS,
-  };
+  const policies = buildPolicies(input);
   assertNameFree(runtime, name);
   const data: EventData<'loop.created'> = {
     loopId,

@@ -83,3 +83,179 @@ export function upcomingSlots(loop: Plannable, afterMs: number, count: number, r
 export function nextFireAt(loop: Plannable, afterMs: number, runsSoFar = 0): string | null {
   return upcomingSlots(loop, afterMs, 1, runsSoFar)[0]?.fireAt ?? null;
 }
+
+// ── deciding what to do with due slots ────────────────────────────────────────
+
+export interface PolicyView {
+  overlap: 'skip' | 'allow';
+  catchUp: 'none' | 'latest' | 'all';
+  catchUpWindowMs: number | null;
+  catchUpLimit: number | null;
+}
+
+export interface DueState {
+  /** Slots at or before this instant are not due (creation, or the last resume). */
+  scheduleFrom: string;
+  /** The latest slot already decided. */
+  lastSlot: string | null;
+  /** Slots fired so far. */
+  scheduledRuns: number;
+  /** Runs of this loop still going (overlap). */
+  running: string[];
+}
+
+export type Decision =
+  | { type: 'slot.fired'; data: { slot: string; fireAt: string; runId: string; late: boolean; nextRunAt: string | null } }
+  | {
+      type: 'slot.skipped';
+      data: { slot: string; fireAt: string; reason: 'overlap'; blockedBy: string | null; nextRunAt: string | null };
+    }
+  | { type: 'slot.coalesced'; data: { from: string; to: string; count: number; into: string } }
+  | {
+      type: 'slot.missed';
+      data: {
+        from: string;
+        to: string;
+        count: number;
+        reason: 'catch-up none' | 'outside catch-up window' | 'over catch-up limit' | 'max-runs reached';
+        nextRunAt: string | null;
+      };
+    }
+  | { type: 'loop.expired'; data: { reason: 'expires-at' | 'max-runs' | 'no more slots' } };
+
+export interface DecideOptions {
+  /** A slot this late or less is on time, not missed (the scheduler's own lateness). Default 60 s. */
+  lateGraceMs?: number;
+  /**
+   * Most due slots looked at in one pass, oldest first; later due slots stay undecided (the pass's
+   * nextRunAt is then not in the future, so the next pass takes them). Default 100,000.
+   */
+  maxSlots?: number;
+}
+
+/**
+ * What to do, now, with every slot that came due since the last decision: fire, skip (overlap),
+ * coalesce (catch-up latest), or miss (catch-up none, window, limit) — each slot exactly once —
+ * and whether the loop has ended. Pure: `newRunId` names the runs of fired slots.
+ */
+export function decideDue(
+  loop: Plannable & { policies: PolicyView },
+  state: DueState,
+  nowMs: number,
+  newRunId: () => string,
+  options: DecideOptions = {},
+): Decision[] {
+  const grace = options.lateGraceMs ?? 60_000;
+  const after = Math.max(Date.parse(state.scheduleFrom), state.lastSlot === null ? -Infinity : Date.parse(state.lastSlot));
+  // Enumerate without max-runs: missed slots do not count as runs, and the latest slot matters.
+  const unbounded = { ...loop, timing: { ...loop.timing, maxRuns: null } };
+  const due: PlannedSlot[] = [];
+  let cursor = after;
+  const cap = options.maxSlots ?? 100_000;
+  // Growing batches: a cron slot in a time zone costs ~0.1 ms, so do not compute a thousand
+  // future slots to find the few that are due.
+  let size = 8;
+  while (due.length < cap) {
+    const want = Math.min(size, cap - due.length);
+    size = Math.min(size * 2, 1024);
+    const batch = upcomingSlots(unbounded, cursor, want);
+    // Due slots are a prefix, in slot order: a slot whose fire time is still ahead holds back the
+    // later ones (were they decided first, lastSlot would pass it and it would never be decided).
+    const pending = batch.findIndex((s) => Date.parse(s.fireAt) > nowMs);
+    const ready = pending === -1 ? batch : batch.slice(0, pending);
+    due.push(...ready);
+    if (ready.length < batch.length || batch.length < want) break;
+    cursor = Date.parse(batch[batch.length - 1]!.slot);
+  }
+  const decisions: Decision[] = [];
+  const { policies } = loop;
+  const isLate = (s: PlannedSlot) => nowMs - Date.parse(s.fireAt) > grace;
+  const inWindow = (s: PlannedSlot) =>
+    policies.catchUpWindowMs === null || nowMs - Date.parse(s.fireAt) <= policies.catchUpWindowMs + grace;
+
+  let toFire: PlannedSlot[] = [];
+  const missed: Array<{
+    slots: PlannedSlot[];
+    reason: 'catch-up none' | 'outside catch-up window' | 'over catch-up limit' | 'max-runs reached';
+  }> = [];
+  let coalesced: PlannedSlot[] = [];
+  if (due.length > 0) {
+    const last = due[due.length - 1]!;
+    if (policies.catchUp === 'none') {
+      const older = isLate(last) ? due : due.slice(0, -1);
+      if (older.length) missed.push({ slots: older, reason: 'catch-up none' });
+      if (!isLate(last)) toFire = [last];
+    } else {
+      const outside = due.filter((s) => !inWindow(s));
+      let candidates = due.filter(inWindow);
+      if (outside.length) missed.push({ slots: outside, reason: 'outside catch-up window' });
+      if (policies.catchUp === 'latest') {
+        if (candidates.length) {
+          coalesced = candidates.slice(0, -1);
+          toFire = [candidates[candidates.length - 1]!];
+        }
+      } else {
+        if (policies.catchUpLimit !== null && candidates.length > policies.catchUpLimit) {
+          missed.push({ slots: candidates.slice(0, candidates.length - policies.catchUpLimit), reason: 'over catch-up limit' });
+          candidates = candidates.slice(candidates.length - policies.catchUpLimit);
+        }
+        toFire = candidates;
+      }
+    }
+  }
+  // Overlap: while a run is going, the slots that would fire are skipped (none of them runs, so
+  // max-runs does not apply to them).
+  const blocked = policies.overlap === 'skip' && state.running.length > 0;
+  // max-runs: only so many more slots may fire.
+  const left = blocked || loop.timing.maxRuns === null ? Infinity : Math.max(0, loop.timing.maxRuns - state.scheduledRuns);
+  const firing = toFire.slice(0, left);
+  if (firing.length < toFire.length) {
+    // With catch-up latest and no run left, the slots coalesced into the last one are missed with it.
+    const over = firing.length === 0 ? [...coalesced, ...toFire] : toFire.slice(firing.length);
+    if (firing.length === 0) coalesced = [];
+    missed.push({ slots: over, reason: 'max-runs reached' });
+  }
+  const fired = blocked ? 0 : firing.length;
+  const lastDecided = due.length ? Date.parse(due[due.length - 1]!.slot) : after;
+  // The first slot not decided yet (not due: its fire time is after now). Not "the next slot after
+  // now": with jitter a slot can be at or before now and still ahead of its fire time.
+  const nextRunAt = nextFireAt(loop, lastDecided, state.scheduledRuns + fired);
+
+  for (const m of missed) {
+    decisions.push({
+      type: 'slot.missed',
+      data: { from: m.slots[0]!.slot, to: m.slots[m.slots.length - 1]!.slot, count: m.slots.length, reason: m.reason, nextRunAt },
+    });
+  }
+  if (coalesced.length && firing.length) {
+    decisions.push({
+      type: 'slot.coalesced',
+      data: { from: coalesced[0]!.slot, to: coalesced[coalesced.length - 1]!.slot, count: coalesced.length, into: firing[0]!.slot },
+    });
+  }
+  for (const s of firing) {
+    if (blocked) {
+      decisions.push({
+        type: 'slot.skipped',
+        data: { slot: s.slot, fireAt: s.fireAt, reason: 'overlap', blockedBy: state.running[0] ?? null, nextRunAt },
+      });
+    } else {
+      const late = coalesced.length > 0 || isLate(s);
+      decisions.push({ type: 'slot.fired', data: { slot: s.slot, fireAt: s.fireAt, runId: newRunId(), late, nextRunAt } });
+    }
+  }
+  // Nothing left (nextRunAt is the first undecided slot, so an --at loop whose slot is still
+  // ahead of its fire time is not expired).
+  if (loop.schedule.kind !== 'manual' && nextRunAt === null) {
+    const reason =
+      loop.timing.maxRuns !== null && state.scheduledRuns + fired >= loop.timing.maxRuns
+        ? 'max-runs'
+        : // The schedule itself goes on, --expires-at ends it.
+          loop.timing.expiresAt !== null &&
+            upcomingSlots({ ...unbounded, timing: { ...unbounded.timing, expiresAt: null } }, lastDecided, 1).length > 0
+          ? 'expires-at'
+          : 'no more slots';
+    decisions.push({ type: 'loop.expired', data: { reason } });
+  }
+  return decisions;
+}

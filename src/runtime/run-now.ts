@@ -15,7 +15,7 @@ import { SpawnFailedError, spawnProcess, type ProcessHandle } from './executor.j
 import { newId } from './ids.js';
 import { assertLeaseHeld, releaseLease, renewLease, takeLease, type Lease } from './leases.js';
 import { runDir } from './paths.js';
-import { findLoop, findRun, type RunView } from './queries.js';
+import { findLoop, findRun, type LoopView, type RunView } from './queries.js';
 import type { Runtime } from './runtime.js';
 
 export interface RunNowOptions {
@@ -34,18 +34,42 @@ export interface RunNowOptions {
 export const DEFAULT_LEASE_TTL_MS = 30_000;
 
 export async function runNow(runtime: Runtime, idOrName: string, options: RunNowOptions = {}): Promise<RunView> {
-  const { db, clock } = runtime;
   const loop = findLoop(runtime.db, idOrName);
-  if (loop.status === 'archived') {
-    throw new InvalidTransitionError(`loop ${loop.name} is archived and cannot run`, {
-      hint: 'archived loops keep their history only; create a new loop to run this again',
+  if (loop.status === 'archived' || loop.status === 'expired') {
+    throw new InvalidTransitionError(`loop ${loop.name} is ${loop.status} and cannot run`, {
+      hint: `${loop.status} loops keep their history only; create a new loop to run this again`,
     });
   }
+  const now = runtime.clock.now();
+  const runId = newId('run', now);
+  return executeRun(runtime, loop, {
+    runId,
+    slot: `manual:${runId}`,
+    scheduledFor: new Date(now).toISOString(),
+    trigger: 'manual',
+    ...options,
+  });
+}
+
+export interface ExecuteRunOptions extends RunNowOptions {
+  runId: string;
+  /** The slot this run executes: a scheduled instant, or `manual:<runId>`. */
+  slot: string;
+  scheduledFor: string;
+  trigger: 'manual' | 'schedule';
+}
+
+/**
+ * Executes one run of `loop` in this process: claim under a lease, record the intent, spawn,
+ * record the process, wait, record the outcome (fenced), release. Used by run-now and the scheduler.
+ */
+export async function executeRun(runtime: Runtime, loop: LoopView, options: ExecuteRunOptions): Promise<RunView> {
+  const { db, clock } = runtime;
   if (loop.target.kind !== 'command') {
     throw new InvalidTransitionError(`loop ${loop.name} has a ${loop.target.kind} target, which this version cannot run`);
   }
   const now = clock.now();
-  const runId = newId('run', now);
+  const runId = options.runId;
   const streamId = `run:${runId}`;
   const ttl = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
   // A new run id has no lease yet, so the claim takes fencing token 1; the lease is taken in the
@@ -149,10 +173,10 @@ export async function runNow(runtime: Runtime, idOrName: string, options: RunNow
     runId,
     loopId: loop.id,
     loopName: loop.name,
-    slot: `manual:${runId}`,
-    scheduledFor: new Date(now).toISOString(),
+    slot: options.slot,
+    scheduledFor: options.scheduledFor,
     attempt: 1,
-    trigger: 'manual',
+    trigger: options.trigger,
     target: loop.target,
     policies: loop.policies,
     runnerId: runtime.runnerId,

@@ -115,6 +115,17 @@ export function buildSchedule(flags: ScheduleFlags, nowMs: number, loopId = ''):
     expiresAt: expiresAt === null ? null : new Date(expiresAt).toISOString(),
     maxRuns,
   };
+  if (schedule.kind === 'cron' && jitterMs !== null) {
+    // Like --every: a jitter as long as the gap between two slots would let them overtake each other.
+    const slots = upcomingSlots({ id: loopId, schedule, timing: { ...timing, jitterMs: null } }, nowMs, 200);
+    let gap = Infinity;
+    for (let i = 1; i < slots.length; i++) gap = Math.min(gap, Date.parse(slots[i]!.slot) - Date.parse(slots[i - 1]!.slot));
+    if (jitterMs >= gap) {
+      throw new ValidationError(`--jitter (${flags.jitter}) must be shorter than the shortest gap between two slots of --cron (${gap / 1000}s)`, {
+        hint: 'a jitter that long would let slots overtake each other',
+      });
+    }
+  }
   if (schedule.kind !== 'manual' && upcomingSlots({ id: loopId, schedule, timing }, nowMs, 1).length === 0) {
     const what = schedule.kind === 'cron' ? `--cron: ${JSON.stringify(schedule.expr)}` : `--${schedule.kind}`;
     throw new ValidationError(`${what} never fires${expiresAt !== null ? ` before --expires-at ${flags.expiresAt}` : ''}`, {

@@ -33,8 +33,8 @@ export class Sandbox {
   }
 
   /** Runs and parses stdout as JSON, failing loudly with stderr when the command failed. */
-  json<T = any>(args: string[]): T {
-    const r = this.run([...args, '--json']);
+  json<T = any>(args: string[], extraEnv: Record<string, string> = {}): T {
+    const r = this.run([...args, '--json'], extraEnv);
     if (r.code !== 0) throw new Error(`loops ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
     return JSON.parse(r.stdout) as T;
   }

@@ -41,6 +41,8 @@ describe('loops --version / --help', () => {
     ['events'],
     ['replay'],
     ['next'],
+    ['tick'],
+    ['why'],
     ['projections', 'rebuild'],
     ['projections', 'verify'],
   ])('loops %s --help', (...words) => {
@@ -237,6 +239,73 @@ describe('loops next: previews fire times with zone, bounds and jitter', () => {
   });
 });
 
+describe('loops tick and loops why', () => {
+  const s = sandbox();
+  const HOUR = 3_600_000;
+  let later: Record<string, string>;
+
+  it('after 3 days of downtime: latest runs once, none not at all, all only the window — one after another', () => {
+    s.json(['create', 'command', 'latest', '--cmd', 'echo ran', '--every', '1h']);
+    s.json(['create', 'command', 'none', '--cmd', 'true', '--every', '1h', '--catch-up', 'none']);
+    s.json(['create', 'command', 'all', '--cmd', 'true', '--every', '1h', '--catch-up', 'all', '--catch-up-window', '5h']);
+    // LOOPS_NOW: the binary's clock reads three days and a half hour later (between two slots).
+    later = { LOOPS_NOW: new Date(Date.now() + 72 * HOUR + HOUR / 2).toISOString() };
+    const first = s.run(['tick', '--json'], later);
+    expect(first.code, first.stderr).toBe(0);
+    const result = JSON.parse(first.stdout);
+    const of = (name: string) => result.decisions.filter((d: any) => d.loopName === name);
+    expect(of('latest').map((d: any) => d.type)).toEqual(['slot.coalesced', 'slot.fired']);
+    expect(of('latest')[0].data.count).toBe(71);
+    expect(of('latest')[1].data.late).toBe(true);
+    expect(of('none').map((d: any) => d.type)).toEqual(['slot.missed']);
+    expect(of('none')[0].data).toMatchObject({ count: 72, reason: 'catch-up none' });
+    expect(of('all').map((d: any) => d.type)).toEqual(['slot.missed', 'slot.fired', 'slot.fired', 'slot.fired', 'slot.fired', 'slot.fired']);
+    const byLoop = (name: string) => result.runs.filter((r: any) => r.loopName === name);
+    expect(byLoop('latest')).toHaveLength(1);
+    expect(byLoop('none')).toHaveLength(0);
+    const all = byLoop('all');
+    expect(all).toHaveLength(5);
+    for (let i = 1; i < all.length; i++) expect(Date.parse(all[i].startedAt)).toBeGreaterThanOrEqual(Date.parse(all[i - 1].finishedAt));
+    expect(result.runs.every((r: any) => r.status === 'succeeded' && r.trigger === 'schedule')).toBe(true);
+    // A second pass at the same time decides nothing again.
+    expect(JSON.parse(s.run(['tick', '--json'], later).stdout).decisions).toEqual([]);
+    for (const run of result.runs) expect(s.run(['replay', run.id]).code).toBe(0);
+    for (const name of ['latest', 'none', 'all']) expect(s.run(['replay', name]).code).toBe(0);
+    expect(s.run(['projections', 'verify']).code).toBe(0);
+  });
+
+  it('why explains a fired, a coalesced and a missed slot from the log', () => {
+    const recent = s.json<any[]>(['why', 'latest'], later);
+    expect(recent.map((d) => d.decision)).toEqual(['fired', 'coalesced']);
+    const fired = recent[0];
+    expect(s.json(['why', 'latest', '--at', fired.from], later).explanation).toMatch(
+      new RegExp(`the slot ${fired.from} fired as run ${fired.runId}, caught up after missed slots; the run succeeded`),
+    );
+    expect(s.json(['why', 'latest', '--at', recent[1].to], later).explanation).toMatch(
+      /was missed \(nothing was scheduling when it came due\) and folded with 70 other missed slot\(s\) into the single catch-up run/,
+    );
+    expect(s.json(['why', 'none', '--at', recent[1].to], later).explanation).toMatch(/was not run: catch-up none \(72 slot\(s\)/);
+    const table = s.run(['why', 'all'], later);
+    expect(table.stdout).toMatch(/missed\s+outside catch-up window/);
+    expect(s.json(['why', 'latest', '--at', '2001-01-01T00:00Z']).explanation).toMatch(/did not exist yet/);
+  });
+
+  it('why explains a slot that came due while the loop was paused; nothing was caught up after resume', () => {
+    s.json(['create', 'command', 'napper', '--cmd', 'true', '--every', '1h']);
+    s.json(['pause', 'napper', '--reason', 'lunch']);
+    const during = new Date(Date.now() + 2 * HOUR + 60_000).toISOString();
+    expect(s.json(['why', 'napper', '--at', during], later).explanation).toMatch(/was not run: the loop was paused at .* \(lunch\)/);
+    s.json(['resume', 'napper'], later);
+    expect(JSON.parse(s.run(['tick', '--json'], later).stdout).decisions.filter((d: any) => d.loopName === 'napper')).toEqual([]);
+  });
+
+  it('LOOPS_NOW that is not a time is a usage error', () => {
+    const r = s.run(['tick'], { LOOPS_NOW: 'tomorrow' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/LOOPS_NOW: "tomorrow" is not an ISO-8601 time/);
+  });
+});
+
 describe('timeouts and cancellation kill the whole process group', () => {
   const s = sandbox();
 
@@ -298,6 +367,11 @@ describe('bad input: one clear line, exit 2, nothing appended', () => {
     ['bad --max-runs', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--max-runs', '0'], /--max-runs must be a positive whole number/],
     ['timing flag on --manual', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--max-runs', '3'], /--max-runs has no effect on a --manual loop/],
     ['bad --count (next)', ['next', 'taken', '-n', 'lots'], /--count must be a positive whole number/],
+    ['cron jitter longer than its gap', ['create', 'command', 'x', '--cmd', 'true', '--cron', '*/5 * * * *', '--jitter', '10m'], /--jitter \(10m\) must be shorter than the shortest gap between two slots of --cron \(300s\)/],
+    ['unknown --overlap', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--overlap', 'queue'], /--overlap: unknown policy "queue"/],
+    ['unknown --catch-up', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--catch-up', 'some'], /--catch-up: unknown policy "some"/],
+    ['--catch-up-limit without all', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--catch-up-limit', '3'], /--catch-up-limit only applies to --catch-up all/],
+    ['bad --at (why)', ['why', 'taken', '--at', 'yesterday'], /--at: invalid time "yesterday"/],
     ['cron with too few fields', ['create', 'command', 'x', '--cmd', 'true', '--cron', '* *'], /has 2 field\(s\)/],
     ['invalid duration', ['create', 'command', 'x', '--cmd', 'true', '--every', 'soon'], /--every: invalid duration "soon"/],
     ['invalid timeout', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--timeout', '10'], /--timeout: invalid duration "10"/],

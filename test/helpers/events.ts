@@ -34,6 +34,10 @@ export const commandTarget = (overrides: Partial<Extract<Target, { kind: 'comman
 export const policies = (overrides: Partial<LoopPolicies> = {}): LoopPolicies => ({
   timeoutMs: null,
   killGraceMs: 5000,
+  overlap: 'skip',
+  catchUp: 'latest',
+  catchUpWindowMs: null,
+  catchUpLimit: null,
   ...overrides,
 });
 
@@ -67,6 +71,7 @@ export const loopEv = {
       when,
     ),
   paused: (reason: string | null = null, when = at(1000)) => ev('loop.paused', { reason }, when),
+  expired: (reason: EventData<'loop.expired'>['reason'] = 'max-runs', when = at(9000)) => ev('loop.expired', { reason }, when),
   resumed: (nextRunAt: string | null = at(120_000), reason: string | null = null, when = at(2000)) =>
     ev('loop.resumed', { reason, nextRunAt }, when),
   stopped: (reason: string | null = null, when = at(3000)) => ev('loop.stopped', { reason }, when),
@@ -125,4 +130,16 @@ export const runEv = {
       when,
     ),
   abandoned: (reason = 'runner lost the process', when = at(2000)) => ev('run.abandoned', { reason }, when),
+};
+
+// ── slot decisions (loop stream) ────────────────────────────────────────────
+export const slotEv = {
+  fired: (data: Partial<EventData<'slot.fired'>> = {}, when = at(60_000)) =>
+    ev('slot.fired', { slot: at(60_000), fireAt: at(60_000), runId: 'run_1', late: false, nextRunAt: at(120_000), ...data }, when),
+  skipped: (data: Partial<EventData<'slot.skipped'>> = {}, when = at(120_000)) =>
+    ev('slot.skipped', { slot: at(120_000), fireAt: at(120_000), reason: 'overlap', blockedBy: 'run_1', nextRunAt: at(180_000), ...data }, when),
+  coalesced: (data: Partial<EventData<'slot.coalesced'>> = {}, when = at(600_000)) =>
+    ev('slot.coalesced', { from: at(60_000), to: at(540_000), count: 9, into: at(600_000), ...data }, when),
+  missed: (data: Partial<EventData<'slot.missed'>> = {}, when = at(600_000)) =>
+    ev('slot.missed', { from: at(60_000), to: at(540_000), count: 9, reason: 'catch-up none', nextRunAt: at(660_000), ...data }, when),
 };

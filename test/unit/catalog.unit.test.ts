@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { eventSchemas, isEventType, schemaVersion, upcast, validateEventData, type EventType } from '../../src/events/catalog.js';
 import { LoopsError, ValidationError, isLoopsError, ConcurrencyConflictError } from '../../src/events/errors.js';
-import { loopEv, runEv } from '../helpers/events.js';
+import { loopEv, runEv, slotEv } from '../helpers/events.js';
 
 function messageOf(type: string, data: unknown): string {
   try {
@@ -29,6 +29,11 @@ describe('event catalogue', () => {
       runEv.cancelRequested('r'),
       runEv.exited(),
       runEv.abandoned(),
+      loopEv.expired(),
+      slotEv.fired(),
+      slotEv.skipped(),
+      slotEv.coalesced(),
+      slotEv.missed(),
     ];
     expect(new Set(samples.map((s) => s.type))).toEqual(new Set(Object.keys(eventSchemas)));
     for (const sample of samples) expect(validateEventData(sample.type, sample.data)).toEqual(sample.data);

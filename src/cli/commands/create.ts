@@ -36,6 +36,10 @@ const spec: CommandSpec = {
     'starts-at': { type: 'string', value: '<time>', description: 'no run before this time (--every counts from it)' },
     'expires-at': { type: 'string', value: '<time>', description: 'no run after this time; the loop then ends' },
     'max-runs': { type: 'string', value: '<n>', description: 'the loop ends after n scheduled runs' },
+    overlap: { type: 'string', value: '<policy>', description: 'a slot comes due while a run is going: skip (default) or allow' },
+    'catch-up': { type: 'string', value: '<policy>', description: 'slots missed while nothing scheduled: none, latest (default: one run) or all' },
+    'catch-up-window': { type: 'string', value: '<duration>', description: 'do not catch up slots older than this' },
+    'catch-up-limit': { type: 'string', value: '<n>', description: 'with --catch-up all: run at most the n most recent missed slots' },
     json: JSON_OPTION,
   },
   examples: [
@@ -66,7 +70,7 @@ const createCommand: CliCommand = {
       throw new UsageError('loops create command: --cmd is required', { hint: "e.g. --cmd 'echo hello'" });
     }
     const env = parseEnv(values.env as string[] | undefined);
-    const runtime = await openRuntime({ dataDir: ctx.dataDir });
+    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     try {
       const loop = createCommandLoop(runtime, {
         name: positionals[0]!,
@@ -90,6 +94,10 @@ const createCommand: CliCommand = {
         },
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
+        overlap: (values.overlap as string | undefined) ?? null,
+        catchUp: (values['catch-up'] as string | undefined) ?? null,
+        catchUpWindow: (values['catch-up-window'] as string | undefined) ?? null,
+        catchUpLimit: (values['catch-up-limit'] as string | undefined) ?? null,
       });
       if (ctx.json) printJson(ctx, loop);
       else {

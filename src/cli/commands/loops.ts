@@ -1,4 +1,5 @@
 import { describeSchedule, describeTiming } from '../../runtime/describe.js';
+import { formatDuration } from '../../runtime/durations.js';
 import { findLoop, listLoops, listRuns, type LoopView } from '../../runtime/queries.js';
 import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
@@ -88,7 +89,8 @@ const show: CliCommand = {
         ...(describeTiming(loop.timing) ? [`bounds      ${describeTiming(loop.timing)}`] : []),
         `next run    ${loop.nextRunAt ? `${when(loop.nextRunAt, ctx)}${ctx.out.isTTY ? ` (${loop.nextRunAt})` : ''}` : '-'}`,
         ...targetText(loop),
-        `timeout     ${loop.policies.timeoutMs ? durationText(loop.policies.timeoutMs) : 'none'} (kill grace ${durationText(loop.policies.killGraceMs)})`,
+        `policies    overlap ${loop.policies.overlap}, catch-up ${loop.policies.catchUp}${loop.policies.catchUpWindowMs ? ` within ${formatDuration(loop.policies.catchUpWindowMs)}` : ''}${loop.policies.catchUpLimit ? ` (at most ${loop.policies.catchUpLimit})` : ''}`,
+        `timeout     ${loop.policies.timeoutMs ? formatDuration(loop.policies.timeoutMs) : 'none'} (kill grace ${formatDuration(loop.policies.killGraceMs)})`,
         `created     ${when(loop.createdAt, ctx)}`,
         `updated     ${when(loop.updatedAt, ctx)}`,
         `runs        ${loop.runCount}`,
@@ -149,7 +151,7 @@ function stateCommand(command: StateCommand): CliCommand {
         import('../../runtime/runtime.js'),
         import('../../runtime/loops.js'),
       ]);
-      const runtime = await openRuntime({ dataDir: ctx.dataDir });
+      const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
       try {
         const loop = changeLoopState(runtime, positionals[0]!, command, {
           reason: (values.reason as string | undefined) ?? null,

@@ -37,7 +37,7 @@ const runNowCommand: CliCommand = {
   spec,
   async run({ values, positionals }, ctx) {
     const showOutput = values['show-output'] === true;
-    const runtime = await openRuntime({ dataDir: ctx.dataDir });
+    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     const controller = new AbortController();
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals) => {

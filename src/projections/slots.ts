@@ -1,0 +1,79 @@
+/**
+ * `slot_decisions`: every decision the scheduler recorded about a loop's slots — fired, skipped,
+ * coalesced into a later slot, or missed — one row per event (a range of slots for coalesced and
+ * missed). `loops why` reads it.
+ */
+import type { EventData } from '../events/catalog.js';
+import type { StoredEvent } from '../events/types.js';
+import { sql, type Projection } from './types.js';
+
+export const slotDecisionsProjection: Projection = {
+  name: 'slot_decisions',
+  version: 1,
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS slot_decisions (
+      position  INTEGER PRIMARY KEY,
+      loop_id   TEXT NOT NULL,
+      decision  TEXT NOT NULL,
+      slot_from TEXT NOT NULL,
+      slot_to   TEXT NOT NULL,
+      count     INTEGER NOT NULL,
+      fire_at   TEXT,
+      run_id    TEXT,
+      reason    TEXT,
+      into_slot TEXT,
+      at        TEXT NOT NULL
+    )`,
+    `CREATE INDEX IF NOT EXISTS slot_decisions_loop ON slot_decisions (loop_id, slot_to)`,
+  ],
+  tables: [{ name: 'slot_decisions', orderBy: 'position' }],
+  handles: new Set(['slot.fired', 'slot.skipped', 'slot.coalesced', 'slot.missed']),
+  evolve(event: StoredEvent) {
+    const loopId = event.streamId.slice('loop:'.length);
+    const insert = (
+      decision: string,
+      from: string,
+      to: string,
+      count: number,
+      fireAt: string | null,
+      runId: string | null,
+      reason: string | null,
+      into: string | null,
+    ) =>
+      sql(
+        `INSERT INTO slot_decisions (position, loop_id, decision, slot_from, slot_to, count, fire_at, run_id, reason, into_slot, at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        event.position,
+        loopId,
+        decision,
+        from,
+        to,
+        count,
+        fireAt,
+        runId,
+        reason,
+        into,
+        event.at,
+      );
+    switch (event.type) {
+      case 'slot.fired': {
+        const d = event.data as EventData<'slot.fired'>;
+        return [insert('fired', d.slot, d.slot, 1, d.fireAt, d.runId, d.late ? 'caught up after missed slots' : null, null)];
+      }
+      case 'slot.skipped': {
+        const d = event.data as EventData<'slot.skipped'>;
+        return [insert('skipped', d.slot, d.slot, 1, d.fireAt, d.blockedBy, d.reason, null)];
+      }
+      case 'slot.coalesced': {
+        const d = event.data as EventData<'slot.coalesced'>;
+        return [insert('coalesced', d.from, d.to, d.count, null, null, 'catch-up latest', d.into)];
+      }
+      case 'slot.missed': {
+        const d = event.data as EventData<'slot.missed'>;
+        return [insert('missed', d.from, d.to, d.count, null, null, d.reason, null)];
+      }
+      default:
+        return [];
+    }
+  },
+};

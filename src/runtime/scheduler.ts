@@ -1,0 +1,132 @@
+/**
+ * One scheduling pass (`loops tick`, and later each wake-up of the daemon): for every active loop
+ * that is due, decide what happens to each slot that came due — fired, skipped for overlap,
+ * coalesced or missed by the catch-up policy — record those decisions on the loop's stream in one
+ * append (compare-and-set: two schedulers never decide a slot twice), then execute the fired runs:
+ * one after another within a loop (catch-up `all` never starts a herd), loops in parallel up to
+ * `concurrency`.
+ */
+import { cached } from '../events/db.js';
+import { ConcurrencyConflictError } from '../events/errors.js';
+import type { StoredEvent } from '../events/types.js';
+import type { LoopContext } from '../machines/loop.js';
+import { DurableActor } from './actor.js';
+import { newId } from './ids.js';
+import { decideDue, type Decision } from './planner.js';
+import { findLoop, type RunView } from './queries.js';
+import { executeRun, type RunNowOptions } from './run-now.js';
+import type { Runtime } from './runtime.js';
+
+export interface TickOptions {
+  /** Loops whose runs execute at the same time (default 4). */
+  concurrency?: number;
+  /** A slot at most this late is on time (default 60 s). */
+  lateGraceMs?: number;
+  /** Called as each decision is recorded and each run ends. */
+  onDecision?: (loopName: string, event: StoredEvent) => void;
+  onRun?: (run: RunView) => void;
+  signal?: AbortSignal;
+  runOptions?: Pick<RunNowOptions, 'leaseTtlMs' | 'tailBytes'>;
+}
+
+export interface TickDecision {
+  loopId: string;
+  loopName: string;
+  type: string;
+  data: unknown;
+}
+
+export interface TickResult {
+  /** When the pass looked at the clock. */
+  at: string;
+  decisions: TickDecision[];
+  runs: RunView[];
+  /** Loops another scheduler decided first (their slots were not decided twice). */
+  conflicts: string[];
+}
+
+/** Runs of a loop that are still going: not finished, and their runner's lease is alive. */
+export function runningRuns(runtime: Runtime, loopId: string, nowMs: number): string[] {
+  return cached<[string, string], { id: string }>(
+    runtime.db,
+    `SELECT r.id FROM loop_runs r JOIN leases l ON l.name = 'run:' || r.id
+     WHERE r.loop_id = ? AND r.status IN ('claimed', 'spawning', 'running') AND l.expires_at > ?
+     ORDER BY r.claimed_position`,
+  )
+    .all(loopId, new Date(nowMs).toISOString())
+    .map((r) => r.id);
+}
+
+/** Decides and records what is due for one loop; returns the runs to execute. */
+export function decideLoop(
+  runtime: Runtime,
+  loopId: string,
+  nowMs: number,
+  options: Pick<TickOptions, 'lateGraceMs'> = {},
+): { events: StoredEvent[]; fired: Array<{ runId: string; slot: string; fireAt: string }> } {
+  const actor = DurableActor.load(runtime, `loop:${loopId}`);
+  if (actor.state !== 'active') return { events: [], fired: [] };
+  const c = actor.snapshot.context as LoopContext;
+  const decisions: Decision[] = decideDue(
+    { id: loopId, schedule: c.schedule!, timing: c.timing!, policies: c.policies! },
+    { scheduleFrom: c.scheduleFrom!, lastSlot: c.lastSlot, scheduledRuns: c.scheduledRuns, running: runningRuns(runtime, loopId, nowMs) },
+    nowMs,
+    () => newId('run', nowMs),
+    options.lateGraceMs === undefined ? {} : { lateGraceMs: options.lateGraceMs },
+  );
+  if (decisions.length === 0) return { events: [], fired: [] };
+  const events = actor.recordAll(decisions);
+  const fired = decisions.flatMap((d) => (d.type === 'slot.fired' ? [{ runId: d.data.runId, slot: d.data.slot, fireAt: d.data.fireAt }] : []));
+  return { events, fired };
+}
+
+export async function tick(runtime: Runtime, options: TickOptions = {}): Promise<TickResult> {
+  const nowMs = runtime.clock.now();
+  const at = new Date(nowMs).toISOString();
+  const due = cached<[string], { id: string; name: string }>(
+    runtime.db,
+    "SELECT id, name FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at",
+  ).all(at);
+  const result: TickResult = { at, decisions: [], runs: [], conflicts: [] };
+  const work: Array<{ loopId: string; fired: Array<{ runId: string; slot: string; fireAt: string }> }> = [];
+  for (const loop of due) {
+    try {
+      const { events, fired } = decideLoop(runtime, loop.id, nowMs, options);
+      for (const event of events) {
+        result.decisions.push({ loopId: loop.id, loopName: loop.name, type: event.type, data: event.data });
+        options.onDecision?.(loop.name, event);
+      }
+      if (fired.length) work.push({ loopId: loop.id, fired });
+    } catch (error) {
+      if (error instanceof ConcurrencyConflictError) {
+        result.conflicts.push(loop.name);
+        continue;
+      }
+      throw error;
+    }
+  }
+  // Execute: within a loop one run after another, loops in parallel up to the concurrency.
+  const concurrency = Math.max(1, options.concurrency ?? 4);
+  let index = 0;
+  const worker = async () => {
+    while (index < work.length) {
+      const item = work[index++]!;
+      const loop = findLoop(runtime.db, item.loopId, { includeRemoved: true });
+      for (const f of item.fired) {
+        if (options.signal?.aborted) return;
+        const run = await executeRun(runtime, loop, {
+          runId: f.runId,
+          slot: f.slot,
+          scheduledFor: f.fireAt,
+          trigger: 'schedule',
+          ...(options.signal ? { signal: options.signal } : {}),
+          ...options.runOptions,
+        });
+        result.runs.push(run);
+        options.onRun?.(run);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, work.length) }, worker));
+  return result;
+}

@@ -1,0 +1,170 @@
+/**
+ * Slot decisions in the projections, on a real in-memory SQLite: `slot_decisions` gets one row per
+ * decision (a range for coalesced / missed); `loops` (v6) follows the due time from slot events,
+ * counts fired slots as scheduled runs and shows expired loops.
+ */
+import Database from 'better-sqlite3';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { StoredEvent } from '../../src/events/types.js';
+import { loopMachine } from '../../src/machines/loop.js';
+import { runMachine } from '../../src/machines/run.js';
+import { loopsProjection } from '../../src/projections/loops.js';
+import { findProjection, inlineHandler, projections } from '../../src/projections/registry.js';
+import { slotDecisionsProjection } from '../../src/projections/slots.js';
+import { at, loopEv, runEv, slotEv } from '../helpers/events.js';
+import type { MachineInput } from '../helpers/machine.js';
+import { Positions, storedStream } from '../helpers/stored.js';
+
+const MIN = 60_000;
+let db: Database.Database;
+let positions: Positions;
+const handler = inlineHandler();
+
+function apply(events: StoredEvent[]): void {
+  for (const event of events) for (const s of handler(event)) db.prepare(s.sql).run(...s.params);
+}
+function loop(events: MachineInput[], id = 'loop_1'): StoredEvent[] {
+  const stored = storedStream(loopMachine, `loop:${id}`, events, positions);
+  apply(stored);
+  return stored;
+}
+const loopRow = (id = 'loop_1') => db.prepare('SELECT * FROM loops WHERE id = ?').get(id) as Record<string, unknown>;
+const decisionRows = (id = 'loop_1') =>
+  db.prepare('SELECT * FROM slot_decisions WHERE loop_id = ? ORDER BY position').all(id) as Array<Record<string, unknown>>;
+
+beforeEach(() => {
+  db = new Database(':memory:');
+  for (const p of projections) for (const ddl of p.ddl) db.exec(ddl);
+  positions = new Positions();
+});
+
+describe('slot_decisions projection', () => {
+  it('is registered after loops and loop_runs, and handles the four slot events only', () => {
+    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions']);
+    expect(findProjection('slot_decisions')).toBe(slotDecisionsProjection);
+    expect([...slotDecisionsProjection.handles].sort()).toEqual(['slot.coalesced', 'slot.fired', 'slot.missed', 'slot.skipped']);
+    const created = storedStream(loopMachine, 'loop:loop_1', [loopEv.created()], positions)[0]!;
+    expect(slotDecisionsProjection.evolve(created)).toEqual([]);
+  });
+
+  it('one row per decision, keyed by the event position, with the loop id from the stream', () => {
+    const stored = loop([
+      loopEv.created(),
+      slotEv.missed({ from: at(MIN), to: at(3 * MIN), count: 3, reason: 'outside catch-up window', nextRunAt: at(7 * MIN) }, at(6 * MIN + 5000)),
+      slotEv.coalesced({ from: at(4 * MIN), to: at(5 * MIN), count: 2, into: at(6 * MIN) }, at(6 * MIN + 5000)),
+      slotEv.fired({ slot: at(6 * MIN), fireAt: at(6 * MIN + 1000), runId: 'run_9', late: true, nextRunAt: at(7 * MIN) }, at(6 * MIN + 5000)),
+      slotEv.skipped({ slot: at(7 * MIN), fireAt: at(7 * MIN), blockedBy: 'run_9', nextRunAt: at(8 * MIN) }, at(7 * MIN)),
+      slotEv.fired({ slot: at(8 * MIN), fireAt: at(8 * MIN), runId: 'run_10', late: false, nextRunAt: at(9 * MIN) }, at(8 * MIN)),
+    ]);
+    expect(decisionRows()).toEqual([
+      {
+        position: stored[1]!.position, loop_id: 'loop_1', decision: 'missed', slot_from: at(MIN), slot_to: at(3 * MIN), count: 3,
+        fire_at: null, run_id: null, reason: 'outside catch-up window', into_slot: null, at: at(6 * MIN + 5000),
+      },
+      {
+        position: stored[2]!.position, loop_id: 'loop_1', decision: 'coalesced', slot_from: at(4 * MIN), slot_to: at(5 * MIN), count: 2,
+        fire_at: null, run_id: null, reason: 'catch-up latest', into_slot: at(6 * MIN), at: at(6 * MIN + 5000),
+      },
+      {
+        position: stored[3]!.position, loop_id: 'loop_1', decision: 'fired', slot_from: at(6 * MIN), slot_to: at(6 * MIN), count: 1,
+        fire_at: at(6 * MIN + 1000), run_id: 'run_9', reason: 'caught up after missed slots', into_slot: null, at: at(6 * MIN + 5000),
+      },
+      {
+        position: stored[4]!.position, loop_id: 'loop_1', decision: 'skipped', slot_from: at(7 * MIN), slot_to: at(7 * MIN), count: 1,
+        fire_at: at(7 * MIN), run_id: 'run_9', reason: 'overlap', into_slot: null, at: at(7 * MIN),
+      },
+      {
+        position: stored[5]!.position, loop_id: 'loop_1', decision: 'fired', slot_from: at(8 * MIN), slot_to: at(8 * MIN), count: 1,
+        fire_at: at(8 * MIN), run_id: 'run_10', reason: null, into_slot: null, at: at(8 * MIN),
+      },
+    ]);
+  });
+
+  it('a skipped slot blocked by an unknown run has no run id', () => {
+    loop([loopEv.created(), slotEv.skipped({ blockedBy: null })]);
+    expect(decisionRows()).toMatchObject([{ decision: 'skipped', run_id: null, reason: 'overlap' }]);
+  });
+
+  it('every missed reason is kept', () => {
+    const reasons = ['catch-up none', 'outside catch-up window', 'over catch-up limit', 'max-runs reached'] as const;
+    loop([
+      loopEv.created(),
+      ...reasons.map((reason, i) => slotEv.missed({ from: at((i + 1) * MIN), to: at((i + 1) * MIN), count: 1, reason, nextRunAt: at((i + 2) * MIN) })),
+    ]);
+    expect(decisionRows().map((r) => r.reason)).toEqual([...reasons]);
+  });
+
+  it('rows of different loops are kept apart', () => {
+    loop([loopEv.created(), slotEv.fired()], 'loop_1');
+    loop([loopEv.created({ loopId: 'loop_2', name: 'other' }), slotEv.fired({ runId: 'run_2' }), slotEv.missed()], 'loop_2');
+    expect(decisionRows('loop_1')).toHaveLength(1);
+    expect(decisionRows('loop_2').map((r) => r.decision)).toEqual(['fired', 'missed']);
+  });
+
+  it('evolve is pure: the same event gives the same statements', () => {
+    const stored = storedStream(loopMachine, 'loop:loop_1', [loopEv.created(), slotEv.fired(), slotEv.skipped(), slotEv.coalesced(), slotEv.missed()], positions);
+    for (const event of stored) expect(slotDecisionsProjection.evolve(event)).toEqual(slotDecisionsProjection.evolve(structuredClone(event)));
+  });
+});
+
+describe('loops projection (v6): slot decisions and expiry', () => {
+  it('is version 6 and handles the slot events that carry a due time, and loop.expired', () => {
+    expect(loopsProjection.version).toBe(6);
+    for (const type of ['slot.fired', 'slot.skipped', 'slot.missed', 'loop.expired']) expect(loopsProjection.handles.has(type)).toBe(true);
+    // slot.coalesced is always recorded with the slot it was folded into, which carries the due time.
+    expect(loopsProjection.handles.has('slot.coalesced')).toBe(false);
+  });
+
+  it('fired, skipped and missed move next_run_at and updated_at; only fired counts as a scheduled run; coalesced leaves the row', () => {
+    const stored = storedStream(
+      loopMachine,
+      'loop:loop_1',
+      [
+        loopEv.created(),
+        slotEv.fired({ slot: at(MIN), nextRunAt: at(2 * MIN) }, at(MIN)),
+        slotEv.skipped({ slot: at(2 * MIN), nextRunAt: at(3 * MIN) }, at(2 * MIN)),
+        slotEv.missed({ from: at(3 * MIN), to: at(5 * MIN), count: 3, reason: 'outside catch-up window', nextRunAt: at(11 * MIN) }, at(10 * MIN + 30_000)),
+        slotEv.coalesced({ from: at(6 * MIN), to: at(9 * MIN), count: 4, into: at(10 * MIN) }, at(10 * MIN + 30_000)),
+        slotEv.fired({ slot: at(10 * MIN), runId: 'run_2', late: true, nextRunAt: at(11 * MIN) }, at(10 * MIN + 30_000)),
+      ],
+      positions,
+    );
+    const after = (n: number) => {
+      db.exec('DELETE FROM loops; DELETE FROM slot_decisions');
+      apply(stored.slice(0, n));
+      return loopRow();
+    };
+    expect(after(1)).toMatchObject({ next_run_at: at(MIN), scheduled_runs: 0, updated_at: at(0) });
+    expect(after(2)).toMatchObject({ next_run_at: at(2 * MIN), scheduled_runs: 1, updated_at: at(MIN) });
+    expect(after(3)).toMatchObject({ next_run_at: at(3 * MIN), scheduled_runs: 1, updated_at: at(2 * MIN) });
+    expect(after(4)).toMatchObject({ next_run_at: at(11 * MIN), scheduled_runs: 1, updated_at: at(10 * MIN + 30_000) });
+    expect(after(5)).toEqual(after(4));
+    expect(after(6)).toMatchObject({ status: 'active', next_run_at: at(11 * MIN), scheduled_runs: 2, run_count: 0 });
+    expect(decisionRows()).toHaveLength(5);
+  });
+
+  it('run_count counts claimed runs (manual too); scheduled_runs counts fired slots only', () => {
+    loop([loopEv.created(), slotEv.fired({ runId: 'run_1' })]);
+    apply(storedStream(runMachine, 'run:run_1', [runEv.claimed({ slot: at(MIN), trigger: 'schedule' }, at(MIN))], positions));
+    apply(storedStream(runMachine, 'run:run_2', [runEv.claimed({ runId: 'run_2', slot: 'manual:run_2' }, at(MIN + 1))], positions));
+    expect(loopRow()).toMatchObject({ run_count: 2, scheduled_runs: 1, last_run_id: 'run_2' });
+  });
+
+  it('loop.expired: status expired, no due time; it can then be archived and removed', () => {
+    loop([loopEv.created(), slotEv.fired({ nextRunAt: null }, at(MIN)), loopEv.expired('max-runs', at(MIN))]);
+    expect(loopRow()).toMatchObject({ status: 'expired', next_run_at: null, scheduled_runs: 1, updated_at: at(MIN), live_name: 'backup' });
+    db.exec('DELETE FROM loops; DELETE FROM slot_decisions');
+    positions = new Positions();
+    loop([loopEv.created(), loopEv.expired('no more slots', at(MIN)), loopEv.archived('old', at(2 * MIN))]);
+    expect(loopRow()).toMatchObject({ status: 'archived', reason: 'old', next_run_at: null });
+    db.exec('DELETE FROM loops; DELETE FROM slot_decisions');
+    positions = new Positions();
+    loop([loopEv.created(), loopEv.expired('expires-at', at(MIN)), loopEv.removed('gone', at(2 * MIN))]);
+    expect(loopRow()).toMatchObject({ status: 'removed', live_name: null, next_run_at: null });
+  });
+
+  it('an expired loop keeps its name taken (it is not removed)', () => {
+    loop([loopEv.created(), loopEv.expired()], 'loop_1');
+    expect(() => loop([loopEv.created({ loopId: 'loop_2' })], 'loop_2')).toThrow(/UNIQUE constraint failed: loops.live_name/);
+  });
+});
