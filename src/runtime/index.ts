@@ -21,3 +21,5 @@ export * from './cron.js';
 export * from './planner.js';
 export * from './scheduler.js';
 export * from './why.js';
+export * from './recovery.js';
+export * from './daemon.js';

@@ -1,0 +1,259 @@
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { LoopsError } from '../../events/errors.js';
+import {
+  Daemon,
+  databaseSize,
+  logFile,
+  readDaemonState,
+  runningDaemon,
+} from '../../runtime/daemon.js';
+import { formatDuration } from '../../runtime/durations.js';
+import { databaseFile } from '../../runtime/paths.js';
+import { isSameProcessAlive } from '../../runtime/process-info.js';
+import { openRuntime } from '../../runtime/runtime.js';
+import { ensureDataDir } from '../../runtime/store.js';
+import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
+import type { CliCommand, CliContext } from '../context.js';
+import { EXIT } from '../exit-codes.js';
+import { paint, printJson } from '../render.js';
+
+const VERSION = '0.1.0';
+
+/** Waits (bounded) for an OS-visible condition: a pid file to appear, a process to exit. */
+async function until(cond: () => boolean, timeoutMs: number, stepMs = 50): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (cond()) return true;
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+  return cond();
+}
+
+const run: CliCommand = {
+  spec: {
+    name: 'daemon run',
+    summary: 'Run the scheduler daemon in the foreground (what systemd / launchd start).',
+    description: [
+      'One daemon per data directory. It fires due loops on time, runs up to --concurrency at once,',
+      'and notices loops created or changed from the CLI within a second. SIGTERM or Ctrl-C stops it',
+      'gracefully: no new runs; running ones are cancelled (process groups killed) and recorded as',
+      'cancelled; a second signal exits at once.',
+    ].join('\n'),
+    positionals: [],
+    options: { concurrency: { type: 'string', value: '<n>', description: 'runs at once (default 4)' } },
+  },
+  async run({ values }, ctx) {
+    const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
+    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+    const daemon = new Daemon(runtime, { concurrency, version: VERSION, log: (line) => ctx.out.write(`${line}\n`) });
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      signals += 1;
+      if (signals > 1) process.exit(EXIT.error);
+      void daemon.stop(`${signal} received`);
+    };
+    try {
+      daemon.start();
+      process.on('SIGTERM', onSignal);
+      process.on('SIGINT', onSignal);
+      await daemon.done;
+      await daemon.stop();
+      return EXIT.ok;
+    } finally {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      runtime.close();
+    }
+  },
+};
+
+const start: CliCommand = {
+  spec: {
+    name: 'daemon start',
+    summary: 'Start the daemon in the background; it logs to daemon.log in the data directory.',
+    positionals: [],
+    options: {
+      concurrency: { type: 'string', value: '<n>', description: 'runs at once (default 4)' },
+      json: JSON_OPTION,
+    },
+  },
+  async run({ values }, ctx) {
+    const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
+    const existing = runningDaemon(ctx.dataDir);
+    if (existing) {
+      throw new LoopsError('already_exists', `a daemon is already running for ${ctx.dataDir} (pid ${existing.pid})`, {
+        hint: 'loops daemon status shows it; loops daemon stop stops it',
+      });
+    }
+    ensureDataDir(ctx.dataDir);
+    const out = openSync(logFile(ctx.dataDir), 'a', 0o600);
+    const main = fileURLToPath(new URL('../main.js', import.meta.url));
+    const child = spawn(process.execPath, [main, 'daemon', 'run', '--concurrency', String(concurrency)], {
+      detached: true,
+      stdio: ['ignore', out, out],
+      env: { ...process.env, LOOPS_DATA_DIR: ctx.dataDir },
+    });
+    child.unref();
+    closeSync(out);
+    const up = await until(() => runningDaemon(ctx.dataDir)?.pid === child.pid, 10_000);
+    if (!up) {
+      const tail = existsSync(logFile(ctx.dataDir)) ? readFileSync(logFile(ctx.dataDir), 'utf8').trim().split('\n').slice(-3).join(' | ') : '';
+      throw new LoopsError('internal', `the daemon did not start${tail ? `: ${tail}` : ''}`, { hint: `see ${logFile(ctx.dataDir)}` });
+    }
+    if (ctx.json) printJson(ctx, { pid: child.pid, log: logFile(ctx.dataDir) });
+    else ctx.out.write(`Started the loops daemon (pid ${child.pid}); logs: ${logFile(ctx.dataDir)}\n`);
+    return EXIT.ok;
+  },
+};
+
+const stop: CliCommand = {
+  spec: {
+    name: 'daemon stop',
+    summary: 'Stop the daemon gracefully (running runs are cancelled and recorded).',
+    positionals: [],
+    options: {
+      timeout: { type: 'string', value: '<duration>', description: 'how long to wait before giving up (default 60s)' },
+      json: JSON_OPTION,
+    },
+  },
+  async run({ values }, ctx) {
+    const { parseDuration } = await import('../../runtime/durations.js');
+    const timeoutMs = values.timeout ? parseDuration(values.timeout as string, '--timeout') : 60_000;
+    const info = runningDaemon(ctx.dataDir);
+    if (!info) {
+      if (ctx.json) printJson(ctx, { stopped: false, running: false });
+      else ctx.err.write(`No daemon is running for ${ctx.dataDir}.\n`);
+      return EXIT.ok;
+    }
+    process.kill(info.pid, 'SIGTERM');
+    const gone = await until(() => !isSameProcessAlive(info.pid, info.startTime), timeoutMs, 100);
+    if (!gone) {
+      throw new LoopsError('internal', `the daemon (pid ${info.pid}) did not stop within ${formatDuration(timeoutMs)}`, {
+        hint: `its runs may still be shutting down; kill -9 ${info.pid} forces it (runs are then recovered on the next start)`,
+      });
+    }
+    if (ctx.json) printJson(ctx, { stopped: true, pid: info.pid });
+    else ctx.out.write(`Stopped the loops daemon (pid ${info.pid}).\n`);
+    return EXIT.ok;
+  },
+};
+
+interface StatusView {
+  running: boolean;
+  healthy: boolean;
+  pid: number | null;
+  startedAt: string | null;
+  uptimeMs: number | null;
+  version: string | null;
+  dataDir: string;
+  database: { path: string; bytes: number };
+  activeRuns: number;
+  queuedRuns: number;
+  nextFireAt: string | null;
+  lastPassAt: string | null;
+  lastError: string | null;
+}
+
+const status: CliCommand = {
+  spec: {
+    name: 'daemon status',
+    summary: 'Is the daemon running and healthy? pid, uptime, version, database, runs, next fire time, last error.',
+    description: 'Exit code 0 when the daemon runs and its last pass was recent, 1 otherwise (not running, or stuck).',
+    positionals: [],
+    options: { json: JSON_OPTION },
+  },
+  async run(_parsed, ctx: CliContext) {
+    const info = runningDaemon(ctx.dataDir);
+    const state = info ? readDaemonState(ctx.dataDir) : null;
+    const now = ctx.now;
+    const recent = state?.lastPassAt ? now - Date.parse(state.lastPassAt) < 120_000 : false;
+    const view: StatusView = {
+      running: info !== null,
+      healthy: info !== null && recent,
+      pid: info?.pid ?? null,
+      startedAt: info?.startedAt ?? null,
+      uptimeMs: info ? now - Date.parse(info.startedAt) : null,
+      version: info?.version ?? null,
+      dataDir: ctx.dataDir,
+      database: { path: databaseFile(ctx.dataDir), bytes: databaseSize(ctx.dataDir) },
+      activeRuns: state?.activeRuns ?? 0,
+      queuedRuns: state?.queuedRuns ?? 0,
+      nextFireAt: state?.nextFireAt ?? null,
+      lastPassAt: state?.lastPassAt ?? null,
+      lastError: state?.lastError ?? null,
+    };
+    if (ctx.json) printJson(ctx, view);
+    else if (!info) ctx.out.write(`${paint(ctx.color, 'yellow', 'not running')}  (data ${ctx.dataDir}; start it with loops daemon start)\n`);
+    else {
+      const lines = [
+        `${view.healthy ? paint(ctx.color, 'green', 'running') : paint(ctx.color, 'red', 'running, but no recent pass')}  pid ${view.pid}, up ${formatDuration(Math.max(1000, view.uptimeMs ?? 0))}, loops ${view.version}`,
+        `data        ${view.dataDir}`,
+        `database    ${view.database.path} (${(view.database.bytes / 1024).toFixed(0)} KiB)`,
+        `runs        ${view.activeRuns} running, ${view.queuedRuns} queued`,
+        `next fire   ${view.nextFireAt ?? '-'}`,
+        `last pass   ${view.lastPassAt ?? '-'}`,
+        `last error  ${view.lastError ?? 'none'}`,
+      ];
+      ctx.out.write(lines.join('\n') + '\n');
+    }
+    return view.healthy ? EXIT.ok : EXIT.error;
+  },
+};
+
+const logs: CliCommand = {
+  spec: {
+    name: 'daemon logs',
+    summary: "Print the daemon's log (daemon.log in the data directory).",
+    positionals: [],
+    options: {
+      lines: { type: 'string', short: 'n', value: '<n>', description: 'the last n lines (default 50)' },
+      follow: { type: 'boolean', short: 'f', description: 'keep printing new lines (Ctrl-C to stop)' },
+    },
+  },
+  async run({ values }, ctx) {
+    const n = intOption(this.spec, 'lines', values.lines, 50);
+    const file = logFile(ctx.dataDir);
+    if (!existsSync(file)) {
+      ctx.err.write(`No daemon log yet (${file}).\n`);
+      if (!values.follow) return EXIT.ok;
+    }
+    let offset = 0;
+    if (existsSync(file)) {
+      const text = readFileSync(file, 'utf8');
+      const lines = text.replace(/\n$/, '').split('\n');
+      if (text.length) ctx.out.write(lines.slice(-n).join('\n') + '\n');
+      offset = Buffer.byteLength(text);
+    }
+    if (!values.follow) return EXIT.ok;
+    await new Promise<void>((resolve) => {
+      const timer = setInterval(() => {
+        if (!existsSync(file)) return;
+        const size = statSync(file).size;
+        if (size < offset) offset = 0; // rotated or truncated
+        if (size > offset) {
+          const fd = openSync(file, 'r');
+          const buf = Buffer.alloc(size - offset);
+          readSync(fd, buf, 0, buf.length, offset);
+          closeSync(fd);
+          offset = size;
+          ctx.out.write(buf);
+        }
+      }, 250);
+      process.once('SIGINT', () => {
+        clearInterval(timer);
+        resolve();
+      });
+    });
+    return EXIT.ok;
+  },
+};
+
+export const commands: Record<string, CliCommand> = {
+  'daemon run': run,
+  'daemon start': start,
+  'daemon stop': stop,
+  'daemon status': status,
+  'daemon logs': logs,
+};

@@ -1,0 +1,344 @@
+/**
+ * The scheduler daemon: one per data directory. It sleeps until the earliest due loop (never more
+ * than `maxSleepMs` at once, re-reading the wall clock on every wake so suspend and clock jumps
+ * are noticed and handled by the catch-up policy), notices changes made by other processes
+ * (a new loop, a resume) within a second by watching the log's head position, decides due slots
+ * exactly like `loops tick`, and runs what fires — concurrently up to `concurrency`, one after
+ * another within a loop — without ever waiting for runs before the next pass.
+ */
+import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cached } from '../events/db.js';
+import { ConcurrencyConflictError, LoopsError } from '../events/errors.js';
+import type { TimerHandle } from './clock.js';
+import { acquireLease, releaseLease, renewLease, type Lease } from './leases.js';
+import { databaseFile } from './paths.js';
+import { bootId, isSameProcessAlive, processStartTime } from './process-info.js';
+import { findLoop, type RunView } from './queries.js';
+import { recoverRuns } from './recovery.js';
+import { executeRun } from './run-now.js';
+import type { Runtime } from './runtime.js';
+import { decideLoop } from './scheduler.js';
+
+export const DAEMON_LEASE = 'daemon';
+
+export interface DaemonInfo {
+  pid: number;
+  startTime: string | null;
+  bootId: string | null;
+  runnerId: string;
+  version: string;
+  startedAt: string;
+  dataDir: string;
+}
+
+export interface DaemonState {
+  lastPassAt: string | null;
+  lastError: string | null;
+  activeRuns: number;
+  queuedRuns: number;
+  nextFireAt: string | null;
+  passes: number;
+}
+
+export interface DaemonOptions {
+  concurrency?: number;
+  /** Longest single sleep (default 30 s): wake up and re-read the wall clock at least this often. */
+  maxSleepMs?: number;
+  /** How often the log's head is checked for changes made by others (default 1 s). */
+  watchMs?: number;
+  /** Daemon lease time-to-live (default 15 s), renewed every third. */
+  leaseTtlMs?: number;
+  version?: string;
+  log?: (line: string) => void;
+  onRun?: (run: RunView) => void;
+}
+
+export function pidFile(dataDir: string): string {
+  return join(dataDir, 'daemon.json');
+}
+export function stateFile(dataDir: string): string {
+  return join(dataDir, 'daemon-state.json');
+}
+export function logFile(dataDir: string): string {
+  return join(dataDir, 'daemon.log');
+}
+
+/** The running daemon of a data directory, or null (a stale pid file is ignored). */
+export function runningDaemon(dataDir: string): DaemonInfo | null {
+  const file = pidFile(dataDir);
+  if (!existsSync(file)) return null;
+  try {
+    const info = JSON.parse(readFileSync(file, 'utf8')) as DaemonInfo;
+    return isSameProcessAlive(info.pid, info.startTime) ? info : null;
+  } catch {
+    return null;
+  }
+}
+
+export function readDaemonState(dataDir: string): DaemonState | null {
+  try {
+    return JSON.parse(readFileSync(stateFile(dataDir), 'utf8')) as DaemonState;
+  } catch {
+    return null;
+  }
+}
+
+function writeJson(file: string, value: unknown): void {
+  writeFileSync(`${file}.tmp`, JSON.stringify(value, null, 2) + '\n', { mode: 0o600 });
+  renameSync(`${file}.tmp`, file);
+}
+
+export class Daemon {
+  private lease: Lease | null = null;
+  private stopping = false;
+  private wake: (() => void) | null = null;
+  private timers = new Set<TimerHandle>();
+  private readonly running = new Map<string, AbortController>();
+  /** Per-loop chains: runs of one loop execute one after another. */
+  private readonly chains = new Map<string, Promise<void>>();
+  private queued = 0;
+  private active = 0;
+  private waiting: Array<() => void> = [];
+  private readonly state: DaemonState = { lastPassAt: null, lastError: null, activeRuns: 0, queuedRuns: 0, nextFireAt: null, passes: 0 };
+  private stopped!: Promise<void>;
+
+  constructor(
+    readonly runtime: Runtime,
+    readonly options: DaemonOptions = {},
+  ) {}
+
+  private log(line: string): void {
+    (this.options.log ?? ((l: string) => process.stdout.write(`${l}\n`)))(`${new Date(this.runtime.clock.now()).toISOString()} ${line}`);
+  }
+
+  /** Takes the data directory's daemon lease (refusing when another live daemon holds it), recovers, starts the loop. */
+  start(): void {
+    const { runtime } = this;
+    const other = runningDaemon(runtime.dataDir);
+    if (other && other.runnerId !== runtime.runnerId) {
+      throw new LoopsError('already_exists', `a daemon is already running for ${runtime.dataDir} (pid ${other.pid}, since ${other.startedAt})`, {
+        hint: 'loops daemon status shows it; loops daemon stop stops it',
+      });
+    }
+    const ttl = this.options.leaseTtlMs ?? 15_000;
+    try {
+      this.lease = acquireLease(runtime.db, DAEMON_LEASE, runtime.runnerId, ttl, runtime.clock.now());
+    } catch (error) {
+      // The holder's lease is live but its process is gone (no pid file, or a stale one): wait it out.
+      throw new LoopsError('conflict', `another daemon held ${runtime.dataDir} moments ago; its lease expires within ${ttl / 1000}s`, {
+        cause: error,
+        retryable: true,
+        hint: 'try again in a few seconds',
+      });
+    }
+    const info: DaemonInfo = {
+      pid: process.pid,
+      startTime: processStartTime(process.pid),
+      bootId: bootId(),
+      runnerId: runtime.runnerId,
+      version: this.options.version ?? '0.0.0',
+      startedAt: new Date(runtime.clock.now()).toISOString(),
+      dataDir: runtime.dataDir,
+    };
+    writeJson(pidFile(runtime.dataDir), info);
+    this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
+    const report = recoverRuns(runtime);
+    for (const id of report.abandoned) this.log(`recovered run ${id}: abandoned (its runner stopped and its process is gone)`);
+    for (const o of report.orphaned) this.log(`run ${o.runId}: its runner stopped but its process ${o.pid} is still running; left alone`);
+    this.heartbeat(ttl);
+    this.stopped = this.loop();
+  }
+
+  private heartbeat(ttl: number): void {
+    const timer = this.runtime.clock.setTimeout(() => {
+      this.timers.delete(timer);
+      if (this.stopping || !this.lease) return;
+      try {
+        this.lease = renewLease(this.runtime.db, this.lease, ttl, this.runtime.clock.now());
+        this.heartbeat(ttl);
+      } catch (error) {
+        this.state.lastError = `lost the daemon lease: ${(error as Error).message}`;
+        this.log(this.state.lastError);
+        void this.stop('lost the daemon lease');
+      }
+    }, Math.floor(ttl / 3));
+    this.timers.add(timer);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = this.runtime.clock.setTimeout(() => {
+        this.timers.delete(timer);
+        this.wake = null;
+        resolve();
+      }, Math.max(0, ms));
+      this.timers.add(timer);
+      this.wake = () => {
+        this.runtime.clock.clearTimeout(timer);
+        this.timers.delete(timer);
+        this.wake = null;
+        resolve();
+      };
+    });
+  }
+
+  private nextDue(): number | null {
+    const row = cached<[], { next: string | null }>(
+      this.runtime.db,
+      "SELECT next_run_at AS next FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1",
+    ).get();
+    return row?.next ? Date.parse(row.next) : null;
+  }
+
+  private async loop(): Promise<void> {
+    const maxSleep = this.options.maxSleepMs ?? 30_000;
+    const watch = this.options.watchMs ?? 1000;
+    while (!this.stopping) {
+      try {
+        this.pass();
+      } catch (error) {
+        this.state.lastError = (error as Error).message;
+        this.log(`pass failed: ${this.state.lastError}`);
+      }
+      // Sleep until the earliest due time, at most maxSleep, waking every `watch` to see whether
+      // someone else changed the log (then re-plan at once).
+      const head = this.runtime.log.headPosition();
+      const next = this.nextDue();
+      this.state.nextFireAt = next === null ? null : new Date(next).toISOString();
+      this.saveState();
+      const deadline = this.runtime.clock.monotonic() + Math.min(maxSleep, next === null ? maxSleep : Math.max(0, next - this.runtime.clock.now()));
+      while (!this.stopping) {
+        const left = deadline - this.runtime.clock.monotonic();
+        if (left <= 0) break;
+        await this.sleep(Math.min(left, watch));
+        if (this.runtime.log.headPosition() !== head) break;
+        // A wall-clock jump (or suspend) can make a loop due early: check the due time again.
+        const due = this.nextDue();
+        if (due !== null && due <= this.runtime.clock.now()) break;
+      }
+    }
+  }
+
+  /** One pass: decide every due loop and queue what fired. */
+  pass(): void {
+    const { runtime } = this;
+    const now = runtime.clock.now();
+    const due = cached<[string], { id: string; name: string }>(
+      runtime.db,
+      "SELECT id, name FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at",
+    ).all(new Date(now).toISOString());
+    for (const loop of due) {
+      try {
+        const { events, fired } = decideLoop(runtime, loop.id, now);
+        for (const event of events) this.log(`${loop.name}: ${event.type} ${JSON.stringify(event.data)}`);
+        for (const f of fired) this.enqueue(loop.id, f);
+      } catch (error) {
+        if (error instanceof ConcurrencyConflictError) continue; // someone else (tick, run-now) decided first
+        this.state.lastError = `${loop.name}: ${(error as Error).message}`;
+        this.log(`deciding ${loop.name} failed: ${(error as Error).message}`);
+      }
+    }
+    this.state.lastPassAt = new Date(now).toISOString();
+    this.state.passes += 1;
+  }
+
+  private async slot(): Promise<void> {
+    const limit = Math.max(1, this.options.concurrency ?? 4);
+    if (this.active < limit) {
+      this.active += 1;
+      return;
+    }
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.active += 1;
+  }
+
+  private release(): void {
+    this.active -= 1;
+    this.waiting.shift()?.();
+  }
+
+  private enqueue(loopId: string, fired: { runId: string; slot: string; fireAt: string }): void {
+    this.queued += 1;
+    const previous = this.chains.get(loopId) ?? Promise.resolve();
+    const next = previous.then(async () => {
+      await this.slot();
+      this.queued -= 1;
+      const controller = new AbortController();
+      this.running.set(fired.runId, controller);
+      this.saveState();
+      try {
+        if (this.stopping) controller.abort('daemon shutting down');
+        const loop = findLoop(this.runtime.db, loopId, { includeRemoved: true });
+        const run = await executeRun(this.runtime, loop, {
+          runId: fired.runId,
+          slot: fired.slot,
+          scheduledFor: fired.fireAt,
+          trigger: 'schedule',
+          signal: controller.signal,
+        });
+        this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms`);
+        this.options.onRun?.(run);
+      } catch (error) {
+        this.state.lastError = `run ${fired.runId}: ${(error as Error).message}`;
+        this.log(this.state.lastError);
+      } finally {
+        this.running.delete(fired.runId);
+        this.release();
+        this.saveState();
+      }
+    });
+    this.chains.set(loopId, next);
+    void next.finally(() => {
+      if (this.chains.get(loopId) === next) this.chains.delete(loopId);
+    });
+  }
+
+  private saveState(): void {
+    this.state.activeRuns = this.running.size;
+    this.state.queuedRuns = this.queued;
+    try {
+      writeJson(stateFile(this.runtime.dataDir), this.state);
+    } catch {
+      // best effort: status falls back to the database
+    }
+  }
+
+  /** Graceful stop: no new runs; running ones are cancelled (process groups killed) and recorded. */
+  async stop(reason = 'daemon shutting down'): Promise<void> {
+    if (this.stopping) return this.stopped;
+    this.stopping = true;
+    this.log(`stopping: ${reason}; cancelling ${this.running.size} running run(s)`);
+    for (const controller of this.running.values()) controller.abort(reason);
+    this.wake?.();
+    await this.stopped;
+    await Promise.all([...this.chains.values()]);
+    for (const timer of this.timers) this.runtime.clock.clearTimeout(timer);
+    this.timers.clear();
+    if (this.lease) releaseLease(this.runtime.db, this.lease);
+    this.lease = null;
+    const mine = runningDaemon(this.runtime.dataDir);
+    if (!mine || mine.pid === process.pid) rmSync(pidFile(this.runtime.dataDir), { force: true });
+    this.saveState();
+    this.log('daemon stopped');
+  }
+
+  /** Resolves when the daemon loop ended (after stop). */
+  get done(): Promise<void> {
+    return this.stopped;
+  }
+}
+
+/** Database size in bytes (with its WAL), for status. */
+export function databaseSize(dataDir: string): number {
+  const file = databaseFile(dataDir);
+  let size = 0;
+  for (const f of [file, `${file}-wal`]) {
+    try {
+      size += statSync(f).size;
+    } catch {
+      // missing: 0
+    }
+  }
+  return size;
+}
