@@ -35,6 +35,7 @@ const entries: Entry[] = [
   { name: 'daemon start', summary: 'start the daemon in the background', load: () => import('./commands/daemon.js').then((m) => m.commands) },
   { name: 'daemon stop', summary: 'stop the daemon gracefully', load: () => import('./commands/daemon.js').then((m) => m.commands) },
   { name: 'daemon status', summary: 'is the daemon running and healthy?', load: () => import('./commands/daemon.js').then((m) => m.commands) },
+  { name: 'daemon install', summary: 'install the daemon as a systemd user unit or LaunchAgent', load: () => import('./commands/daemon.js').then((m) => m.commands) },
   { name: 'daemon logs', summary: "print (or follow) the daemon's log", load: () => import('./commands/daemon.js').then((m) => m.commands) },
   { name: 'next', summary: "preview a loop's next fire times", load: () => import('./commands/next.js').then((m) => m.commands) },
   { name: 'run-now', summary: 'run a loop now, in the foreground', load: () => import('./commands/run-now.js').then((m) => m.commands) },

@@ -23,3 +23,4 @@ export * from './scheduler.js';
 export * from './why.js';
 export * from './recovery.js';
 export * from './daemon.js';
+export * from './service.js';

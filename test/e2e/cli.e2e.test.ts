@@ -43,6 +43,12 @@ describe('loops --version / --help', () => {
     ['next'],
     ['tick'],
     ['why'],
+    ['daemon', 'run'],
+    ['daemon', 'start'],
+    ['daemon', 'stop'],
+    ['daemon', 'status'],
+    ['daemon', 'logs'],
+    ['daemon', 'install'],
     ['projections', 'rebuild'],
     ['projections', 'verify'],
   ])('loops %s --help', (...words) => {
@@ -407,6 +413,22 @@ describe('bad input: one clear line, exit 2, nothing appended', () => {
     const r = s.run(['show', 'nope'], { LOOPS_DEBUG: '1' });
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/\n\s+at /);
+  });
+});
+
+describe('loops daemon install', () => {
+  it('writes a systemd user unit for this data directory and prints how to enable it; --dry-run writes nothing', () => {
+    const s = sandbox();
+    const home = join(s.dataDir, 'home');
+    const dry = s.json(['daemon', 'install', '--dry-run'], { HOME: home });
+    expect(dry).toMatchObject({ kind: 'systemd', written: false, path: join(home, '.config/systemd/user/loops.service') });
+    expect(existsSync(dry.path)).toBe(false);
+    const r = s.run(['daemon', 'install'], { HOME: home });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('systemctl --user enable --now loops.service');
+    const unit = readFileSync(dry.path, 'utf8');
+    expect(unit).toContain(`Environment="LOOPS_DATA_DIR=${s.dataDir}"`);
+    expect(unit).toMatch(/^ExecStart=".*node" ".*dist\/cli\/main\.js" "daemon" "run"$/m);
   });
 });
 

@@ -257,3 +257,47 @@ export const commands: Record<string, CliCommand> = {
   'daemon status': status,
   'daemon logs': logs,
 };
+
+const install: CliCommand = {
+  spec: {
+    name: 'daemon install',
+    summary: 'Install the daemon as a systemd user unit (Linux) or a LaunchAgent (macOS), and print how to enable it.',
+    description: 'Writes the file (paths quoted for its format) and prints it and the commands to run; it starts nothing itself.',
+    positionals: [],
+    options: {
+      'dry-run': { type: 'boolean', description: 'print what would be written, write nothing' },
+      json: JSON_OPTION,
+    },
+  },
+  async run({ values }, ctx) {
+    const { systemdUnit, launchAgent } = await import('../../runtime/service.js');
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    const { dirname } = await import('node:path');
+    const spec = {
+      node: process.execPath,
+      main: fileURLToPath(new URL('../main.js', import.meta.url)),
+      dataDir: ctx.dataDir,
+      path: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    };
+    if (process.platform !== 'linux' && process.platform !== 'darwin') {
+      throw new LoopsError('usage', `loops daemon install supports Linux (systemd) and macOS (launchd), not ${process.platform}`, {
+        hint: 'run loops daemon run under your service manager',
+      });
+    }
+    const file = process.platform === 'darwin' ? launchAgent(spec) : systemdUnit(spec);
+    const dry = values['dry-run'] === true;
+    if (!dry) {
+      mkdirSync(dirname(file.path), { recursive: true });
+      writeFileSync(file.path, file.content, { mode: 0o644 });
+    }
+    if (ctx.json) {
+      printJson(ctx, { ...file, written: !dry });
+      return EXIT.ok;
+    }
+    ctx.out.write(`${dry ? 'Would write' : 'Wrote'} ${file.path}:\n\n${file.content}\nTo enable and start it:\n${file.enable.map((c) => `  ${c}`).join('\n')}\n`);
+    for (const w of file.warnings) ctx.err.write(`warning: ${w}\n`);
+    return EXIT.ok;
+  },
+};
+
+commands['daemon install'] = install;
