@@ -97,6 +97,11 @@ export const eventSchemas = {
   'loop.stopped': { v: 1, schema: z.object({ reason }).strict() },
   'loop.archived': { v: 1, schema: z.object({ reason }).strict() },
   'loop.removed': { v: 1, schema: z.object({ reason }).strict() },
+  /** A fixed-delay loop's run ended: its next slot is due `every` after that finish. */
+  'loop.rescheduled': {
+    v: 1,
+    schema: z.object({ nextRunAt: isoInstant, after: z.string().nullable() }).strict(),
+  },
   /** The loop reached --expires-at or --max-runs: it fires no more. */
   'loop.expired': { v: 1, schema: z.object({ reason: z.enum(['expires-at', 'max-runs', 'no more slots']) }).strict() },
 

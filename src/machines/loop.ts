@@ -46,6 +46,7 @@ export type LoopEvent = MachineEvent<
   | 'loop.archived'
   | 'loop.removed'
   | 'loop.expired'
+  | 'loop.rescheduled'
   | 'slot.fired'
   | 'slot.skipped'
   | 'slot.coalesced'
@@ -143,6 +144,9 @@ export const loopMachine = setup({
         'slot.skipped': { actions: 'applyDecision' },
         'slot.coalesced': { actions: 'applyDecision' },
         'slot.missed': { actions: 'applyDecision' },
+        'loop.rescheduled': {
+          actions: assign(({ event }) => ({ nextRunAt: event.data.nextRunAt, updatedAt: event.at })),
+        },
       },
     },
     /** Past --expires-at or --max-runs: it fires no more. Its history stays; it can be archived or removed. */

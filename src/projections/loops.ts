@@ -48,6 +48,7 @@ export const loopsProjection: Projection = {
     'loop.created',
     ...LOOP_STATUS_EVENTS,
     'loop.expired',
+    'loop.rescheduled',
     'slot.fired',
     'slot.skipped',
     'slot.missed',
@@ -118,6 +119,15 @@ export const loopsProjection: Projection = {
           sql(
             'UPDATE loops SET status = ?, next_run_at = NULL, updated_at = ? WHERE id = ?',
             stateName(event),
+            event.at,
+            loopIdOf(event.streamId),
+          ),
+        ];
+      case 'loop.rescheduled':
+        return [
+          sql(
+            'UPDATE loops SET next_run_at = ?, updated_at = ? WHERE id = ?',
+            (event.data as { nextRunAt: string }).nextRunAt,
             event.at,
             loopIdOf(event.streamId),
           ),

@@ -18,7 +18,7 @@ import { findLoop, type RunView } from './queries.js';
 import { recoverRuns } from './recovery.js';
 import { executeRun } from './run-now.js';
 import type { Runtime } from './runtime.js';
-import { decideLoop } from './scheduler.js';
+import { decideLoop, repairFixedDelay, rescheduleAfterRun } from './scheduler.js';
 
 export const DAEMON_LEASE = 'daemon';
 
@@ -224,6 +224,7 @@ export class Daemon {
   pass(): void {
     const { runtime } = this;
     const now = runtime.clock.now();
+    for (const event of repairFixedDelay(runtime, now)) this.log(`${event.streamId}: ${event.type} ${JSON.stringify(event.data)}`);
     const due = cached<[string], { id: string; name: string }>(
       runtime.db,
       "SELECT id, name FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at",
@@ -278,6 +279,7 @@ export class Daemon {
           signal: controller.signal,
         });
         this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms`);
+        if (!this.stopping) for (const event of rescheduleAfterRun(this.runtime, loopId, run)) this.log(`${run.loopName}: ${event.type} ${JSON.stringify(event.data)}`);
         this.options.onRun?.(run);
       } catch (error) {
         this.state.lastError = `run ${fired.runId}: ${(error as Error).message}`;

@@ -102,6 +102,8 @@ export interface DueState {
   scheduledRuns: number;
   /** Runs of this loop still going (overlap). */
   running: string[];
+  /** The loop's current due time: what a fixed-delay loop fires next (set after each run ends). */
+  nextRunAt?: string | null;
 }
 
 export type Decision =
@@ -146,6 +148,9 @@ export function decideDue(
   options: DecideOptions = {},
 ): Decision[] {
   const grace = options.lateGraceMs ?? 60_000;
+  if (loop.schedule.kind === 'every' && loop.schedule.anchor === 'fixed-delay') {
+    return decideFixedDelay(loop, state, nowMs, newRunId, grace);
+  }
   const after = Math.max(Date.parse(state.scheduleFrom), state.lastSlot === null ? -Infinity : Date.parse(state.lastSlot));
   // Enumerate without max-runs: missed slots do not count as runs, and the latest slot matters.
   const unbounded = { ...loop, timing: { ...loop.timing, maxRuns: null } };
@@ -258,4 +263,38 @@ export function decideDue(
     decisions.push({ type: 'loop.expired', data: { reason } });
   }
   return decisions;
+}
+
+/**
+ * Fixed delay: one slot at a time, due `every` after the previous run finished (the loop's
+ * nextRunAt, set by loop.rescheduled). Never overlaps; after downtime it fires once.
+ */
+function decideFixedDelay(
+  loop: Plannable & { policies: PolicyView },
+  state: DueState,
+  nowMs: number,
+  newRunId: () => string,
+  grace: number,
+): Decision[] {
+  if (state.running.length > 0 || !state.nextRunAt) return [];
+  const due = Date.parse(state.nextRunAt);
+  if (due > nowMs) return [];
+  const { expiresAt, maxRuns } = loop.timing;
+  if ((expiresAt !== null && due > Date.parse(expiresAt)) || (maxRuns !== null && state.scheduledRuns >= maxRuns)) {
+    return [{ type: 'loop.expired', data: { reason: maxRuns !== null && state.scheduledRuns >= maxRuns ? 'max-runs' : 'expires-at' } }];
+  }
+  const slot = new Date(due).toISOString();
+  const decisions: Decision[] = [
+    { type: 'slot.fired', data: { slot, fireAt: slot, runId: newRunId(), late: nowMs - due > grace, nextRunAt: null } },
+  ];
+  if (maxRuns !== null && state.scheduledRuns + 1 >= maxRuns) decisions.push({ type: 'loop.expired', data: { reason: 'max-runs' } });
+  return decisions;
+}
+
+/** A fixed-delay loop's next due time after a run that finished at `finishedMs` (null: expired). */
+export function fixedDelayNext(loop: Plannable, finishedMs: number): string | null {
+  if (loop.schedule.kind !== 'every') return null;
+  const next = finishedMs + loop.schedule.everyMs;
+  if (loop.timing.expiresAt !== null && next > Date.parse(loop.timing.expiresAt)) return null;
+  return new Date(next).toISOString();
 }

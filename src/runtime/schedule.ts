@@ -84,6 +84,11 @@ export function buildSchedule(flags: ScheduleFlags, nowMs: number, loopId = ''):
       if (anchor !== 'fixed-rate' && anchor !== 'fixed-delay') {
         throw new ValidationError(`--anchor: unknown value ${JSON.stringify(anchor)}`, { hint: 'use fixed-rate or fixed-delay' });
       }
+      if (jitterMs !== null && anchor === 'fixed-delay') {
+        throw new ValidationError('--jitter does not apply to --anchor fixed-delay', {
+          hint: 'a fixed-delay loop waits --every after each run finishes; drop --jitter or use fixed-rate',
+        });
+      }
       if (jitterMs !== null && jitterMs >= everyMs) {
         throw new ValidationError(`--jitter (${flags.jitter}) must be shorter than --every (${flags.every})`, {
           hint: 'a jitter as long as the interval would let slots overtake each other',

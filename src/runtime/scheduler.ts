@@ -12,7 +12,7 @@ import type { StoredEvent } from '../events/types.js';
 import type { LoopContext } from '../machines/loop.js';
 import { DurableActor } from './actor.js';
 import { newId } from './ids.js';
-import { decideDue, type Decision } from './planner.js';
+import { decideDue, fixedDelayNext, type Decision } from './planner.js';
 import { findLoop, type RunView } from './queries.js';
 import { executeRun, type RunNowOptions } from './run-now.js';
 import type { Runtime } from './runtime.js';
@@ -69,7 +69,13 @@ export function decideLoop(
   const c = actor.snapshot.context as LoopContext;
   const decisions: Decision[] = decideDue(
     { id: loopId, schedule: c.schedule!, timing: c.timing!, policies: c.policies! },
-    { scheduleFrom: c.scheduleFrom!, lastSlot: c.lastSlot, scheduledRuns: c.scheduledRuns, running: runningRuns(runtime, loopId, nowMs) },
+    {
+      scheduleFrom: c.scheduleFrom!,
+      lastSlot: c.lastSlot,
+      scheduledRuns: c.scheduledRuns,
+      running: runningRuns(runtime, loopId, nowMs),
+      nextRunAt: c.nextRunAt,
+    },
     nowMs,
     () => newId('run', nowMs),
     options.lateGraceMs === undefined ? {} : { lateGraceMs: options.lateGraceMs },
@@ -80,8 +86,58 @@ export function decideLoop(
   return { events, fired };
 }
 
+/** Is this a fixed-delay loop (its next slot is set when its run ends)? */
+function isFixedDelay(c: LoopContext): boolean {
+  return c.schedule?.kind === 'every' && c.schedule.anchor === 'fixed-delay';
+}
+
+/**
+ * After a scheduled run of a fixed-delay loop ended: record when the loop is due next (`every`
+ * after the finish), or that it expired. Retries on a concurrent append.
+ */
+export function rescheduleAfterRun(runtime: Runtime, loopId: string, run: Pick<RunView, 'id' | 'finishedAt'> | null): StoredEvent[] {
+  for (let attempt = 0; ; attempt++) {
+    const actor = DurableActor.load(runtime, `loop:${loopId}`);
+    const c = actor.snapshot.context as LoopContext;
+    if (actor.state !== 'active' || !isFixedDelay(c)) return [];
+    const finished = run?.finishedAt ? Date.parse(run.finishedAt) : runtime.clock.now();
+    const next = fixedDelayNext({ id: loopId, schedule: c.schedule!, timing: c.timing! }, finished);
+    try {
+      return next === null
+        ? actor.recordAll([{ type: 'loop.expired', data: { reason: 'expires-at' } }])
+        : actor.recordAll([{ type: 'loop.rescheduled', data: { nextRunAt: next, after: run?.id ?? null } }]);
+    } catch (error) {
+      if (error instanceof ConcurrencyConflictError && attempt < 3) continue;
+      throw error;
+    }
+  }
+}
+
+/**
+ * Fixed-delay loops left without a due time (their runner stopped between firing a slot and
+ * recording the run's end): due `every` after their last run finished, or from now.
+ */
+export function repairFixedDelay(runtime: Runtime, nowMs: number): StoredEvent[] {
+  const rows = cached<[], { id: string }>(
+    runtime.db,
+    `SELECT id FROM loops WHERE status = 'active' AND next_run_at IS NULL
+       AND json_extract(schedule, '$.kind') = 'every' AND json_extract(schedule, '$.anchor') = 'fixed-delay'`,
+  ).all();
+  const out: StoredEvent[] = [];
+  for (const { id } of rows) {
+    if (runningRuns(runtime, id, nowMs).length > 0) continue;
+    const last = cached<[string], { id: string; finished_at: string | null }>(
+      runtime.db,
+      `SELECT id, finished_at FROM loop_runs WHERE loop_id = ? AND trigger = 'schedule' ORDER BY claimed_position DESC LIMIT 1`,
+    ).get(id);
+    out.push(...rescheduleAfterRun(runtime, id, last ? { id: last.id, finishedAt: last.finished_at } : null));
+  }
+  return out;
+}
+
 export async function tick(runtime: Runtime, options: TickOptions = {}): Promise<TickResult> {
   const nowMs = runtime.clock.now();
+  repairFixedDelay(runtime, nowMs);
   const at = new Date(nowMs).toISOString();
   const due = cached<[string], { id: string; name: string }>(
     runtime.db,
@@ -123,6 +179,7 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
           ...options.runOptions,
         });
         result.runs.push(run);
+        rescheduleAfterRun(runtime, item.loopId, run);
         options.onRun?.(run);
       }
     }

@@ -374,6 +374,7 @@ describe('bad input: one clear line, exit 2, nothing appended', () => {
     ['timing flag on --manual', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--max-runs', '3'], /--max-runs has no effect on a --manual loop/],
     ['bad --count (next)', ['next', 'taken', '-n', 'lots'], /--count must be a positive whole number/],
     ['cron jitter longer than its gap', ['create', 'command', 'x', '--cmd', 'true', '--cron', '*/5 * * * *', '--jitter', '10m'], /--jitter \(10m\) must be shorter than the shortest gap between two slots of --cron \(300s\)/],
+    ['jitter with fixed-delay', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--anchor', 'fixed-delay', '--jitter', '1m'], /--jitter does not apply to --anchor fixed-delay/],
     ['unknown --overlap', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--overlap', 'queue'], /--overlap: unknown policy "queue"/],
     ['unknown --catch-up', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--catch-up', 'some'], /--catch-up: unknown policy "some"/],
     ['--catch-up-limit without all', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--catch-up-limit', '3'], /--catch-up-limit only applies to --catch-up all/],

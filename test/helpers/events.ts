@@ -72,6 +72,8 @@ export const loopEv = {
     ),
   paused: (reason: string | null = null, when = at(1000)) => ev('loop.paused', { reason }, when),
   expired: (reason: EventData<'loop.expired'>['reason'] = 'max-runs', when = at(9000)) => ev('loop.expired', { reason }, when),
+  rescheduled: (nextRunAt = at(180_000), after: string | null = 'run_1', when = at(120_000)) =>
+    ev('loop.rescheduled', { nextRunAt, after }, when),
   resumed: (nextRunAt: string | null = at(120_000), reason: string | null = null, when = at(2000)) =>
     ev('loop.resumed', { reason, nextRunAt }, when),
   stopped: (reason: string | null = null, when = at(3000)) => ev('loop.stopped', { reason }, when),

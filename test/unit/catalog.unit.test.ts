@@ -30,6 +30,7 @@ describe('event catalogue', () => {
       runEv.exited(),
       runEv.abandoned(),
       loopEv.expired(),
+      loopEv.rescheduled(),
       slotEv.fired(),
       slotEv.skipped(),
       slotEv.coalesced(),

@@ -30,7 +30,15 @@ const next: CliCommand = {
     try {
       const loop = findLoop(reader.db, positionals[0]!);
       const active = loop.status === 'active';
-      const slots = active ? upcomingSlots(loop, ctx.now, count, loop.scheduledRuns) : [];
+      const fixedDelay = loop.schedule.kind === 'every' && loop.schedule.anchor === 'fixed-delay';
+      // A fixed-delay loop knows only its next slot: the one after depends on when that run ends.
+      const slots = !active
+        ? []
+        : fixedDelay
+          ? loop.nextRunAt
+            ? [{ slot: loop.nextRunAt, fireAt: loop.nextRunAt }]
+            : []
+          : upcomingSlots(loop, ctx.now, count, loop.scheduledRuns);
       const rows = slots.map((s) => ({ ...s, local: formatInZone(Date.parse(s.fireAt), loop.timing.tz) }));
       if (ctx.json) {
         printJson(ctx, rows);
@@ -41,7 +49,11 @@ const next: CliCommand = {
         return EXIT.ok;
       }
       if (rows.length === 0) {
-        ctx.err.write(`${loop.name} (${describeSchedule(loop.schedule)}) does not fire again\n`);
+        ctx.err.write(
+          fixedDelay
+            ? `${loop.name} (${describeSchedule(loop.schedule)}) is running; its next slot is set when that run ends\n`
+            : `${loop.name} (${describeSchedule(loop.schedule)}) does not fire again\n`,
+        );
         return EXIT.ok;
       }
       const jitter = loop.timing.jitterMs !== null;
@@ -59,7 +71,7 @@ const next: CliCommand = {
         ),
       );
       if (loop.schedule.kind === 'every' && loop.schedule.anchor === 'fixed-delay') {
-        ctx.err.write('fixed-delay: after the first run, each next run is measured from the previous finish\n');
+        ctx.err.write('fixed-delay: each later slot is due --every after the previous run finishes\n');
       }
       return EXIT.ok;
     } finally {
