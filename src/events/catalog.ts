@@ -69,6 +69,12 @@ export const loopPoliciesSchema = z
     catchUpWindowMs: z.number().int().positive().nullable(),
     /** With catch-up `all`: at most this many missed slots are run (the most recent ones). */
     catchUpLimit: z.number().int().positive().nullable(),
+    /** Attempts per slot (1 = no retry). A failed, timed-out or abandoned attempt is retried. */
+    attempts: z.number().int().positive(),
+    /** Delay before the first retry; each later one is `backoff` times longer, at most maxRetryDelayMs. */
+    retryDelayMs: z.number().int().nonnegative(),
+    backoff: z.number().min(1),
+    maxRetryDelayMs: z.number().int().positive().nullable(),
   })
   .strict();
 export type LoopPolicies = z.infer<typeof loopPoliciesSchema>;
@@ -117,6 +123,21 @@ export const eventSchemas = {
         /** Set when this slot also stands for earlier missed slots (catch-up latest). */
         late: z.boolean(),
         nextRunAt: isoInstant.nullable(),
+      })
+      .strict(),
+  },
+  /** An attempt of a slot failed and attempts remain: run `runId` (attempt `attempt`) at `dueAt`. */
+  'slot.retry_scheduled': {
+    v: 1,
+    schema: z
+      .object({
+        slot: z.string().min(1),
+        attempt: z.number().int().min(2),
+        runId: z.string().min(1),
+        dueAt: isoInstant,
+        /** The attempt that failed, and how. */
+        after: z.string().min(1),
+        reason: z.string(),
       })
       .strict(),
   },

@@ -47,6 +47,7 @@ export type LoopEvent = MachineEvent<
   | 'loop.removed'
   | 'loop.expired'
   | 'loop.rescheduled'
+  | 'slot.retry_scheduled'
   | 'slot.fired'
   | 'slot.skipped'
   | 'slot.coalesced'
@@ -147,6 +148,8 @@ export const loopMachine = setup({
         'loop.rescheduled': {
           actions: assign(({ event }) => ({ nextRunAt: event.data.nextRunAt, updatedAt: event.at })),
         },
+        // A failed attempt is retried later under the same slot; the retry is a run of its own.
+        'slot.retry_scheduled': { actions: assign(({ event }) => ({ updatedAt: event.at })) },
       },
     },
     /** Past --expires-at or --max-runs: it fires no more. Its history stays; it can be archived or removed. */

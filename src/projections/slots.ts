@@ -9,7 +9,8 @@ import { sql, type Projection } from './types.js';
 
 export const slotDecisionsProjection: Projection = {
   name: 'slot_decisions',
-  version: 1,
+  // v2: retries scheduled for a slot.
+  version: 2,
   ddl: [
     `CREATE TABLE IF NOT EXISTS slot_decisions (
       position  INTEGER PRIMARY KEY,
@@ -27,7 +28,7 @@ export const slotDecisionsProjection: Projection = {
     `CREATE INDEX IF NOT EXISTS slot_decisions_loop ON slot_decisions (loop_id, slot_to)`,
   ],
   tables: [{ name: 'slot_decisions', orderBy: 'position' }],
-  handles: new Set(['slot.fired', 'slot.skipped', 'slot.coalesced', 'slot.missed']),
+  handles: new Set(['slot.fired', 'slot.skipped', 'slot.coalesced', 'slot.missed', 'slot.retry_scheduled']),
   evolve(event: StoredEvent) {
     const loopId = event.streamId.slice('loop:'.length);
     const insert = (
@@ -72,8 +73,52 @@ export const slotDecisionsProjection: Projection = {
         const d = event.data as EventData<'slot.missed'>;
         return [insert('missed', d.from, d.to, d.count, null, null, d.reason, null)];
       }
+      case 'slot.retry_scheduled': {
+        const d = event.data as EventData<'slot.retry_scheduled'>;
+        return [insert('retry', d.slot, d.slot, 1, d.dueAt, d.runId, `attempt ${d.attempt} after ${d.after} ${d.reason}`, null)];
+      }
       default:
         return [];
     }
+  },
+};
+
+/**
+ * `pending_retries`: retries scheduled and not yet started — the scheduler's durable deadlines
+ * for them (a row leaves when its run is claimed).
+ */
+export const pendingRetriesProjection: Projection = {
+  name: 'pending_retries',
+  version: 1,
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS pending_retries (
+      run_id   TEXT PRIMARY KEY,
+      loop_id  TEXT NOT NULL,
+      slot     TEXT NOT NULL,
+      attempt  INTEGER NOT NULL,
+      due_at   TEXT NOT NULL,
+      after    TEXT NOT NULL
+    ) WITHOUT ROWID`,
+    `CREATE INDEX IF NOT EXISTS pending_retries_due ON pending_retries (due_at)`,
+  ],
+  tables: [{ name: 'pending_retries', orderBy: 'run_id' }],
+  handles: new Set(['slot.retry_scheduled', 'run.claimed']),
+  evolve(event: StoredEvent) {
+    if (event.type === 'slot.retry_scheduled') {
+      const d = event.data as EventData<'slot.retry_scheduled'>;
+      return [
+        sql(
+          'INSERT INTO pending_retries (run_id, loop_id, slot, attempt, due_at, after) VALUES (?, ?, ?, ?, ?, ?)',
+          d.runId,
+          event.streamId.slice('loop:'.length),
+          d.slot,
+          d.attempt,
+          d.dueAt,
+          d.after,
+        ),
+      ];
+    }
+    const d = event.data as EventData<'run.claimed'>;
+    return [sql('DELETE FROM pending_retries WHERE run_id = ?', d.runId)];
   },
 };

@@ -11,14 +11,14 @@ import { join } from 'node:path';
 import { cached } from '../events/db.js';
 import { ConcurrencyConflictError, LoopsError } from '../events/errors.js';
 import type { TimerHandle } from './clock.js';
-import { acquireLease, releaseLease, renewLease, type Lease } from './leases.js';
+import { releaseLease, renewLease, takeLease, type Lease } from './leases.js';
 import { databaseFile } from './paths.js';
-import { bootId, isSameProcessAlive, processStartTime } from './process-info.js';
+import { bootId, processStartTime } from './process-info.js';
 import { findLoop, type RunView } from './queries.js';
-import { recoverRuns } from './recovery.js';
+import { processRunning, recoverRuns } from './recovery.js';
 import { executeRun } from './run-now.js';
 import type { Runtime } from './runtime.js';
-import { decideLoop, repairFixedDelay, rescheduleAfterRun } from './scheduler.js';
+import { afterScheduledRun, decideLoop, dueRetries, nextRetryAt, repairFixedDelay } from './scheduler.js';
 
 export const DAEMON_LEASE = 'daemon';
 
@@ -64,16 +64,21 @@ export function logFile(dataDir: string): string {
   return join(dataDir, 'daemon.log');
 }
 
-/** The running daemon of a data directory, or null (a stale pid file is ignored). */
-export function runningDaemon(dataDir: string): DaemonInfo | null {
+/** The pid file's content, whether or not its daemon still runs; null when missing or unreadable. */
+function readPidFile(dataDir: string): DaemonInfo | null {
   const file = pidFile(dataDir);
   if (!existsSync(file)) return null;
   try {
-    const info = JSON.parse(readFileSync(file, 'utf8')) as DaemonInfo;
-    return isSameProcessAlive(info.pid, info.startTime) ? info : null;
+    return JSON.parse(readFileSync(file, 'utf8')) as DaemonInfo;
   } catch {
     return null;
   }
+}
+
+/** The running daemon of a data directory, or null (a stale pid file is ignored). */
+export function runningDaemon(dataDir: string): DaemonInfo | null {
+  const info = readPidFile(dataDir);
+  return info && processRunning(info.pid, info.startTime) ? info : null;
 }
 
 export function readDaemonState(dataDir: string): DaemonState | null {
@@ -98,6 +103,8 @@ export class Daemon {
   /** Per-loop chains: runs of one loop execute one after another. */
   private readonly chains = new Map<string, Promise<void>>();
   private queued = 0;
+  /** Retries already queued (their pending row goes only when the run is claimed). */
+  private readonly retrying = new Set<string>();
   private active = 0;
   private waiting: Array<() => void> = [];
   private readonly state: DaemonState = { lastPassAt: null, lastError: null, activeRuns: 0, queuedRuns: 0, nextFireAt: null, passes: 0 };
@@ -115,15 +122,30 @@ export class Daemon {
   /** Takes the data directory's daemon lease (refusing when another live daemon holds it), recovers, starts the loop. */
   start(): void {
     const { runtime } = this;
-    const other = runningDaemon(runtime.dataDir);
+    const previous = readPidFile(runtime.dataDir);
+    const other = previous && processRunning(previous.pid, previous.startTime) ? previous : null;
     if (other && other.runnerId !== runtime.runnerId) {
       throw new LoopsError('already_exists', `a daemon is already running for ${runtime.dataDir} (pid ${other.pid}, since ${other.startedAt})`, {
         hint: 'loops daemon status shows it; loops daemon stop stops it',
       });
     }
+    // A pid file left by a daemon whose process is gone (kill -9, a crash, a reboot) proves its
+    // runner dead: its leases — the daemon lease and those of the runs it was executing — are
+    // expired now, in the same transaction that takes the daemon lease, instead of blocking this
+    // start (and recovery) until they run out.
+    const dead = previous && !other && previous.runnerId !== runtime.runnerId ? previous.runnerId : null;
     const ttl = this.options.leaseTtlMs ?? 15_000;
     try {
-      this.lease = acquireLease(runtime.db, DAEMON_LEASE, runtime.runnerId, ttl, runtime.clock.now());
+      const now = runtime.clock.now();
+      this.lease = runtime.db
+        .transaction(() => {
+          if (dead) {
+            const nowIso = new Date(now).toISOString();
+            cached(runtime.db, 'UPDATE leases SET expires_at = ? WHERE holder = ? AND expires_at > ?').run(nowIso, dead, nowIso);
+          }
+          return takeLease(runtime.db, DAEMON_LEASE, runtime.runnerId, ttl, now);
+        })
+        .immediate();
     } catch (error) {
       // The holder's lease is live but its process is gone (no pid file, or a stale one): wait it out.
       throw new LoopsError('conflict', `another daemon held ${runtime.dataDir} moments ago; its lease expires within ${ttl / 1000}s`, {
@@ -145,6 +167,7 @@ export class Daemon {
     this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
     const report = recoverRuns(runtime);
     for (const id of report.abandoned) this.log(`recovered run ${id}: abandoned (its runner stopped and its process is gone)`);
+    for (const id of report.retried) this.log(`scheduled retry ${id} for an abandoned run`);
     for (const o of report.orphaned) this.log(`run ${o.runId}: its runner stopped but its process ${o.pid} is still running; left alone`);
     this.heartbeat(ttl);
     this.stopped = this.loop();
@@ -188,7 +211,10 @@ export class Daemon {
       this.runtime.db,
       "SELECT next_run_at AS next FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1",
     ).get();
-    return row?.next ? Date.parse(row.next) : null;
+    const loop = row?.next ? Date.parse(row.next) : null;
+    const retry = nextRetryAt(this.runtime);
+    if (loop === null) return retry;
+    return retry === null ? loop : Math.min(loop, retry);
   }
 
   private async loop(): Promise<void> {
@@ -240,6 +266,12 @@ export class Daemon {
         this.log(`deciding ${loop.name} failed: ${(error as Error).message}`);
       }
     }
+    for (const retry of dueRetries(runtime, now)) {
+      if (this.retrying.has(retry.runId)) continue;
+      this.retrying.add(retry.runId);
+      this.log(`${retry.loopName}: retry ${retry.runId} (attempt ${retry.attempt} of slot ${retry.slot}) is due`);
+      this.enqueue(retry.loopId, { runId: retry.runId, slot: retry.slot, fireAt: retry.dueAt, attempt: retry.attempt });
+    }
     this.state.lastPassAt = new Date(now).toISOString();
     this.state.passes += 1;
   }
@@ -259,7 +291,7 @@ export class Daemon {
     this.waiting.shift()?.();
   }
 
-  private enqueue(loopId: string, fired: { runId: string; slot: string; fireAt: string }): void {
+  private enqueue(loopId: string, fired: { runId: string; slot: string; fireAt: string; attempt?: number }): void {
     this.queued += 1;
     const previous = this.chains.get(loopId) ?? Promise.resolve();
     const next = previous.then(async () => {
@@ -277,15 +309,17 @@ export class Daemon {
           scheduledFor: fired.fireAt,
           trigger: 'schedule',
           signal: controller.signal,
+          ...(fired.attempt ? { attempt: fired.attempt } : {}),
         });
         this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms`);
-        if (!this.stopping) for (const event of rescheduleAfterRun(this.runtime, loopId, run)) this.log(`${run.loopName}: ${event.type} ${JSON.stringify(event.data)}`);
+        if (!this.stopping) for (const event of afterScheduledRun(this.runtime, loopId, run)) this.log(`${run.loopName}: ${event.type} ${JSON.stringify(event.data)}`);
         this.options.onRun?.(run);
       } catch (error) {
         this.state.lastError = `run ${fired.runId}: ${(error as Error).message}`;
         this.log(this.state.lastError);
       } finally {
         this.running.delete(fired.runId);
+        this.retrying.delete(fired.runId);
         this.release();
         this.saveState();
       }

@@ -38,6 +38,11 @@ export interface CreateCommandLoopInput {
   catchUp?: string | null;
   catchUpWindow?: string | number | null;
   catchUpLimit?: string | number | null;
+  /** Attempts per slot (default 1: no retry). */
+  attempts?: string | number | null;
+  retryDelay?: string | number | null;
+  backoff?: string | number | null;
+  maxRetryDelay?: string | number | null;
 }
 
 const OVERLAP = ['skip', 'allow'] as const;
@@ -71,6 +76,32 @@ export function buildPolicies(input: CreateCommandLoopInput): LoopPolicies {
   if (catchUpWindowMs !== null && catchUp === 'none') {
     throw new ValidationError('--catch-up-window has no effect with --catch-up none');
   }
+  const attempts = positiveCount(input.attempts, '--attempts') ?? 1;
+  let backoff = 2;
+  if (input.backoff !== null && input.backoff !== undefined) {
+    backoff = Number(input.backoff);
+    if (!Number.isFinite(backoff) || backoff < 1 || (typeof input.backoff === 'string' && !/^\s*\d+(\.\d+)?\s*$/.test(input.backoff))) {
+      throw new ValidationError(`--backoff must be a number of at least 1, got ${JSON.stringify(input.backoff)}`, {
+        hint: 'e.g. --backoff 2 doubles the delay after each failed attempt; 1 keeps it constant',
+      });
+    }
+  }
+  const retryDelayMs = toMs(input.retryDelay, '--retry-delay') ?? 10_000;
+  const maxRetryDelayMs = toMs(input.maxRetryDelay, '--max-retry-delay');
+  if (attempts === 1) {
+    for (const [flag, value] of [
+      ['--retry-delay', input.retryDelay],
+      ['--backoff', input.backoff],
+      ['--max-retry-delay', input.maxRetryDelay],
+    ] as const) {
+      if (value !== null && value !== undefined) {
+        throw new ValidationError(`${flag} has no effect without --attempts 2 or more`, { hint: 'add --attempts <n>, or drop it' });
+      }
+    }
+  }
+  if (maxRetryDelayMs !== null && maxRetryDelayMs < retryDelayMs) {
+    throw new ValidationError('--max-retry-delay must not be shorter than --retry-delay');
+  }
   return {
     timeoutMs: toMs(input.timeout, '--timeout'),
     killGraceMs: toMs(input.killGrace, '--kill-grace') ?? DEFAULT_KILL_GRACE_MS,
@@ -78,6 +109,10 @@ export function buildPolicies(input: CreateCommandLoopInput): LoopPolicies {
     catchUp,
     catchUpWindowMs,
     catchUpLimit,
+    attempts,
+    retryDelayMs,
+    backoff,
+    maxRetryDelayMs,
   };
 }
 

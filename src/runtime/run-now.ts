@@ -57,6 +57,8 @@ export interface ExecuteRunOptions extends RunNowOptions {
   slot: string;
   scheduledFor: string;
   trigger: 'manual' | 'schedule';
+  /** Attempt number within the slot (default 1). */
+  attempt?: number;
 }
 
 /**
@@ -175,7 +177,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
     loopName: loop.name,
     slot: options.slot,
     scheduledFor: options.scheduledFor,
-    attempt: 1,
+    attempt: options.attempt ?? 1,
     trigger: options.trigger,
     target: loop.target,
     policies: loop.policies,

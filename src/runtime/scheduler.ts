@@ -86,6 +86,81 @@ export function decideLoop(
   return { events, fired };
 }
 
+/** The delay before attempt `next` (2, 3, …): retryDelay × backoff^(next−2), at most maxRetryDelay. */
+export function retryDelay(policies: { retryDelayMs: number; backoff: number; maxRetryDelayMs: number | null }, next: number): number {
+  const delay = Math.round(policies.retryDelayMs * policies.backoff ** Math.max(0, next - 2));
+  return policies.maxRetryDelayMs === null ? delay : Math.min(delay, policies.maxRetryDelayMs);
+}
+
+/**
+ * After a scheduled run ended: if it failed, timed out or was abandoned and the loop has attempts
+ * left for that slot, record the retry (its own run id, due after the back-off). A cancelled run is
+ * never retried. Returns the recorded events.
+ */
+export function scheduleRetry(
+  runtime: Runtime,
+  loopId: string,
+  run: Pick<RunView, 'id' | 'slot' | 'attempt' | 'trigger' | 'status' | 'error' | 'finishedAt'>,
+): StoredEvent[] {
+  if (run.trigger !== 'schedule' || !['failed', 'timed_out', 'abandoned'].includes(run.status)) return [];
+  for (let tries = 0; ; tries++) {
+    const actor = DurableActor.load(runtime, `loop:${loopId}`);
+    const c = actor.snapshot.context as LoopContext;
+    if (actor.state !== 'active' || !c.policies || run.attempt >= c.policies.attempts) return [];
+    const next = run.attempt + 1;
+    const base = run.finishedAt ? Date.parse(run.finishedAt) : runtime.clock.now();
+    const data = {
+      slot: run.slot,
+      attempt: next,
+      runId: newId('run', runtime.clock.now()),
+      dueAt: new Date(base + retryDelay(c.policies, next)).toISOString(),
+      after: run.id,
+      reason: `${run.status}${run.error ? `: ${run.error}` : ''}`,
+    };
+    try {
+      return actor.recordAll([{ type: 'slot.retry_scheduled', data }]);
+    } catch (error) {
+      if (error instanceof ConcurrencyConflictError && tries < 3) continue;
+      throw error;
+    }
+  }
+}
+
+export interface DueRetry {
+  loopId: string;
+  loopName: string;
+  runId: string;
+  slot: string;
+  attempt: number;
+  dueAt: string;
+}
+
+/** Retries whose time has come, of loops that are active. */
+export function dueRetries(runtime: Runtime, nowMs: number): DueRetry[] {
+  return cached<[string], DueRetry>(
+    runtime.db,
+    `SELECT p.loop_id AS loopId, l.name AS loopName, p.run_id AS runId, p.slot, p.attempt, p.due_at AS dueAt
+     FROM pending_retries p JOIN loops l ON l.id = p.loop_id
+     WHERE l.status = 'active' AND p.due_at <= ? ORDER BY p.due_at`,
+  ).all(new Date(nowMs).toISOString());
+}
+
+/** The earliest pending retry of an active loop, or null. */
+export function nextRetryAt(runtime: Runtime): number | null {
+  const row = cached<[], { due: string }>(
+    runtime.db,
+    `SELECT p.due_at AS due FROM pending_retries p JOIN loops l ON l.id = p.loop_id WHERE l.status = 'active'
+     ORDER BY p.due_at LIMIT 1`,
+  ).get();
+  return row ? Date.parse(row.due) : null;
+}
+
+/** What follows a scheduled run's end: a retry when one is due by the policy, else (fixed-delay) the next slot. */
+export function afterScheduledRun(runtime: Runtime, loopId: string, run: RunView): StoredEvent[] {
+  const retry = scheduleRetry(runtime, loopId, run);
+  return retry.length ? retry : rescheduleAfterRun(runtime, loopId, run);
+}
+
 /** Is this a fixed-delay loop (its next slot is set when its run ends)? */
 function isFixedDelay(c: LoopContext): boolean {
   return c.schedule?.kind === 'every' && c.schedule.anchor === 'fixed-delay';
@@ -144,7 +219,17 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
     "SELECT id, name FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at",
   ).all(at);
   const result: TickResult = { at, decisions: [], runs: [], conflicts: [] };
-  const work: Array<{ loopId: string; fired: Array<{ runId: string; slot: string; fireAt: string }> }> = [];
+  // One work item per loop: its retries and fired slots run one after another.
+  const byLoop = new Map<string, { loopId: string; fired: Array<{ runId: string; slot: string; fireAt: string; attempt?: number }> }>();
+  const itemFor = (loopId: string) => {
+    let item = byLoop.get(loopId);
+    if (!item) byLoop.set(loopId, (item = { loopId, fired: [] }));
+    return item;
+  };
+  for (const retry of dueRetries(runtime, nowMs)) {
+    result.decisions.push({ loopId: retry.loopId, loopName: retry.loopName, type: 'slot.retry_due', data: retry });
+    itemFor(retry.loopId).fired.push({ runId: retry.runId, slot: retry.slot, fireAt: retry.dueAt, attempt: retry.attempt });
+  }
   for (const loop of due) {
     try {
       const { events, fired } = decideLoop(runtime, loop.id, nowMs, options);
@@ -152,7 +237,7 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
         result.decisions.push({ loopId: loop.id, loopName: loop.name, type: event.type, data: event.data });
         options.onDecision?.(loop.name, event);
       }
-      if (fired.length) work.push({ loopId: loop.id, fired });
+      if (fired.length) itemFor(loop.id).fired.push(...fired);
     } catch (error) {
       if (error instanceof ConcurrencyConflictError) {
         result.conflicts.push(loop.name);
@@ -162,6 +247,7 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
     }
   }
   // Execute: within a loop one run after another, loops in parallel up to the concurrency.
+  const work = [...byLoop.values()];
   const concurrency = Math.max(1, options.concurrency ?? 4);
   let index = 0;
   const worker = async () => {
@@ -175,11 +261,12 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
           slot: f.slot,
           scheduledFor: f.fireAt,
           trigger: 'schedule',
+          ...(f.attempt ? { attempt: f.attempt } : {}),
           ...(options.signal ? { signal: options.signal } : {}),
           ...options.runOptions,
         });
         result.runs.push(run);
-        rescheduleAfterRun(runtime, item.loopId, run);
+        afterScheduledRun(runtime, item.loopId, run);
         options.onRun?.(run);
       }
     }

@@ -7,7 +7,7 @@ import type { LoopView } from './queries.js';
 import { upcomingSlots } from './planner.js';
 
 export interface DecisionView {
-  decision: 'fired' | 'skipped' | 'coalesced' | 'missed';
+  decision: 'fired' | 'skipped' | 'coalesced' | 'missed' | 'retry';
   from: string;
   to: string;
   count: number;
@@ -121,6 +121,8 @@ function sentence(d: DecisionView, slot: string): string {
       return `the slot ${slot} was missed (nothing was scheduling when it came due) and folded${d.count > 1 ? ` with ${d.count - 1} other missed slot(s)` : ''} into the single catch-up run of ${d.into} (catch-up latest; decided ${d.decidedAt})`;
     case 'missed':
       return `the slot ${slot} was not run: ${d.reason} (${d.count} slot(s) ${d.from} … ${d.to}; decided ${d.decidedAt})`;
+    case 'retry':
+      return `the slot ${slot} was retried: ${d.reason}; the retry ran as ${d.runId}${d.runStatus ? ` and ${d.runStatus}` : ' (pending, due ' + d.fireAt + ')'} (decided ${d.decidedAt})`;
   }
 }
 

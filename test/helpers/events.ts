@@ -38,6 +38,10 @@ export const policies = (overrides: Partial<LoopPolicies> = {}): LoopPolicies =>
   catchUp: 'latest',
   catchUpWindowMs: null,
   catchUpLimit: null,
+  attempts: 1,
+  retryDelayMs: 10_000,
+  backoff: 2,
+  maxRetryDelayMs: null,
   ...overrides,
 });
 
@@ -138,6 +142,8 @@ export const runEv = {
 export const slotEv = {
   fired: (data: Partial<EventData<'slot.fired'>> = {}, when = at(60_000)) =>
     ev('slot.fired', { slot: at(60_000), fireAt: at(60_000), runId: 'run_1', late: false, nextRunAt: at(120_000), ...data }, when),
+  retryScheduled: (data: Partial<EventData<'slot.retry_scheduled'>> = {}, when = at(70_000)) =>
+    ev('slot.retry_scheduled', { slot: at(60_000), attempt: 2, runId: 'run_2', dueAt: at(80_000), after: 'run_1', reason: 'failed: exited with code 1', ...data }, when),
   skipped: (data: Partial<EventData<'slot.skipped'>> = {}, when = at(120_000)) =>
     ev('slot.skipped', { slot: at(120_000), fireAt: at(120_000), reason: 'overlap', blockedBy: 'run_1', nextRunAt: at(180_000), ...data }, when),
   coalesced: (data: Partial<EventData<'slot.coalesced'>> = {}, when = at(600_000)) =>

@@ -156,7 +156,11 @@ describe('the consistency checks can fail', () => {
     expect(differences).toContainEqual(expect.stringMatching(/^loops id=.*: status is "paused" live, "active" rebuilt from the log$/));
     expect(differences).toContain('loop_runs id=ghost: in the live table but not in the log');
     const rebuilt = rebuildProjections(runtime.db);
-    expect(rebuilt).toMatchObject({ projections: ['loops', 'loop_runs', 'slot_decisions'], events: 1, rows: { loops: 1, loop_runs: 0, slot_decisions: 0 } });
+    expect(rebuilt).toMatchObject({
+      projections: ['loops', 'loop_runs', 'slot_decisions', 'pending_retries'],
+      events: 1,
+      rows: { loops: 1, loop_runs: 0, slot_decisions: 0, pending_retries: 0 },
+    });
     expectLogConsistent(runtime);
   });
 });

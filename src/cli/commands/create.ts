@@ -40,6 +40,10 @@ const spec: CommandSpec = {
     'catch-up': { type: 'string', value: '<policy>', description: 'slots missed while nothing scheduled: none, latest (default: one run) or all' },
     'catch-up-window': { type: 'string', value: '<duration>', description: 'do not catch up slots older than this' },
     'catch-up-limit': { type: 'string', value: '<n>', description: 'with --catch-up all: run at most the n most recent missed slots' },
+    attempts: { type: 'string', value: '<n>', description: 'attempts per slot: a failed, timed-out or abandoned run is retried (default 1)' },
+    'retry-delay': { type: 'string', value: '<duration>', description: 'wait before the first retry (default 10s)' },
+    backoff: { type: 'string', value: '<factor>', description: 'each later retry waits this many times longer (default 2)' },
+    'max-retry-delay': { type: 'string', value: '<duration>', description: 'the longest wait between attempts' },
     json: JSON_OPTION,
   },
   examples: [
@@ -98,6 +102,10 @@ const createCommand: CliCommand = {
         catchUp: (values['catch-up'] as string | undefined) ?? null,
         catchUpWindow: (values['catch-up-window'] as string | undefined) ?? null,
         catchUpLimit: (values['catch-up-limit'] as string | undefined) ?? null,
+        attempts: (values.attempts as string | undefined) ?? null,
+        retryDelay: (values['retry-delay'] as string | undefined) ?? null,
+        backoff: (values.backoff as string | undefined) ?? null,
+        maxRetryDelay: (values['max-retry-delay'] as string | undefined) ?? null,
       });
       if (ctx.json) printJson(ctx, loop);
       else {

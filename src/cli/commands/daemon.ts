@@ -11,7 +11,7 @@ import {
 } from '../../runtime/daemon.js';
 import { formatDuration } from '../../runtime/durations.js';
 import { databaseFile } from '../../runtime/paths.js';
-import { isSameProcessAlive } from '../../runtime/process-info.js';
+import { processRunning } from '../../runtime/recovery.js';
 import { openRuntime } from '../../runtime/runtime.js';
 import { ensureDataDir } from '../../runtime/store.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
@@ -128,7 +128,7 @@ const stop: CliCommand = {
       return EXIT.ok;
     }
     process.kill(info.pid, 'SIGTERM');
-    const gone = await until(() => !isSameProcessAlive(info.pid, info.startTime), timeoutMs, 100);
+    const gone = await until(() => !processRunning(info.pid, info.startTime), timeoutMs, 100);
     if (!gone) {
       throw new LoopsError('internal', `the daemon (pid ${info.pid}) did not stop within ${formatDuration(timeoutMs)}`, {
         hint: `its runs may still be shutting down; kill -9 ${info.pid} forces it (runs are then recovered on the next start)`,

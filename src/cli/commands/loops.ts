@@ -89,7 +89,7 @@ const show: CliCommand = {
         ...(describeTiming(loop.timing) ? [`bounds      ${describeTiming(loop.timing)}`] : []),
         `next run    ${loop.nextRunAt ? `${when(loop.nextRunAt, ctx)}${ctx.out.isTTY ? ` (${loop.nextRunAt})` : ''}` : '-'}`,
         ...targetText(loop),
-        `policies    overlap ${loop.policies.overlap}, catch-up ${loop.policies.catchUp}${loop.policies.catchUpWindowMs ? ` within ${formatDuration(loop.policies.catchUpWindowMs)}` : ''}${loop.policies.catchUpLimit ? ` (at most ${loop.policies.catchUpLimit})` : ''}`,
+        `policies    overlap ${loop.policies.overlap}, catch-up ${loop.policies.catchUp}${loop.policies.catchUpWindowMs ? ` within ${formatDuration(loop.policies.catchUpWindowMs)}` : ''}${loop.policies.catchUpLimit ? ` (at most ${loop.policies.catchUpLimit})` : ''}${loop.policies.attempts > 1 ? `, ${loop.policies.attempts} attempts (retry after ${formatDuration(loop.policies.retryDelayMs)}, ×${loop.policies.backoff}${loop.policies.maxRetryDelayMs ? `, at most ${formatDuration(loop.policies.maxRetryDelayMs)}` : ''})` : ''}`,
         `timeout     ${loop.policies.timeoutMs ? formatDuration(loop.policies.timeoutMs) : 'none'} (kill grace ${formatDuration(loop.policies.killGraceMs)})`,
         `created     ${when(loop.createdAt, ctx)}`,
         `updated     ${when(loop.updatedAt, ctx)}`,

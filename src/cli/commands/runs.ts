@@ -42,12 +42,13 @@ const runs: CliCommand = {
       }
       ctx.out.write(
         table(
-          ['RUN', 'LOOP', 'STATUS', 'TRIGGER', 'STARTED', 'DURATION', 'EXIT', 'ERROR'],
+          ['RUN', 'LOOP', 'STATUS', 'TRIGGER', 'ATTEMPT', 'STARTED', 'DURATION', 'EXIT', 'ERROR'],
           list.map((r) => [
             r.id,
             r.loopName,
             paint(ctx.color, statusColor(r.status), r.status),
             r.trigger,
+            String(r.attempt),
             when(r.startedAt ?? r.claimedAt, ctx),
             durationText(r.durationMs),
             r.exitCode === null ? (r.signal ?? '-') : String(r.exitCode),

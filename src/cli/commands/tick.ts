@@ -35,6 +35,8 @@ function describe(type: string, data: Record<string, unknown>): string {
       return `${data.count} slot(s) ${data.from} … ${data.to} missed: ${data.reason}`;
     case 'loop.expired':
       return `expired (${data.reason})`;
+    case 'slot.retry_due':
+      return `retry of ${data.slot} due: attempt ${data.attempt} → ${data.runId}`;
     default:
       return type;
   }
