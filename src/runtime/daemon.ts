@@ -11,11 +11,11 @@ import { join } from 'node:path';
 import { cached } from '../events/db.js';
 import { ConcurrencyConflictError, LoopsError } from '../events/errors.js';
 import type { TimerHandle } from './clock.js';
-import { releaseLease, renewLease, takeLease, type Lease } from './leases.js';
+import { acquireLease, releaseLease, renewLease, takeLease, type Lease } from './leases.js';
 import { databaseFile } from './paths.js';
-import { bootId, processStartTime } from './process-info.js';
+import { bootId, processStartTime, signalGroup } from './process-info.js';
 import { findLoop, type RunView } from './queries.js';
-import { processRunning, recoverRuns } from './recovery.js';
+import { finishRecovered, processRunning, recoverRuns } from './recovery.js';
 import { executeRun } from './run-now.js';
 import type { Runtime } from './runtime.js';
 import { afterScheduledRun, decideLoop, dueRetries, nextRetryAt, repairFixedDelay } from './scheduler.js';
@@ -103,12 +103,15 @@ export class Daemon {
   /** Per-loop chains: runs of one loop execute one after another. */
   private readonly chains = new Map<string, Promise<void>>();
   private queued = 0;
+  private adopted = 0;
+  private readonly adoptedIds = new Set<string>();
   /** Retries already queued (their pending row goes only when the run is claimed). */
   private readonly retrying = new Set<string>();
   private active = 0;
   private waiting: Array<() => void> = [];
   private readonly state: DaemonState = { lastPassAt: null, lastError: null, activeRuns: 0, queuedRuns: 0, nextFireAt: null, passes: 0 };
   private stopped!: Promise<void>;
+  private stopPromise: Promise<void> | null = null;
 
   constructor(
     readonly runtime: Runtime,
@@ -165,12 +168,74 @@ export class Daemon {
     };
     writeJson(pidFile(runtime.dataDir), info);
     this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
-    const report = recoverRuns(runtime);
-    for (const id of report.abandoned) this.log(`recovered run ${id}: abandoned (its runner stopped and its process is gone)`);
-    for (const id of report.retried) this.log(`scheduled retry ${id} for an abandoned run`);
-    for (const o of report.orphaned) this.log(`run ${o.runId}: its runner stopped but its process ${o.pid} is still running; left alone`);
+    this.recover();
     this.heartbeat(ttl);
     this.stopped = this.loop();
+  }
+
+  /**
+   * A run whose runner stopped while its process kept going: take over its lease (fencing the old
+   * runner), keep it alive, enforce the run's timeout, and when the process ends record its real
+   * outcome from the exit-status file.
+   */
+  private adopt(o: { runId: string; pid: number; startTime: string | null; timeoutAt: string | null }, ttl: number): void {
+    const { runtime } = this;
+    const name = `run:${o.runId}`;
+    let lease: Lease;
+    try {
+      lease = acquireLease(runtime.db, name, runtime.runnerId, ttl, runtime.clock.now());
+    } catch (error) {
+      this.log(`run ${o.runId}: cannot adopt it: ${(error as Error).message}`);
+      return;
+    }
+    this.log(`adopted run ${o.runId}: its runner stopped but its process ${o.pid} is still running`);
+    this.adoptedIds.add(o.runId);
+    let timedOut = false;
+    let killAt: number | null = null;
+    this.adopted += 1;
+    const watch = () => {
+      const timer = runtime.clock.setTimeout(() => {
+        this.timers.delete(timer);
+        if (this.stopping) {
+          this.adopted -= 1;
+          return; // left running; adopted again by the next daemon
+        }
+        const now = runtime.clock.now();
+        if (!processRunning(o.pid, o.startTime)) {
+          this.adopted -= 1;
+          this.adoptedIds.delete(o.runId);
+          try {
+            const ended = finishRecovered(runtime, o.runId, ttl, { timedOut });
+            this.log(`adopted run ${o.runId} ended: ${ended.outcome === 'exited' ? 'recorded from its exit-status file' : 'abandoned (no exit status)'}`);
+            for (const id of ended.retried) this.log(`scheduled retry ${id}`);
+          } catch (error) {
+            this.state.lastError = `adopted run ${o.runId}: ${(error as Error).message}`;
+            this.log(this.state.lastError);
+          }
+          this.wake?.();
+          return;
+        }
+        try {
+          lease = renewLease(runtime.db, lease, ttl, now);
+        } catch (error) {
+          this.adopted -= 1;
+          this.log(`adopted run ${o.runId}: lost its lease (${(error as Error).message}); no longer watching it`);
+          return;
+        }
+        if (o.timeoutAt && !timedOut && now >= Date.parse(o.timeoutAt)) {
+          timedOut = true;
+          killAt = now + 5000;
+          signalGroup(o.pid, 'SIGTERM');
+          this.log(`adopted run ${o.runId}: timed out; SIGTERM to its process group`);
+        } else if (killAt !== null && now >= killAt) {
+          signalGroup(o.pid, 'SIGKILL');
+          killAt = null;
+        }
+        watch();
+      }, 1000);
+      this.timers.add(timer);
+    };
+    watch();
   }
 
   private heartbeat(ttl: number): void {
@@ -247,9 +312,25 @@ export class Daemon {
   }
 
   /** One pass: decide every due loop and queue what fired. */
+  /**
+   * Runs left by runners that are gone — at start, and on every pass (a `run-now` killed while the
+   * daemon runs leaves one whose lease runs out later): record their real end, or adopt them.
+   */
+  private recover(): void {
+    const report = recoverRuns(this.runtime);
+    for (const id of report.abandoned) this.log(`recovered run ${id}: abandoned (its runner stopped and its process is gone)`);
+    for (const id of report.retried) this.log(`scheduled retry ${id} for a recovered run`);
+    for (const id of report.exited) this.log(`recovered run ${id}: its real exit status was recorded from its exit-status file`);
+    for (const o of report.orphaned) {
+      if (this.adoptedIds.has(o.runId)) continue;
+      this.adopt(o, this.options.leaseTtlMs ?? 15_000);
+    }
+  }
+
   pass(): void {
     const { runtime } = this;
     const now = runtime.clock.now();
+    this.recover();
     for (const event of repairFixedDelay(runtime, now)) this.log(`${event.streamId}: ${event.type} ${JSON.stringify(event.data)}`);
     const due = cached<[string], { id: string; name: string }>(
       runtime.db,
@@ -331,7 +412,7 @@ export class Daemon {
   }
 
   private saveState(): void {
-    this.state.activeRuns = this.running.size;
+    this.state.activeRuns = this.running.size + this.adopted;
     this.state.queuedRuns = this.queued;
     try {
       writeJson(stateFile(this.runtime.dataDir), this.state);
@@ -341,8 +422,14 @@ export class Daemon {
   }
 
   /** Graceful stop: no new runs; running ones are cancelled (process groups killed) and recorded. */
-  async stop(reason = 'daemon shutting down'): Promise<void> {
-    if (this.stopping) return this.stopped;
+  stop(reason = 'daemon shutting down'): Promise<void> {
+    // Every caller (a signal handler, `daemon run` after `done`, the lease heartbeat) waits for the
+    // whole stop — runs recorded, lease released — not just for the loop to end.
+    this.stopPromise ??= this.shutdown(reason);
+    return this.stopPromise;
+  }
+
+  private async shutdown(reason: string): Promise<void> {
     this.stopping = true;
     this.log(`stopping: ${reason}; cancelling ${this.running.size} running run(s)`);
     for (const controller of this.running.values()) controller.abort(reason);

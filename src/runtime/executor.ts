@@ -4,7 +4,8 @@
  * Timeout and cancel kill the whole group: SIGTERM, then SIGKILL after the grace period. When
  * the leader exits, anything it left behind in its group is cleaned up the same way.
  */
-import { existsSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { delimiter, dirname, isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from './clock.js';
 import { formatDuration } from './durations.js';
@@ -30,6 +31,65 @@ export interface SpawnSpec {
   fileCapBytes?: number;
   /** Live output, e.g. for `run-now --show-output`. */
   onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+  /**
+   * Run the command under a tiny /bin/sh wrapper that writes its exit status to this file, so a
+   * process that outlives a crashed runner still has its real outcome recorded afterwards.
+   */
+  statusFile?: string;
+}
+
+/**
+ * The exit-status wrapper: runs the command ("$@", or `eval` of a shell command line in a
+ * subshell), writes `exit N` or `signal NAME` to the status file (atomically), and ends the same
+ * way the command did. It survives SIGTERM/SIGINT/SIGHUP itself (a handled signal is reset to the
+ * default in the command), so the command — in the same process group — decides how it ends.
+ */
+const WRAPPER = [
+  'f=$1; mode=$2; shift 2',
+  "trap ':' TERM INT HUP",
+  'if [ "$mode" = shell ]; then (eval "$1"); else "$@"; fi',
+  's=$?',
+  'if [ "$s" -gt 128 ] && [ "$s" -lt 193 ]; then r="signal $(kill -l $((s - 128)))"; else r="exit $s"; fi',
+  'printf "%s\\n" "$r" > "$f.tmp" && mv -f "$f.tmp" "$f"',
+  'if [ "$s" -gt 128 ] && [ "$s" -lt 193 ]; then trap - TERM INT HUP; kill -s "$(kill -l $((s - 128)))" $$ 2>/dev/null; fi',
+  'exit "$s"',
+].join('\n');
+
+/** What a status file says: the exit code, or the signal that ended the command. */
+export function readStatusFile(file: string): { exitCode: number | null; signal: string | null } | null {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').trim();
+  } catch {
+    return null;
+  }
+  const exit = /^exit (\d+)$/.exec(text);
+  if (exit) return { exitCode: Number(exit[1]), signal: null };
+  const sig = /^signal (\w+)$/.exec(text);
+  if (sig) return { exitCode: null, signal: `SIG${sig[1]!.replace(/^SIG/, '')}` };
+  return null;
+}
+
+/** The executable `command` would run, or null: a path is checked as is, a name on PATH. */
+export function resolveExecutable(command: string, path: string | undefined, cwd: string | null): string | null {
+  const executable = (file: string) => {
+    try {
+      accessSync(file, constants.X_OK);
+      return statSync(file).isFile();
+    } catch {
+      return false;
+    }
+  };
+  if (command.includes('/')) {
+    const file = isAbsolute(command) ? command : resolvePath(cwd ?? process.cwd(), command);
+    return executable(file) ? file : null;
+  }
+  for (const dir of (path ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const file = join(dir, command);
+    if (executable(file)) return file;
+  }
+  return null;
 }
 
 export interface ExitInfo {
@@ -74,8 +134,24 @@ const DEFAULT_FILE_CAP = 16 * 1024 * 1024;
 export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<ProcessHandle> {
   const grace = spec.killGraceMs ?? DEFAULT_GRACE_MS;
   const startedMono = clock.monotonic();
-  const subprocess = execa(spec.command, [...spec.args], {
-    shell: spec.shell,
+  let file = spec.command;
+  let args = [...spec.args];
+  let shell = spec.shell;
+  if (spec.statusFile) {
+    // Under the wrapper a missing program would only be the shell's exit 127: check first.
+    if (spec.cwd && !existsSync(spec.cwd)) throw new SpawnFailedError(`working directory ${spec.cwd} does not exist`, 'ENOENT');
+    if (!spec.shell && resolveExecutable(spec.command, spec.env.PATH ?? process.env.PATH, spec.cwd) === null) {
+      throw new SpawnFailedError(explainSpawnError(spec, 'ENOENT', ''), 'ENOENT');
+    }
+    mkdirSync(dirname(spec.statusFile), { recursive: true, mode: 0o700 });
+    file = '/bin/sh';
+    args = spec.shell
+      ? ['-c', WRAPPER, 'loops-run', spec.statusFile, 'shell', spec.command]
+      : ['-c', WRAPPER, 'loops-run', spec.statusFile, 'argv', spec.command, ...spec.args];
+    shell = false;
+  }
+  const subprocess = execa(file, args, {
+    shell,
     cwd: spec.cwd ?? undefined,
     env: spec.env,
     extendEnv: true,

@@ -1,15 +1,19 @@
 /**
  * Recovery: runs left unfinished by a runner that is gone (its lease expired). The new runner
  * takes over the run's lease — a new fencing token, so the old runner can no longer record
- * anything — and records what is true: `run.abandoned` when the run's process is gone. A process
- * that outlived its runner is left alone and reported (adopting it, with its real exit status,
- * comes with the exit-status wrapper).
+ * anything — and records what is true: the real exit status from the file the exit-status wrapper
+ * wrote, or `run.abandoned` when the process is gone without one. A process that outlived its
+ * runner is reported as orphaned; the daemon adopts it (see Daemon) and records its end.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { cached } from '../events/db.js';
 import type { RunContext } from '../machines/run.js';
 import { DurableActor } from './actor.js';
+import { readStatusFile } from './executor.js';
 import { assertLeaseHeld, releaseLease, takeLease } from './leases.js';
+import { TailBuffer } from './output.js';
+import { runDir } from './paths.js';
 import { isSameProcessAlive } from './process-info.js';
 import { findRun } from './queries.js';
 import type { Runtime } from './runtime.js';
@@ -17,10 +21,12 @@ import { scheduleRetry } from './scheduler.js';
 
 export interface RecoveryReport {
   abandoned: string[];
+  /** Runs whose real exit status was recorded from their exit-status file. */
+  exited: string[];
   /** Retries scheduled for abandoned runs whose loop has attempts left. */
   retried: string[];
   /** Runs whose process is still alive though its runner is gone. */
-  orphaned: Array<{ runId: string; pid: number }>;
+  orphaned: Array<{ runId: string; pid: number; startTime: string | null; timeoutAt: string | null }>;
 }
 
 /**
@@ -58,17 +64,101 @@ function staleRuns(runtime: Runtime, nowIso: string): string[] {
 
 export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryReport {
   const now = runtime.clock.now();
-  const report: RecoveryReport = { abandoned: [], retried: [], orphaned: [] };
+  const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [] };
   for (const runId of staleRuns(runtime, new Date(now).toISOString())) {
     const actor = DurableActor.load(runtime, `run:${runId}`);
     if (actor.snapshot.status === 'done') continue;
     const context = actor.snapshot.context as RunContext;
     if (context.pid !== null && processRunning(context.pid, context.startTime)) {
-      report.orphaned.push({ runId, pid: context.pid });
+      report.orphaned.push({ runId, pid: context.pid, startTime: context.startTime, timeoutAt: context.timeoutAt });
       continue;
     }
-    const streamId = `run:${runId}`;
-    let lease = { name: streamId, holder: runtime.runnerId, token: 0, expiresAt: now + leaseTtlMs };
+    const ended = finishRecovered(runtime, runId, leaseTtlMs);
+    (ended.outcome === 'exited' ? report.exited : report.abandoned).push(runId);
+    report.retried.push(...ended.retried);
+  }
+  return report;
+}
+
+/** The last `bytes` of a run's output file (and its rotated predecessor), and the total size. */
+export function tailOfOutput(file: string, bytes = 64 * 1024): { text: string; total: number } {
+  const tail = new TailBuffer(bytes);
+  let total = 0;
+  for (const part of [`${file}.1`, file]) {
+    if (!existsSync(part)) continue;
+    const size = statSync(part).size;
+    total += size;
+    const start = Math.max(0, size - bytes);
+    const buf = Buffer.alloc(size - start);
+    const fd = openSync(part, 'r');
+    try {
+      readSync(fd, buf, 0, buf.length, start);
+    } finally {
+      closeSync(fd);
+    }
+    tail.total += start; // bytes before the part we read still count (a cut character is skipped)
+    tail.push(buf);
+  }
+  return { text: tail.toString(), total };
+}
+
+/**
+ * Records the end of a run whose process is gone: its real exit status when the exit-status
+ * wrapper left one (with the output tails from its files), else `run.abandoned`. Takes over the
+ * run's lease in the same transaction (a new fencing token), then schedules a retry if the
+ * loop's policy allows one.
+ */
+export function finishRecovered(
+  runtime: Runtime,
+  runId: string,
+  leaseTtlMs = 30_000,
+  options: { timedOut?: boolean } = {},
+): { outcome: 'exited' | 'abandoned'; retried: string[] } {
+  const now = runtime.clock.now();
+  const actor = DurableActor.load(runtime, `run:${runId}`);
+  if (actor.snapshot.status === 'done') return { outcome: 'exited', retried: [] };
+  const context = actor.snapshot.context as RunContext;
+  const streamId = `run:${runId}`;
+  const takeOver = {
+    precondition: () => {
+      const lease = takeLease(runtime.db, streamId, runtime.runnerId, leaseTtlMs, now);
+      assertLeaseHeld(runtime.db, lease, now);
+      releaseLease(runtime.db, lease);
+    },
+  };
+  const files = runDir(runtime.dataDir, runId);
+  const statusPath = join(files, 'exit-status');
+  const status = context.pid === null ? null : readStatusFile(statusPath);
+  let outcome: 'exited' | 'abandoned';
+  if (status && actor.accepts('process.exited', {})) {
+    const stdout = tailOfOutput(join(files, 'stdout.log'));
+    const stderr = tailOfOutput(join(files, 'stderr.log'));
+    const endedAt = statSync(statusPath).mtimeMs;
+    const started = context.startedAt ? Date.parse(context.startedAt) : endedAt;
+    const timedOut = options.timedOut === true;
+    const how = status.signal ? `killed by signal ${status.signal}` : status.exitCode === 0 ? null : `exited with code ${status.exitCode}`;
+    actor.record(
+      'process.exited',
+      {
+        exitCode: status.exitCode,
+        signal: status.signal,
+        timedOut,
+        cancelled: false,
+        stdout: stdout.text,
+        stderr: stderr.text,
+        stdoutBytes: stdout.total,
+        stderrBytes: stderr.total,
+        durationMs: Math.max(0, Math.round(endedAt - started)),
+        error: timedOut
+          ? `timed out (enforced after runner ${context.runnerId} stopped)${how ? `; ${how}` : ''}`
+          : how
+            ? `${how} (recorded from its exit-status file after runner ${context.runnerId} stopped)`
+            : null,
+      },
+      takeOver,
+    );
+    outcome = 'exited';
+  } else {
     actor.record(
       'run.abandoned',
       {
@@ -77,19 +167,11 @@ export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryRepo
             ? `runner ${context.runnerId} stopped before the process was started`
             : `runner ${context.runnerId} stopped and the process (pid ${context.pid}) is gone; its exit status is unknown`,
       },
-      {
-        precondition: () => {
-          lease = takeLease(runtime.db, streamId, runtime.runnerId, leaseTtlMs, now);
-          assertLeaseHeld(runtime.db, lease, now);
-          releaseLease(runtime.db, lease);
-        },
-      },
+      takeOver,
     );
-    report.abandoned.push(runId);
-    const run = findRun(runtime.db, runId);
-    for (const event of scheduleRetry(runtime, run.loopId, run)) {
-      report.retried.push((event.data as { runId: string }).runId);
-    }
+    outcome = 'abandoned';
   }
-  return report;
+  const run = findRun(runtime.db, runId);
+  const retried = scheduleRetry(runtime, run.loopId, run).map((e) => (e.data as { runId: string }).runId);
+  return { outcome, retried };
 }

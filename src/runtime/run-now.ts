@@ -136,6 +136,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
             killGraceMs: loop.policies.killGraceMs,
             ...(options.tailBytes !== undefined ? { tailBytes: options.tailBytes } : {}),
             stdoutFile: join(files, 'stdout.log'),
+            statusFile: join(files, 'exit-status'),
             stderrFile: join(files, 'stderr.log'),
             ...(options.onOutput ? { onOutput: options.onOutput } : {}),
           },

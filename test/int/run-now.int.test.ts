@@ -231,7 +231,7 @@ describe('runNow: leases', () => {
     const versionBefore = runtime.log.streamInfo(streamId)!.version;
     const headBefore = runtime.log.headPosition();
 
-    process.kill(pid, 'SIGTERM');
+    process.kill(-pid, 'SIGTERM'); // the run's process group (its leader is the exit-status wrapper)
     const error = await outcome;
     expect(error).toBeInstanceOf(LeaseLostError);
     expect(error).toMatchObject({ code: 'lease_lost' });

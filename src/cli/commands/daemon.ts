@@ -95,9 +95,15 @@ const start: CliCommand = {
       stdio: ['ignore', out, out],
       env: { ...process.env, LOOPS_DATA_DIR: ctx.dataDir },
     });
+    let exited = false;
+    child.once('exit', () => (exited = true));
     child.unref();
     closeSync(out);
-    const up = await until(() => runningDaemon(ctx.dataDir)?.pid === child.pid, 10_000);
+    const up = await until(() => exited || runningDaemon(ctx.dataDir)?.pid === child.pid, 10_000);
+    if (exited) {
+      const tail = existsSync(logFile(ctx.dataDir)) ? readFileSync(logFile(ctx.dataDir), 'utf8').trim().split('\n').slice(-1).join('') : '';
+      throw new LoopsError('internal', `the daemon exited right after starting${tail ? `: ${tail}` : ''}`, { hint: `see ${logFile(ctx.dataDir)}` });
+    }
     if (!up) {
       const tail = existsSync(logFile(ctx.dataDir)) ? readFileSync(logFile(ctx.dataDir), 'utf8').trim().split('\n').slice(-3).join(' | ') : '';
       throw new LoopsError('internal', `the daemon did not start${tail ? `: ${tail}` : ''}`, { hint: `see ${logFile(ctx.dataDir)}` });

@@ -1,0 +1,313 @@
+/**
+ * The daemon through the built binary, in temporary data directories: start / status / a second
+ * start / scheduled runs of a loop created from the CLI / logs / stop; kill -9 while a run is
+ * going and a restart that records the stale run as abandoned without running any slot twice;
+ * `daemon run` in the foreground stopping on SIGTERM and recording its running run as cancelled.
+ *
+ * The daemon is another process: its progress is observed by bounded polling of what it leaves
+ * (`runs --json`, its pid, /proc), never by sleeping. Every daemon started here is killed by pid
+ * in afterAll should a test fail half-way; passing tests stop them and leave no process behind.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { liveGroupMembers } from '../helpers/proc.js';
+import { waitFor } from '../helpers/wait.js';
+import { BIN, Sandbox, pidAlive, type CliResult } from './cli-helpers.js';
+
+const sandboxes: Sandbox[] = [];
+/** Process groups of runs seen, killed in afterAll if still alive. */
+const groups = new Set<number>();
+const foreground: Array<{ kill: (signal: NodeJS.Signals) => boolean; pid?: number | undefined }> = [];
+
+function sandbox(): Sandbox {
+  const s = new Sandbox();
+  sandboxes.push(s);
+  return s;
+}
+
+function daemonPid(s: Sandbox): number | null {
+  try {
+    return (JSON.parse(readFileSync(join(s.dataDir, 'daemon.json'), 'utf8')) as { pid: number }).pid;
+  } catch {
+    return null;
+  }
+}
+
+function killGroup(pgid: number): void {
+  if (liveGroupMembers(pgid).length === 0) return;
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // gone
+  }
+}
+
+beforeAll(() => {
+  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run npm run build (npm test does it)`);
+});
+
+afterAll(() => {
+  for (const s of sandboxes) {
+    const pid = daemonPid(s);
+    if (pid !== null && pidAlive(pid)) process.kill(pid, 'SIGKILL');
+  }
+  for (const child of foreground) if (child.pid && pidAlive(child.pid)) child.kill('SIGKILL');
+  for (const pgid of groups) killGroup(pgid);
+  for (const s of sandboxes) s.cleanup();
+});
+
+interface Run {
+  id: string;
+  slot: string;
+  trigger: string;
+  status: string;
+  pid: number | null;
+  error: string | null;
+  exitCode: number | null;
+  runnerId: string;
+}
+
+interface Status {
+  running: boolean;
+  healthy: boolean;
+  pid: number | null;
+  lastPassAt: string | null;
+  activeRuns: number;
+}
+
+function runs(s: Sandbox, loop: string): Run[] {
+  const list = s.json<Run[]>(['runs', loop, '--limit', '1000']);
+  for (const r of list) if (r.pid) groups.add(r.pid);
+  return list;
+}
+
+function status(s: Sandbox, env: Record<string, string> = {}): { code: number | null; view: Status } {
+  const r = s.run(['daemon', 'status', '--json'], env);
+  return { code: r.code, view: JSON.parse(r.stdout) as Status };
+}
+
+/** Polls `runs <loop> --json` (another process's observable state) until `cond` holds. */
+async function waitForRuns(s: Sandbox, loop: string, cond: (list: Run[]) => boolean, timeoutMs: number, what: string): Promise<Run[]> {
+  let last: Run[] = [];
+  await waitFor(() => cond((last = runs(s, loop))), timeoutMs, `${what} (runs: ${JSON.stringify(last.map((r) => r.status))})`);
+  return last;
+}
+
+function started(r: CliResult): number {
+  expect(r.code, r.stderr).toBe(0);
+  const m = /Started the loops daemon \(pid (\d+)\)/.exec(r.stdout);
+  expect(m, r.stdout).not.toBeNull();
+  return Number(m![1]);
+}
+
+/** The slots fired for a loop (from the log's slot_decisions), each must appear once. */
+function firedSlots(s: Sandbox, loopId: string): string[] {
+  const db = s.db();
+  try {
+    return (db.prepare("SELECT slot_from FROM slot_decisions WHERE loop_id = ? AND decision = 'fired' ORDER BY position").all(loopId) as Array<{ slot_from: string }>).map(
+      (r) => r.slot_from,
+    );
+  } finally {
+    db.close();
+  }
+}
+
+function expectLogHealthy(s: Sandbox): void {
+  const verify = s.run(['projections', 'verify']);
+  expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+  const db = s.db();
+  try {
+    expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    // Contiguous stream versions.
+    const gaps = db
+      .prepare('SELECT stream_id, COUNT(*) AS n, MAX(version) AS top FROM events GROUP BY stream_id HAVING n != top')
+      .all();
+    expect(gaps).toEqual([]);
+  } finally {
+    db.close();
+  }
+}
+
+describe('loops daemon start / status / stop', () => {
+  const s = sandbox();
+
+  it('start → status running and healthy → a second start exits 2 naming the pid → scheduled runs → logs → stop → not running', async () => {
+    const pid = started(s.run(['daemon', 'start']));
+    expect(pidAlive(pid)).toBe(true);
+    expect(daemonPid(s)).toBe(pid);
+
+    const st = status(s);
+    expect(st.code).toBe(0);
+    expect(st.view).toMatchObject({ running: true, healthy: true, pid });
+    const text = s.run(['daemon', 'status']);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(new RegExp(`^running  pid ${pid}`));
+
+    // Seen from ten minutes later, the last pass is stale: running, but not healthy.
+    const later = status(s, { LOOPS_NOW: new Date(Date.now() + 10 * 60_000).toISOString() });
+    expect(later.code).toBe(1);
+    expect(later.view).toMatchObject({ running: true, healthy: false, pid });
+
+    const second = s.run(['daemon', 'start']);
+    expect(second.code).toBe(2);
+    expect(second.stderr).toContain(`pid ${pid}`);
+    expect(second.stdout).toBe('');
+    expect(daemonPid(s)).toBe(pid);
+
+    // A loop created from the CLI is picked up and run on schedule.
+    const loop = s.json<{ id: string }>(['create', 'command', 'tick', '--cmd', 'true', '--every', '1s']);
+    const list = await waitForRuns(s, 'tick', (l) => l.filter((r) => r.status === 'succeeded').length >= 3, 15_000, '3 scheduled runs');
+    const done = list.filter((r) => r.status === 'succeeded');
+    for (const r of done) expect(r).toMatchObject({ trigger: 'schedule', exitCode: 0 });
+    expect(new Set(list.map((r) => r.slot)).size).toBe(list.length);
+
+    const logs = s.run(['daemon', 'logs', '-n', '5']);
+    expect(logs.code).toBe(0);
+    const lines = logs.stdout.replace(/\n$/, '').split('\n');
+    expect(lines).toHaveLength(5);
+    for (const line of lines) expect(line).toMatch(/^\d{4}-\d\d-\d\dT\S+Z /);
+    const all = s.run(['daemon', 'logs', '-n', '1000']).stdout;
+    expect(all).toContain(`daemon started: pid ${pid}`);
+    expect(all).toMatch(/tick: run run_\S+ succeeded/);
+
+    const stop = s.run(['daemon', 'stop']);
+    expect(stop.code, stop.stderr).toBe(0);
+    expect(stop.stdout).toContain(`Stopped the loops daemon (pid ${pid})`);
+    expect(pidAlive(pid)).toBe(false);
+    expect(existsSync(join(s.dataDir, 'daemon.json'))).toBe(false);
+    const after = status(s);
+    expect(after.code).toBe(1);
+    expect(after.view).toMatchObject({ running: false, healthy: false, pid: null });
+    expect(s.run(['daemon', 'status']).stdout).toMatch(/^not running/);
+
+    // Nothing is left running, every run ended, and each slot was fired once.
+    const final = runs(s, 'tick');
+    for (const r of final) expect(['succeeded', 'cancelled']).toContain(r.status);
+    const slots = firedSlots(s, loop.id);
+    expect(new Set(slots).size).toBe(slots.length);
+    expect(final.map((r) => r.slot).sort()).toEqual([...slots].sort());
+    expectLogHealthy(s);
+
+    // Stopping again: nothing to stop, still exit 0.
+    expect(s.run(['daemon', 'stop']).code).toBe(0);
+  });
+});
+
+describe('kill -9 while a run is going, then start again', () => {
+  const s = sandbox();
+
+  it('the stale run is recorded with its real exit status, the schedule goes on, no slot runs twice', async () => {
+    const loop = s.json<{ id: string }>(['create', 'command', 'slow', '--cmd', 'sleep 5; exit 7', '--every', '1s', '--kill-grace', '1s']);
+    const first = started(s.run(['daemon', 'start']));
+    const seen = await waitForRuns(s, 'slow', (l) => l.some((r) => r.status === 'running' && r.pid !== null), 10_000, 'a running run');
+    const running = seen.find((r) => r.status === 'running')!;
+    const pgid = running.pid!;
+    expect(liveGroupMembers(pgid).length).toBeGreaterThan(0);
+
+    process.kill(first, 'SIGKILL');
+    await waitFor(() => !pidAlive(first), 5000, `daemon ${first} to die`);
+    // Its pid file is left behind, naming a dead process: not running.
+    expect(daemonPid(s)).toBe(first);
+    expect(status(s).view).toMatchObject({ running: false, healthy: false });
+    // The run's process outlives the daemon; let it end (sleep 5; exit 7) so it is gone at restart.
+    expect(liveGroupMembers(pgid).length).toBeGreaterThan(0);
+    await waitFor(() => liveGroupMembers(pgid).length === 0, 10_000, `run process group ${pgid} to end`);
+    const before = runs(s, 'slow');
+    expect(before.find((r) => r.id === running.id)!.status).toBe('running');
+    const firedBefore = firedSlots(s, loop.id);
+
+    // Restart at once: the dead daemon's leases do not block it, recovery records the run's end.
+    const second = started(s.run(['daemon', 'start']));
+    expect(second).not.toBe(first);
+    const ended = (l: Run[]) => !['claimed', 'spawning', 'running'].includes(l.find((r) => r.id === running.id)!.status);
+    const after = await waitForRuns(s, 'slow', ended, 10_000, 'the stale run to be recorded as ended');
+    const recovered = after.find((r) => r.id === running.id)!;
+    // The exit-status wrapper left the real outcome (sleep 5; exit 7): failed with exit code 7, not abandoned.
+    expect(existsSync(join(s.dataDir, 'runs', running.id, 'exit-status'))).toBe(true);
+    expect(recovered).toMatchObject({ status: 'failed', exitCode: 7 });
+    expect(recovered.error).toMatch(/exited with code 7 \(recorded from its exit-status file after runner .* stopped\)/);
+    const logText = s.run(['daemon', 'logs', '-n', '1000']).stdout;
+    expect(logText).toContain(`recovered run ${running.id}: `);
+    expect(logText).toContain(`daemon started: pid ${second}`);
+
+    // The schedule goes on: a new run of a later slot starts.
+    const resumed = await waitForRuns(s, 'slow', (l) => l.some((r) => r.status === 'running' && r.id !== running.id), 10_000, 'a new run after the restart');
+    const next = resumed.find((r) => r.status === 'running' && r.id !== running.id)!;
+    expect(Date.parse(next.slot)).toBeGreaterThan(Date.parse(running.slot));
+
+    const stop = s.run(['daemon', 'stop']);
+    expect(stop.code, stop.stderr).toBe(0);
+    expect(pidAlive(second)).toBe(false);
+    if (next.pid) await waitFor(() => liveGroupMembers(next.pid!).length === 0, 5000, 'the cancelled run to be gone');
+
+    // Every run ended; no slot was fired (or run) twice across the crash.
+    const final = runs(s, 'slow');
+    for (const r of final) expect(['abandoned', 'failed', 'cancelled'], JSON.stringify(final, null, 1)).toContain(r.status);
+    expect(final.find((r) => r.id === next.id)!.status).toBe('cancelled');
+    const slots = firedSlots(s, loop.id);
+    expect(slots.slice(0, firedBefore.length)).toEqual(firedBefore);
+    expect(new Set(slots).size).toBe(slots.length);
+    expect(final.map((r) => r.slot).sort()).toEqual([...slots].sort());
+    expect(new Set(final.map((r) => r.slot)).size).toBe(final.length);
+    expectLogHealthy(s);
+    const replay = s.run(['replay', running.id]);
+    expect(replay.code, replay.stderr).toBe(0);
+  });
+});
+
+describe('loops daemon run (foreground)', () => {
+  const s = sandbox();
+
+  it('exits 0 on SIGTERM and records its running run as cancelled', async () => {
+    s.json(['create', 'command', 'long', '--cmd', 'sleep 30', '--every', '1s', '--kill-grace', '1s']);
+    const fg = s.start(['daemon', 'run', '--concurrency', '2']);
+    foreground.push(fg.child);
+    await fg.waitForOutput(/daemon started: pid \d+/);
+    expect(daemonPid(s)).toBe(fg.child.pid);
+    const list = await waitForRuns(s, 'long', (l) => l.some((r) => r.status === 'running' && r.pid !== null), 10_000, 'a running run');
+    const run = list.find((r) => r.status === 'running')!;
+
+    fg.child.kill('SIGTERM');
+    const result = await fg.exited;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain('stopping: SIGTERM received; cancelling 1 running run(s)');
+    expect(result.stdout).toMatch(/daemon stopped\n$/);
+    expect(result.stderr).toBe('');
+    await waitFor(() => liveGroupMembers(run.pid!).length === 0, 5000, 'the run process group to be gone');
+
+    const final = runs(s, 'long');
+    expect(final.find((r) => r.id === run.id)).toMatchObject({ status: 'cancelled', error: expect.stringContaining('SIGTERM received') });
+    for (const r of final) expect(r.status).toBe('cancelled');
+    expect(existsSync(join(s.dataDir, 'daemon.json'))).toBe(false);
+    expect(status(s).code).toBe(1);
+    expectLogHealthy(s);
+  });
+});
+
+describe('kill -9 while a run is going, restart while it still runs: the run is adopted', () => {
+  const s = sandbox();
+
+  it('the new daemon watches the orphaned process and records its real exit code when it ends', async () => {
+    s.json(['create', 'command', 'adoptee', '--cmd', 'sleep 3; exit 7', '--every', '1h', '--starts-at', new Date(Date.now() + 1500).toISOString()]);
+    const first = started(s.run(['daemon', 'start']));
+    const seen = await waitForRuns(s, 'adoptee', (l) => l.some((r) => r.status === 'running' && r.pid !== null), 10_000, 'a running run');
+    const running = seen.find((r) => r.status === 'running')!;
+    process.kill(first, 'SIGKILL');
+    await waitFor(() => !pidAlive(first), 5000, `daemon ${first} to die`);
+    expect(liveGroupMembers(running.pid!).length).toBeGreaterThan(0);
+    const second = started(s.run(['daemon', 'start']));
+    const ended = await waitForRuns(
+      s,
+      'adoptee',
+      (l) => l.find((r) => r.id === running.id)!.status !== 'running',
+      15_000,
+      'the adopted run to end',
+    );
+    expect(ended.find((r) => r.id === running.id)).toMatchObject({ status: 'failed', exitCode: 7 });
+    expect(s.run(['daemon', 'logs', '-n', '1000']).stdout).toContain(`adopted run ${running.id}`);
+    expect(s.run(['replay', running.id]).code).toBe(0);
+    expect(s.run(['daemon', 'stop']).code).toBe(0);
+    expect(pidAlive(second)).toBe(false);
+  });
+});

@@ -1,0 +1,386 @@
+/**
+ * Recovery of runs left unfinished by a runner that is gone, on a real SQLite file with real
+ * processes standing in for the runs' processes. The stranded state is built the way a runner
+ * writes it (its own runtime on the same data directory, its runner id, its lease), then that
+ * runner "dies" (its runtime is closed, its lease left to expire on the SimulatedClock):
+ *
+ *  - lease expired, process gone (never started, exited, killed, pid reused, or a zombie nobody
+ *    reaped) → `run.abandoned` under a lease taken over by the new runner, the reason names the
+ *    old runner (and the pid);
+ *  - lease expired, process still alive (same pid and start time) → reported orphaned, nothing appended;
+ *  - lease still live → untouched.
+ *
+ * After every test the log replays and the projections verify.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { filter, firstValueFrom } from 'rxjs';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { LeaseLostError } from '../../src/events/errors.js';
+import type { StoredEvent } from '../../src/events/types.js';
+import { currentMachines } from '../../src/machines/registry.js';
+import { DurableActor } from '../../src/runtime/actor.js';
+import { SimulatedClock } from '../../src/runtime/clock.js';
+import { Daemon, pidFile, runningDaemon } from '../../src/runtime/daemon.js';
+import { newId } from '../../src/runtime/ids.js';
+import { assertLeaseHeld, takeLease } from '../../src/runtime/leases.js';
+import { createCommandLoop } from '../../src/runtime/loops.js';
+import { bootId, processStartTime } from '../../src/runtime/process-info.js';
+import { findLoop, findRun, type LoopView } from '../../src/runtime/queries.js';
+import { recoverRuns } from '../../src/runtime/recovery.js';
+import { executeRun, runNow } from '../../src/runtime/run-now.js';
+import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
+import { isAlive, killGroupIfAlive, procStat, waitForGroupGone } from '../helpers/proc.js';
+import { useRuntime, type TestRuntime } from '../helpers/tmp.js';
+import { waitFor } from '../helpers/wait.js';
+
+const T0 = Date.parse('2026-01-01T00:00:00.000Z');
+const TTL = 30_000;
+const OLD = 'old-host:111:gone';
+const NEW = 'new-host:222:recoverer';
+
+interface Setup {
+  clock: SimulatedClock;
+  runtime: TestRuntime;
+  /** The runner that strands runs; `die()` closes it. */
+  old: Runtime;
+  die: () => void;
+  loop: LoopView;
+}
+
+async function setup(): Promise<Setup> {
+  const clock = new SimulatedClock(T0);
+  const runtime = await useRuntime({ clock, runnerId: NEW });
+  const old = await openRuntime({ dataDir: runtime.dataDir, clock, runnerId: OLD });
+  let closed = false;
+  const die = () => {
+    if (!closed) old.close();
+    closed = true;
+  };
+  onTestFinished(die);
+  onTestFinished(() => expectLogConsistent(runtime));
+  const loop = createCommandLoop(runtime, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
+  return { clock, runtime, old, die, loop };
+}
+
+type Stage = 'claimed' | 'spawning' | { pid: number; startTime: string | null };
+
+/**
+ * Writes a run the way `executeRun` on runner `old` does — claimed under its lease, the spawn
+ * intent, and (for a process) `process.spawned` — and stops there, as if the runner died.
+ */
+function strandRun(old: Runtime, loop: LoopView, stage: Stage, ttlMs = TTL): string {
+  const now = old.clock.now();
+  const runId = newId('run', now);
+  const streamId = `run:${runId}`;
+  const actor = DurableActor.create(old, streamId, 'run', currentMachines.run);
+  actor.record(
+    'run.claimed',
+    {
+      runId,
+      loopId: loop.id,
+      loopName: loop.name,
+      slot: `manual:${runId}`,
+      scheduledFor: new Date(now).toISOString(),
+      attempt: 1,
+      trigger: 'manual',
+      target: loop.target,
+      policies: loop.policies,
+      runnerId: old.runnerId,
+      leaseToken: 1,
+    },
+    { precondition: () => void takeLease(old.db, streamId, old.runnerId, ttlMs, now), meta: { leaseToken: 1 } },
+  );
+  if (stage === 'claimed') return runId;
+  actor.record('process.spawn_requested', { command: 'sleep 30', args: [], shell: true, cwd: null, envKeys: [], timeoutAt: null });
+  if (stage === 'spawning') return runId;
+  actor.record('process.spawned', { pid: stage.pid, pgid: stage.pid, startTime: stage.startTime, bootId: bootId() });
+  return runId;
+}
+
+/** A `sleep 30` standing in for a run's process (own process group), killed when the test ends. */
+function liveProcess(): { child: ChildProcess; pid: number; startTime: string } {
+  const child = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
+  const pid = child.pid!;
+  onTestFinished(() => killGroupIfAlive(pid));
+  const startTime = processStartTime(pid);
+  expect(startTime).not.toBeNull();
+  return { child, pid, startTime: startTime! };
+}
+
+/** A process that existed (its identity recorded) and is gone now. */
+async function deadProcess(): Promise<{ pid: number; startTime: string }> {
+  const { child, pid, startTime } = liveProcess();
+  child.kill('SIGKILL');
+  await once(child, 'exit'); // reaped by us: the pid is gone from /proc
+  expect(processStartTime(pid)).toBeNull();
+  return { pid, startTime };
+}
+
+/**
+ * A zombie: `sh` starts a short-lived child and then execs `sleep 30`, which never waits for it,
+ * so the child stays a zombie (exited, not reaped) while the sleep lives. Its /proc entry, start
+ * time included, is still there.
+ */
+async function zombieProcess(): Promise<{ pid: number; startTime: string | null }> {
+  const child = spawn('sh', ['-c', 'true & echo $!; exec sleep 30'], { detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
+  onTestFinished(() => killGroupIfAlive(child.pid!));
+  const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
+  const pid = Number(line);
+  await waitFor(() => procStat(pid)?.state === 'Z', 5000, `process ${pid} to become a zombie`);
+  const startTime = processStartTime(pid);
+  expect(startTime, 'a zombie still has its /proc entry').not.toBeNull();
+  return { pid, startTime };
+}
+
+/** recoverRuns, reduced to what this file is about (abandoned, orphaned). */
+function recover(runtime: Runtime): { abandoned: string[]; orphaned: Array<{ runId: string; pid: number }> } {
+  const { abandoned, orphaned } = recoverRuns(runtime);
+  return { abandoned, orphaned: orphaned.map(({ runId, pid }) => ({ runId, pid })) };
+}
+
+const runRow = (runtime: Runtime, runId: string) =>
+  runtime.db.prepare('SELECT status, error, finished_at, runner_id FROM loop_runs WHERE id = ?').get(runId) as {
+    status: string;
+    error: string | null;
+    finished_at: string | null;
+    runner_id: string;
+  };
+const leaseOf = (runtime: Runtime, runId: string) =>
+  runtime.db.prepare('SELECT holder, token, expires_at FROM leases WHERE name = ?').get(`run:${runId}`) as
+    | { holder: string; token: number; expires_at: string }
+    | undefined;
+
+function expectAbandoned(runtime: Runtime, runId: string, reason: RegExp): StoredEvent {
+  const events = runtime.log.readStream(`run:${runId}`);
+  const last = events[events.length - 1]!;
+  expect(last.type).toBe('run.abandoned');
+  expect((last.data as { reason: string }).reason).toMatch(reason);
+  expect(last.meta).toMatchObject({ runnerId: NEW });
+  expect(runRow(runtime, runId)).toMatchObject({ status: 'abandoned', runner_id: OLD, finished_at: last.at });
+  expect(runRow(runtime, runId).error).toMatch(reason);
+  // The run's lease was taken over and released with the outcome.
+  expect(leaseOf(runtime, runId)).toBeUndefined();
+  return last;
+}
+
+describe('recoverRuns: the runner is gone (its lease expired)', () => {
+  it('claimed, never spawned: abandoned, naming the runner', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const runId = strandRun(old, loop, 'claimed');
+    die();
+    clock.advance(TTL + 1);
+    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped before the process was started$`));
+    expect(eventTypes(runtime.log, `run:${runId}`)).toEqual(['run.claimed', 'run.abandoned']);
+  });
+
+  it('spawn requested, no process recorded: abandoned', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const runId = strandRun(old, loop, 'spawning');
+    die();
+    clock.advance(TTL + 1);
+    expect(recoverRuns(runtime).abandoned).toEqual([runId]);
+    expectAbandoned(runtime, runId, new RegExp(`runner ${OLD} stopped before the process was started`));
+  });
+
+  it('running, its process gone: abandoned, naming the runner and the pid; the old lease is fenced out', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const proc = await deadProcess();
+    const runId = strandRun(old, loop, proc);
+    die();
+    clock.advance(TTL + 1);
+    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${proc.pid}\\) is gone; its exit status is unknown$`));
+    expect(findRun(runtime.db, runId)).toMatchObject({ status: 'abandoned', pid: proc.pid, runnerId: OLD });
+    // The old runner, should it come back, can no longer record anything under its lease.
+    const stale = { name: `run:${runId}`, holder: OLD, token: 1, expiresAt: T0 + TTL };
+    expect(() => assertLeaseHeld(runtime.db, stale, clock.now())).toThrow(LeaseLostError);
+    expect(findLoop(runtime.db, loop.id).status).toBe('active');
+  });
+
+  it('running, its pid now belongs to another process (different start time): abandoned', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const other = liveProcess();
+    const runId = strandRun(old, loop, { pid: other.pid, startTime: `${Number(other.startTime) - 1}` });
+    die();
+    clock.advance(TTL + 1);
+    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    expectAbandoned(runtime, runId, new RegExp(`pid ${other.pid}\\) is gone`));
+    expect(isAlive(other.pid), 'the unrelated process is not touched').toBe(true);
+  });
+
+  it('running, its process exited but was never reaped (a zombie): abandoned, not orphaned', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const zombie = await zombieProcess();
+    const runId = strandRun(old, loop, zombie);
+    die();
+    clock.advance(TTL + 1);
+    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    expectAbandoned(runtime, runId, new RegExp(`pid ${zombie.pid}\\) is gone`));
+  });
+
+  it('no lease row at all: treated as expired', async () => {
+    const { runtime, old, die, loop } = await setup();
+    const runId = strandRun(old, loop, 'claimed');
+    die();
+    runtime.db.prepare('DELETE FROM leases WHERE name = ?').run(`run:${runId}`);
+    // Not a second later: the missing lease alone makes the run stale.
+    expect(recoverRuns(runtime).abandoned).toEqual([runId]);
+    expectAbandoned(runtime, runId, new RegExp(`runner ${OLD}`));
+  });
+});
+
+describe('recoverRuns: nothing to record', () => {
+  it('a process still alive (same pid and start time) is reported orphaned; nothing is appended, nothing killed', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const proc = liveProcess();
+    const runId = strandRun(old, loop, proc);
+    die();
+    clock.advance(TTL + 1);
+    const head = runtime.log.headPosition();
+    const leaseBefore = leaseOf(runtime, runId);
+    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid: proc.pid }] });
+    expect(runtime.log.headPosition()).toBe(head);
+    expect(runRow(runtime, runId).status).toBe('running');
+    expect(leaseOf(runtime, runId)).toEqual(leaseBefore);
+    expect(isAlive(proc.pid)).toBe(true);
+    // Asked again, the same answer.
+    expect(recover(runtime).orphaned).toEqual([{ runId, pid: proc.pid }]);
+    expect(runtime.log.headPosition()).toBe(head);
+  });
+
+  it('a run whose lease is still live is untouched, even with its process gone', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const proc = await deadProcess();
+    const runId = strandRun(old, loop, proc);
+    const claimedOnly = strandRun(old, loop, 'claimed');
+    die();
+    clock.advance(TTL - 1);
+    const head = runtime.log.headPosition();
+    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [] });
+    expect(runtime.log.headPosition()).toBe(head);
+    expect(runRow(runtime, runId).status).toBe('running');
+    expect(runRow(runtime, claimedOnly).status).toBe('claimed');
+    expect(leaseOf(runtime, runId)).toMatchObject({ holder: OLD, token: 1 });
+
+    // Once it expires, the next recovery records both.
+    clock.advance(2);
+    expect(recoverRuns(runtime).abandoned.sort()).toEqual([runId, claimedOnly].sort());
+  });
+
+  it('finished runs and runs with a live lease of this runner are left alone; a second recovery finds nothing', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const done = createCommandLoop(runtime, { name: 'quick', command: 'true', schedule: { manual: true } });
+    const finished = await runNow(runtime, done.id);
+    expect(finished.status).toBe('succeeded');
+    const stale = strandRun(old, loop, 'claimed');
+    die();
+    clock.advance(TTL + 1);
+    const mine = strandRun(runtime, loop, 'claimed'); // this runner, live lease
+    expect(recover(runtime)).toEqual({ abandoned: [stale], orphaned: [] });
+    const head = runtime.log.headPosition();
+    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [] });
+    expect(runtime.log.headPosition()).toBe(head);
+    expect(runRow(runtime, mine).status).toBe('claimed');
+    expect(runRow(runtime, finished.id).status).toBe('succeeded');
+    // Let this runner's own stranded claim end so the log stays tidy.
+    clock.advance(TTL + 1);
+    expect(recoverRuns(runtime).abandoned).toEqual([mine]);
+  });
+});
+
+describe('a runner dies in the middle of executeRun', () => {
+  it('its run (a real sleep 30 it spawned) is abandoned once the process is killed and the lease expired', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const spawned = firstValueFrom(old.log.events$.pipe(filter((e) => e.type === 'process.spawned')));
+    const running = executeRun(old, findLoop(old.db, loop.id), {
+      runId: newId('run', clock.now()),
+      slot: 'manual:x',
+      scheduledFor: new Date(clock.now()).toISOString(),
+      trigger: 'manual',
+    });
+    running.catch(() => undefined);
+    const event = await spawned;
+    const runId = event.streamId.slice('run:'.length);
+    const { pid, pgid } = event.data as { pid: number; pgid: number };
+    onTestFinished(() => killGroupIfAlive(pgid));
+    // The runner dies: its database handle goes away first (nothing more is recorded), then its
+    // process group is killed, as kill -9 of the runner would leave it once the child exits.
+    die();
+    process.kill(-pgid, 'SIGKILL');
+    await expect(running).rejects.toThrow();
+    await waitForGroupGone(pgid);
+    expect(runRow(runtime, runId).status).toBe('running');
+
+    // Before the lease expires: untouched.
+    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [] });
+    clock.advance(TTL + 1);
+    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${pid}\\) is gone`));
+    expect(eventTypes(runtime.log, `run:${runId}`)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned', 'run.abandoned']);
+  });
+});
+
+describe('Daemon.start() recovers first', () => {
+  it('after a daemon was killed (its pid file names a dead process): takes over its live leases at once and abandons its run', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const gone = await deadProcess();
+    const daemonProc = await deadProcess();
+    // What a daemon killed with -9 leaves behind: its pid file, its live daemon lease, a run
+    // under a live lease of its runner.
+    takeLease(old.db, 'daemon', OLD, 15_000, clock.now());
+    const runId = strandRun(old, loop, gone);
+    const unrelated = await openRuntime({ dataDir: runtime.dataDir, clock, runnerId: 'cli-host:333:run-now' });
+    onTestFinished(() => unrelated.close());
+    const otherRunner = strandRun(unrelated, loop, 'claimed'); // another runner's run, lease live
+    writeFileSync(
+      pidFile(runtime.dataDir),
+      JSON.stringify({ pid: daemonProc.pid, startTime: daemonProc.startTime, bootId: bootId(), runnerId: OLD, version: '0.1.0', startedAt: new Date(T0).toISOString(), dataDir: runtime.dataDir }),
+    );
+    die();
+    clock.advance(1000); // well within every lease
+
+    const lines: string[] = [];
+    const daemon = new Daemon(runtime, { log: (l) => lines.push(l) });
+    onTestFinished(() => daemon.stop());
+    daemon.start();
+    expect(runningDaemon(runtime.dataDir)).toMatchObject({ pid: process.pid, runnerId: NEW });
+    expect(leaseOf(runtime, runId)).toBeUndefined();
+    expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${gone.pid}\\) is gone`));
+    expect(lines.some((l) => l.endsWith(`recovered run ${runId}: abandoned (its runner stopped and its process is gone)`))).toBe(true);
+    // Only the dead daemon's leases were expired: another runner's live run is untouched.
+    expect(runRow(runtime, otherRunner).status).toBe('claimed');
+    expect(leaseOf(runtime, otherRunner)).toMatchObject({ holder: 'cli-host:333:run-now' });
+    const daemonLease = runtime.db.prepare("SELECT holder, token FROM leases WHERE name = 'daemon'").get();
+    expect(daemonLease).toEqual({ holder: NEW, token: 2 });
+    await daemon.stop();
+    clock.advance(TTL);
+    expect(recover(runtime).abandoned).toEqual([otherRunner]);
+  });
+
+
+  it('abandons what is gone and leaves what is still alive running (reported in its log)', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const gone = await deadProcess();
+    const alive = liveProcess();
+    const abandoned = strandRun(old, loop, gone);
+    const orphan = strandRun(old, loop, alive);
+    die();
+    clock.advance(TTL + 1);
+    const lines: string[] = [];
+    const daemon = new Daemon(runtime, { log: (l) => lines.push(l) });
+    onTestFinished(() => daemon.stop());
+    daemon.start();
+    expect(lines.some((l) => l.endsWith(`recovered run ${abandoned}: abandoned (its runner stopped and its process is gone)`))).toBe(true);
+    // Left running (reported, or adopted and watched): never killed, never recorded as ended.
+    expect(lines.some((l) => l.includes(`run ${orphan}: its runner stopped but its process ${alive.pid} is still running`))).toBe(true);
+    expect(runRow(runtime, abandoned).status).toBe('abandoned');
+    expect(runRow(runtime, orphan).status).toBe('running');
+    await daemon.stop();
+    expect(isAlive(alive.pid)).toBe(true);
+  });
+});
