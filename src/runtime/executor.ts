@@ -40,7 +40,7 @@ export interface SpawnSpec {
 
 /**
  * The exit-status wrapper: runs the command ("$@", or `eval` of a shell command line in a
- * subshell), writes `exit N` or `signal NAME` to the status file (atomically), and ends the same
+ * subshell), writes `exit N` or `signal NAME` to the status file (one small write), and ends the same
  * way the command did. It survives SIGTERM/SIGINT/SIGHUP itself (a handled signal is reset to the
  * default in the command), so the command — in the same process group — decides how it ends.
  */
@@ -50,7 +50,8 @@ const WRAPPER = [
   'if [ "$mode" = shell ]; then (eval "$1"); else "$@"; fi',
   's=$?',
   'if [ "$s" -gt 128 ] && [ "$s" -lt 193 ]; then r="signal $(kill -l $((s - 128)))"; else r="exit $s"; fi',
-  'printf "%s\\n" "$r" > "$f.tmp" && mv -f "$f.tmp" "$f"',
+  // One short write with a builtin (no mv: an extra exec costs ~1 ms per run); readers ignore a partial line.
+  'printf "%s\\n" "$r" > "$f"',
   'if [ "$s" -gt 128 ] && [ "$s" -lt 193 ]; then trap - TERM INT HUP; kill -s "$(kill -l $((s - 128)))" $$ 2>/dev/null; fi',
   'exit "$s"',
 ].join('\n');
