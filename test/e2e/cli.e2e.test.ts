@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, FIXTURES, Sandbox, pidAlive } from './cli-helpers.js';
@@ -418,6 +418,22 @@ describe('bad input: one clear line, exit 2, nothing appended', () => {
     const r = s.run(['show', 'nope'], { LOOPS_DEBUG: '1' });
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/\n\s+at /);
+  });
+});
+
+describe('loops daemon logs -f', () => {
+  it('prints lines as they are appended to the log, and ends on Ctrl-C', async () => {
+    const s = sandbox();
+    s.run(['list']);
+    writeFileSync(join(s.dataDir, 'daemon.log'), 'first\n');
+    const follow = s.start(['daemon', 'logs', '-f']);
+    await follow.waitForOutput(/first/);
+    appendFileSync(join(s.dataDir, 'daemon.log'), 'second line\n');
+    await follow.waitForOutput(/second line/);
+    follow.child.kill('SIGINT');
+    const result = await follow.exited;
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('first\nsecond line\n');
   });
 });
 

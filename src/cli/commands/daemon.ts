@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync, watch } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { LoopsError } from '../../events/errors.js';
 import {
@@ -233,24 +233,31 @@ const logs: CliCommand = {
       offset = Buffer.byteLength(text);
     }
     if (!values.follow) return EXIT.ok;
+    // Follow with inotify/FSEvents (fs.watch on the data directory sees the log created, grown or
+    // rotated), not a polling loop.
+    const readNew = () => {
+      if (!existsSync(file)) return;
+      const size = statSync(file).size;
+      if (size < offset) offset = 0; // rotated or truncated
+      if (size > offset) {
+        const fd = openSync(file, 'r');
+        const buf = Buffer.alloc(size - offset);
+        readSync(fd, buf, 0, buf.length, offset);
+        closeSync(fd);
+        offset = size;
+        ctx.out.write(buf);
+      }
+    };
     await new Promise<void>((resolve) => {
-      const timer = setInterval(() => {
-        if (!existsSync(file)) return;
-        const size = statSync(file).size;
-        if (size < offset) offset = 0; // rotated or truncated
-        if (size > offset) {
-          const fd = openSync(file, 'r');
-          const buf = Buffer.alloc(size - offset);
-          readSync(fd, buf, 0, buf.length, offset);
-          closeSync(fd);
-          offset = size;
-          ctx.out.write(buf);
-        }
-      }, 250);
-      process.once('SIGINT', () => {
-        clearInterval(timer);
-        resolve();
+      const watcher = watch(ctx.dataDir, (_event, name) => {
+        if (name === null || name === 'daemon.log') readNew();
       });
+      const end = () => {
+        watcher.close();
+        resolve();
+      };
+      process.once('SIGINT', end);
+      process.once('SIGTERM', end);
     });
     return EXIT.ok;
   },
