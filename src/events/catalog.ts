@@ -75,6 +75,8 @@ export const loopPoliciesSchema = z
     retryDelayMs: z.number().int().nonnegative(),
     backoff: z.number().min(1),
     maxRetryDelayMs: z.number().int().positive().nullable(),
+    /** Run lease time-to-live: a run whose runner stops renewing it for this long is recovered. */
+    leaseMs: z.number().int().positive(),
   })
   .strict();
 export type LoopPolicies = z.infer<typeof loopPoliciesSchema>;

@@ -43,6 +43,8 @@ export interface CreateCommandLoopInput {
   retryDelay?: string | number | null;
   backoff?: string | number | null;
   maxRetryDelay?: string | number | null;
+  /** Run lease time-to-live (default 30s). */
+  lease?: string | number | null;
 }
 
 const OVERLAP = ['skip', 'allow'] as const;
@@ -63,6 +65,16 @@ function positiveCount(value: string | number | null | undefined, flag: string):
     throw new ValidationError(`${flag} must be a positive whole number, got ${JSON.stringify(value)}`);
   }
   return n;
+}
+
+function leaseMs(value: string | number | null | undefined): number {
+  const ms = toMs(value, '--lease') ?? 30_000;
+  if (ms < 3000) {
+    throw new ValidationError(`--lease must be at least 3s, got ${JSON.stringify(value)}`, {
+      hint: 'the lease is renewed every third of it; a shorter one would be lost on a busy machine',
+    });
+  }
+  return ms;
 }
 
 /** The loop's policies from user input, each checked. */
@@ -113,6 +125,7 @@ export function buildPolicies(input: CreateCommandLoopInput): LoopPolicies {
     retryDelayMs,
     backoff,
     maxRetryDelayMs,
+    leaseMs: leaseMs(input.lease),
   };
 }
 

@@ -73,7 +73,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
   const now = clock.now();
   const runId = options.runId;
   const streamId = `run:${runId}`;
-  const ttl = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
+  const ttl = options.leaseTtlMs ?? loop.policies.leaseMs ?? DEFAULT_LEASE_TTL_MS;
   // A new run id has no lease yet, so the claim takes fencing token 1; the lease is taken in the
   // same transaction as run.claimed and released in the one that records the run's end.
   let lease: Lease = { name: streamId, holder: runtime.runnerId, token: 1, expiresAt: now + ttl };

@@ -379,6 +379,7 @@ describe('bad input: one clear line, exit 2, nothing appended', () => {
     ['bad --attempts', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--attempts', 'many'], /--attempts must be a positive whole number/],
     ['bad --backoff', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--attempts', '3', '--backoff', '0.5'], /--backoff must be a number of at least 1/],
     ['max retry delay below the delay', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--attempts', '3', '--retry-delay', '5m', '--max-retry-delay', '1m'], /--max-retry-delay must not be shorter than --retry-delay/],
+    ['--lease too short', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--lease', '1s'], /--lease must be at least 3s/],
     ['unknown --overlap', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--overlap', 'queue'], /--overlap: unknown policy "queue"/],
     ['unknown --catch-up', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--catch-up', 'some'], /--catch-up: unknown policy "some"/],
     ['--catch-up-limit without all', ['create', 'command', 'x', '--cmd', 'true', '--every', '1h', '--catch-up-limit', '3'], /--catch-up-limit only applies to --catch-up all/],

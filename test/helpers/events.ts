@@ -42,6 +42,7 @@ export const policies = (overrides: Partial<LoopPolicies> = {}): LoopPolicies =>
   retryDelayMs: 10_000,
   backoff: 2,
   maxRetryDelayMs: null,
+  leaseMs: 30_000,
   ...overrides,
 });
 

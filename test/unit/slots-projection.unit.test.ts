@@ -107,10 +107,10 @@ describe('slot_decisions projection', () => {
   });
 });
 
-describe('loops projection (v6): slot decisions and expiry', () => {
-  it('is version 6 and handles the slot events that carry a due time, and loop.expired', () => {
-    expect(loopsProjection.version).toBe(6);
-    for (const type of ['slot.fired', 'slot.skipped', 'slot.missed', 'loop.expired']) expect(loopsProjection.handles.has(type)).toBe(true);
+describe('loops projection (v7): slot decisions and expiry', () => {
+  it('is version 7 (v6 + the due-loops index) and handles the events that carry a due time, and loop.expired', () => {
+    expect(loopsProjection.version).toBe(7);
+    for (const type of ['slot.fired', 'slot.skipped', 'slot.missed', 'loop.rescheduled', 'loop.expired']) expect(loopsProjection.handles.has(type)).toBe(true);
     // slot.coalesced is always recorded with the slot it was folded into, which carries the due time.
     expect(loopsProjection.handles.has('slot.coalesced')).toBe(false);
   });

@@ -44,6 +44,7 @@ const spec: CommandSpec = {
     'retry-delay': { type: 'string', value: '<duration>', description: 'wait before the first retry (default 10s)' },
     backoff: { type: 'string', value: '<factor>', description: 'each later retry waits this many times longer (default 2)' },
     'max-retry-delay': { type: 'string', value: '<duration>', description: 'the longest wait between attempts' },
+    lease: { type: 'string', value: '<duration>', description: 'run lease, renewed while it runs; recovered when a runner stops renewing it (default 30s)' },
     json: JSON_OPTION,
   },
   examples: [
@@ -106,6 +107,7 @@ const createCommand: CliCommand = {
         retryDelay: (values['retry-delay'] as string | undefined) ?? null,
         backoff: (values.backoff as string | undefined) ?? null,
         maxRetryDelay: (values['max-retry-delay'] as string | undefined) ?? null,
+        lease: (values.lease as string | undefined) ?? null,
       });
       if (ctx.json) printJson(ctx, loop);
       else {
