@@ -17,6 +17,7 @@ import { assertLeaseHeld, releaseLease, renewLease, takeLease, type Lease } from
 import { runDir } from './paths.js';
 import { findLoop, findRun, type LoopView, type RunView } from './queries.js';
 import type { Runtime } from './runtime.js';
+import { afterScheduledRun, decideLoop } from './scheduler.js';
 
 export interface RunNowOptions {
   /** Live output of the process. */
@@ -41,6 +42,19 @@ export async function runNow(runtime: Runtime, idOrName: string, options: RunNow
     });
   }
   const now = runtime.clock.now();
+  // A loop that is due: run-now takes the due slot — decided and recorded like any pass (a daemon
+  // or tick racing for it loses the compare-and-set), so the slot never gets two runs.
+  if (loop.status === 'active' && loop.nextRunAt !== null && Date.parse(loop.nextRunAt) <= now) {
+    const { fired } = decideLoop(runtime, loop.id, now);
+    let last: RunView | null = null;
+    for (const f of fired) {
+      last = await executeRun(runtime, loop, { runId: f.runId, slot: f.slot, scheduledFor: f.fireAt, trigger: 'schedule', ...options });
+      afterScheduledRun(runtime, loop.id, last);
+    }
+    if (last) return last;
+  }
+  // Otherwise (not due, paused, stopped, or its due slot was skipped for overlap): an ad-hoc slot
+  // of its own, which never touches the schedule.
   const runId = newId('run', now);
   return executeRun(runtime, loop, {
     runId,

@@ -90,3 +90,23 @@ describe('fixed-delay loops', () => {
     expect(findLoop(runtime.db, 'twice').status).toBe('expired');
   });
 });
+
+describe('run-now on a due loop', () => {
+  it('takes the due slot (recorded like a pass); a later pass does not run that slot again', async () => {
+    const { runNow } = await import('../../src/runtime/run-now.js');
+    const clock = new SimulatedClock(T0);
+    const runtime = await useRuntime({ clock });
+    onTestFinished(() => expectLogConsistent(runtime));
+    createCommandLoop(runtime, { name: 'hourly', command: 'true', schedule: { every: '1h', tz: 'UTC' } });
+    clock.jumpWall(HOUR + 1000);
+    const run = await runNow(runtime, 'hourly');
+    expect(run).toMatchObject({ status: 'succeeded', trigger: 'schedule', slot: new Date(T0 + HOUR).toISOString(), attempt: 1 });
+    expect((await tick(runtime)).decisions).toEqual([]);
+    // Not due: an ad-hoc run of its own, the schedule untouched.
+    const before = findLoop(runtime.db, 'hourly').nextRunAt;
+    const adhoc = await runNow(runtime, 'hourly');
+    expect(adhoc.trigger).toBe('manual');
+    expect(adhoc.slot).toBe(`manual:${adhoc.id}`);
+    expect(findLoop(runtime.db, 'hourly').nextRunAt).toBe(before);
+  });
+});
