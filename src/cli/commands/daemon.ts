@@ -225,16 +225,9 @@ const logs: CliCommand = {
       ctx.err.write(`No daemon log yet (${file}).\n`);
       if (!values.follow) return EXIT.ok;
     }
+    // Following: watch (inotify/FSEvents on the data directory: the log created, grown or rotated —
+    // no polling loop) BEFORE printing what is there, so nothing appended meanwhile is missed.
     let offset = 0;
-    if (existsSync(file)) {
-      const text = readFileSync(file, 'utf8');
-      const lines = text.replace(/\n$/, '').split('\n');
-      if (text.length) ctx.out.write(lines.slice(-n).join('\n') + '\n');
-      offset = Buffer.byteLength(text);
-    }
-    if (!values.follow) return EXIT.ok;
-    // Follow with inotify/FSEvents (fs.watch on the data directory sees the log created, grown or
-    // rotated), not a polling loop.
     const readNew = () => {
       if (!existsSync(file)) return;
       const size = statSync(file).size;
@@ -248,10 +241,19 @@ const logs: CliCommand = {
         ctx.out.write(buf);
       }
     };
+    const watcher = values.follow
+      ? watch(ctx.dataDir, (_event, name) => {
+          if (name === null || name === 'daemon.log') readNew();
+        })
+      : null;
+    if (existsSync(file)) {
+      const text = readFileSync(file);
+      const lines = text.toString('utf8').replace(/\n$/, '').split('\n');
+      if (text.length) ctx.out.write(lines.slice(-n).join('\n') + '\n');
+      offset = text.length;
+    }
+    if (!watcher) return EXIT.ok;
     await new Promise<void>((resolve) => {
-      const watcher = watch(ctx.dataDir, (_event, name) => {
-        if (name === null || name === 'daemon.log') readNew();
-      });
       const end = () => {
         watcher.close();
         resolve();
