@@ -221,7 +221,20 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
       // Whatever the leader left behind in its group goes with it.
       if (groupAlive(pid)) terminateGroup();
       const finish = () => {
-        if (killTimer !== null && !groupAlive(pid)) clock.clearTimeout(killTimer);
+        // The pending SIGKILL is only needed while something of the group lives on: watch the
+        // group (bounded by the grace period) and drop the timer as soon as it is gone, so it does
+        // not keep a finished runner waiting out the whole grace period.
+        const settle = () => {
+          if (killTimer === null) return;
+          if (!groupAlive(pid)) {
+            clock.clearTimeout(killTimer);
+            killTimer = null;
+          } else if (clock.monotonic() - startedSettle < grace) {
+            clock.setTimeout(settle, 25);
+          }
+        };
+        const startedSettle = clock.monotonic();
+        settle();
         stdoutFile?.close();
         stderrFile?.close();
         const exitCode = code;
