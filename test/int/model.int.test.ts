@@ -15,13 +15,14 @@ import type { ScheduleFlags } from '../../src/runtime/schedule.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
 import { openTestRuntime } from '../helpers/tmp.js';
 
-type Status = 'active' | 'paused' | 'stopped' | 'archived' | 'removed';
+type Status = 'active' | 'paused' | 'stopped' | 'archived' | 'removed' | 'expired';
 
 const ALLOWED: Record<Status, Partial<Record<LoopStateCommand, Status>>> = {
   active: { pause: 'paused', stop: 'stopped', archive: 'archived', remove: 'removed' },
   paused: { resume: 'active', stop: 'stopped', archive: 'archived', remove: 'removed' },
   stopped: { resume: 'active', archive: 'archived', remove: 'removed' },
   archived: { remove: 'removed' },
+  expired: { archive: 'archived', remove: 'removed' },
   removed: {},
 };
 
@@ -78,7 +79,16 @@ describe('model-based property: commands → log → projections', () => {
         const cmds = [first, ...rest];
         const clock = new SimulatedClock('2026-03-28T12:00:00.000Z');
         const runtime = await openTestRuntime({ clock });
-        const model: Array<{ id: string; name: string; ok: boolean; status: Status; runs: number; lastRun: string | null }> = [];
+        const model: Array<{
+          id: string;
+          name: string;
+          ok: boolean;
+          status: Status;
+          runs: number;
+          lastRun: string | null;
+          /** For a one-shot (--at) loop: its instant. */
+          atMs: number | null;
+        }> = [];
         try {
           for (const cmd of cmds) {
             const head = runtime.log.headPosition();
@@ -98,7 +108,8 @@ describe('model-based property: commands → log → projections', () => {
                 } else {
                   const view = attempt();
                   expect(view.status).toBe('active');
-                  model.push({ id: view.id, name: cmd.name, ok: cmd.ok, status: 'active', runs: 0, lastRun: null });
+                  const atMs = view.schedule.kind === 'at' ? Date.parse(view.schedule.at) : null;
+                  model.push({ id: view.id, name: cmd.name, ok: cmd.ok, status: 'active', runs: 0, lastRun: null, atMs });
                 }
                 break;
               }
@@ -128,12 +139,19 @@ describe('model-based property: commands → log → projections', () => {
                 if (loop.status === 'removed') {
                   await expect(runNow(runtime, loop.id)).rejects.toBeInstanceOf(NotFoundError);
                   expect(runtime.log.headPosition()).toBe(head);
-                } else if (loop.status === 'archived') {
+                } else if (loop.status === 'archived' || loop.status === 'expired') {
                   await expect(runNow(runtime, loop.id)).rejects.toBeInstanceOf(InvalidTransitionError);
                   expect(runtime.log.headPosition()).toBe(head);
                 } else {
+                  // An active one-shot whose instant has come: run-now takes its slot, and the loop,
+                  // having no slot left, expires.
+                  const takesLastSlot = loop.status === 'active' && loop.atMs !== null && loop.atMs <= clock.now();
                   const run = await runNow(runtime, loop.id);
                   expect(run).toMatchObject({ status: loop.ok ? 'succeeded' : 'failed', exitCode: loop.ok ? 0 : 1 });
+                  if (takesLastSlot) {
+                    expect(run).toMatchObject({ trigger: 'schedule', slot: new Date(loop.atMs!).toISOString() });
+                    loop.status = 'expired';
+                  }
                   loop.runs += 1;
                   loop.lastRun = run.id;
                 }
