@@ -11,12 +11,15 @@ const loops = (...args) => {
 };
 
 const exists = spawnSync(process.execPath, [bin, 'show', 'hello', '--json'], { stdio: 'ignore' }).status === 0;
-if (!exists) loops('create', 'command', 'hello', '--cmd', 'echo "hello from loops at $(date)"', '--every', '1h', '-d', 'demo loop');
+if (!exists && loops('create', 'command', 'hello', '--cmd', 'echo "hello from loops at $(date)"', '--every', '1h', '-d', 'demo loop') !== 0) {
+  process.stderr.write('\nThe demo could not create its loop (see the error above).\n');
+  process.exit(1);
+}
 loops('list');
 const status = loops('run-now', 'hello', '--show-output');
 loops('runs', 'hello', '--limit', '3');
 const last = spawnSync(process.execPath, [bin, 'runs', 'hello', '--limit', '1', '--json'], { encoding: 'utf8' });
-const run = JSON.parse(last.stdout)[0];
+const run = last.status === 0 ? JSON.parse(last.stdout)[0] : undefined;
 if (run) loops('replay', run.id);
 loops('projections', 'verify');
 process.stdout.write('\nDone. Put `loops` on your PATH with `npm link`, then try `loops --help`.\n');

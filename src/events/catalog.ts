@@ -86,7 +86,8 @@ const reason = z.string().nullable();
 export const eventSchemas = {
   // ── loop stream: loop:<id> ──────────────────────────────────────────────
   'loop.created': {
-    v: 1,
+    // v2: timing, the every anchor and the scheduling policies (v1 events are upcast below).
+    v: 2,
     schema: z
       .object({
         loopId: z.string().min(1),
@@ -183,7 +184,8 @@ export const eventSchemas = {
 
   // ── run stream: run:<id> ────────────────────────────────────────────────
   'run.claimed': {
-    v: 1,
+    // v2: the loop's policies carry the scheduling policies too (v1 events are upcast below).
+    v: 2,
     schema: z
       .object({
         runId: z.string().min(1),
@@ -282,10 +284,49 @@ export function validateEventData(type: string, data: unknown): unknown {
 }
 
 /**
- * Upcasters turn an older stored payload into the current shape, keyed by `type@v`.
- * None yet: every type is at version 1.
+ * Upcasters turn an older stored payload into the current shape, keyed by `type@v` (the version
+ * they upgrade from). Stored events are never rewritten: they are upcast when read.
  */
-const upcasters: Record<string, (data: unknown) => unknown> = {};
+type Obj = Record<string, unknown>;
+
+/** Policies as written by v1 (timeout and kill grace only), completed with today's defaults. */
+function policiesV1toV2(policies: unknown): Obj {
+  return {
+    overlap: 'skip',
+    catchUp: 'latest',
+    catchUpWindowMs: null,
+    catchUpLimit: null,
+    attempts: 1,
+    retryDelayMs: 10_000,
+    backoff: 2,
+    maxRetryDelayMs: null,
+    leaseMs: 30_000,
+    ...(policies as Obj),
+  };
+}
+
+const upcasters: Record<string, (data: unknown) => unknown> = {
+  'loop.created@1': (data) => {
+    const d = data as Obj;
+    const schedule = d.schedule as Obj;
+    return {
+      ...d,
+      schedule: schedule.kind === 'every' ? { anchor: 'fixed-rate', ...schedule } : schedule,
+      timing: {
+        tz: typeof schedule.tz === 'string' ? schedule.tz : 'UTC',
+        jitterMs: null,
+        startsAt: null,
+        expiresAt: null,
+        maxRuns: null,
+      },
+      policies: policiesV1toV2(d.policies),
+    };
+  },
+  'run.claimed@1': (data) => {
+    const d = data as Obj;
+    return { ...d, policies: policiesV1toV2(d.policies) };
+  },
+};
 
 export function upcast(type: string, v: number, data: unknown): unknown {
   let current = data;

@@ -26,7 +26,16 @@ export async function openReader(dataDir: string = resolveDataDir()): Promise<Re
   const stale = staleProjections(db);
   if (stale.length > 0) {
     const { rebuildProjections } = await import('./projection-admin.js');
-    rebuildProjections(db, stale);
+    try {
+      rebuildProjections(db, stale);
+    } catch (error) {
+      db.close();
+      const { LoopsError } = await import('../events/errors.js');
+      throw new LoopsError('internal', `could not rebuild ${stale.join(', ')} from the log: ${(error as Error).message}`, {
+        cause: error,
+        hint: 'the log may hold events this version cannot read; LOOPS_DEBUG=1 shows details, and the log itself is untouched',
+      });
+    }
   }
   return { dataDir, db, close: () => db.close() };
 }
