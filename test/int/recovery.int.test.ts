@@ -123,10 +123,11 @@ async function deadProcess(): Promise<{ pid: number; startTime: string }> {
 /**
  * A zombie: `sh` starts a short-lived child and then execs `sleep 30`, which never waits for it,
  * so the child stays a zombie (exited, not reaped) while the sleep lives. Its /proc entry, start
- * time included, is still there.
+ * time included, is still there. The child outlives the exec by 0.3 s: had it exited before, the
+ * shell could have reaped it and there would be no zombie.
  */
 async function zombieProcess(): Promise<{ pid: number; startTime: string | null }> {
-  const child = spawn('sh', ['-c', 'true & echo $!; exec sleep 30'], { detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
+  const child = spawn('sh', ['-c', 'sleep 0.3 & echo $!; exec sleep 30'], { detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
   onTestFinished(() => killGroupIfAlive(child.pid!));
   const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
   const pid = Number(line);
