@@ -289,7 +289,12 @@ export function validateEventData(type: string, data: unknown): unknown {
  */
 type Obj = Record<string, unknown>;
 
-/** Policies as written by v1 (timeout and kill grace only), completed with today's defaults. */
+/**
+ * Policies as written by v1 (timeout and kill grace only), completed with what a v1 loop actually
+ * did: no retries, skip on overlap, catch-up latest. These are frozen facts about v1, deliberately
+ * not shared with the current defaults in runtime/loops.ts — changing a default later must not
+ * change what old events mean.
+ */
 function policiesV1toV2(policies: unknown): Obj {
   return {
     overlap: 'skip',
