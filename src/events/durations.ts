@@ -1,0 +1,60 @@
+import { ValidationError } from './errors.js';
+
+const UNITS: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
+
+/**
+ * Parses `500ms`, `90s`, `15m`, `1h30m`, `2d`, `1w` (units may be combined, largest first).
+ * A bare number is rejected: `--timeout 30` is ambiguous.
+ */
+export function parseDuration(input: string, flag = 'duration'): number {
+  const text = input.trim().toLowerCase();
+  const re = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
+  let total = 0;
+  let matched = 0;
+  let lastUnit = Infinity;
+  let m: RegExpExecArray | null;
+  while ((m = re.exec(text)) !== null) {
+    const unit = UNITS[m[2]!]!;
+    if (unit >= lastUnit) break;
+    lastUnit = unit;
+    total += Number(m[1]) * unit;
+    matched = re.lastIndex;
+  }
+  if (text === '' || matched !== text.length) {
+    throw new ValidationError(`${flag}: invalid duration ${JSON.stringify(input)}`, {
+      hint: 'use a number with a unit, e.g. 500ms, 90s, 15m, 1h30m, 2d',
+    });
+  }
+  const ms = Math.round(total);
+  if (ms <= 0) throw new ValidationError(`${flag}: duration must be greater than zero, got ${JSON.stringify(input)}`);
+  return ms;
+}
+
+/** 90000 → `1m30s`; 1500 → `1.5s`; 250 → `250ms`. */
+export function formatDuration(ms: number): string {
+  if (Math.round(ms) < 1000) return `${Math.round(ms)}ms`;
+  // Round to tenths first, so 59 999 ms is `1m` (not `60.0s`) and 1 040 ms is `1s` (not `1.0s`).
+  const tenths = Math.round(ms / 100);
+  if (tenths < 600) return `${tenths / 10}s`;
+  const parts: string[] = [];
+  let rest = Math.round(ms / 1000);
+  for (const [unit, size] of [
+    ['d', 86_400],
+    ['h', 3_600],
+    ['m', 60],
+    ['s', 1],
+  ] as const) {
+    if (rest >= size) {
+      parts.push(`${Math.floor(rest / size)}${unit}`);
+      rest %= size;
+    }
+  }
+  return parts.join('');
+}
