@@ -1,6 +1,7 @@
 /**
  * The process executor. Every process goes through execa, as the leader of a new process group
- * (`detached`), with stdin ignored, output streamed to capped files and bounded in-memory tails.
+ * (`detached`), with stdin ignored, output written by the process straight into capped per-run
+ * files (followed by the runner for bounded in-memory tails and live output).
  * Timeout and cancel kill the whole group: SIGTERM, then SIGKILL after the grace period. When
  * the leader exits, anything it left behind in its group is cleaned up the same way.
  */
@@ -9,7 +10,7 @@ import { delimiter, dirname, isAbsolute, join, resolve as resolvePath } from 'no
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from './clock.js';
 import { formatDuration } from './durations.js';
-import { CappedFile, TailBuffer } from './output.js';
+import { OutputFile, TailBuffer } from './output.js';
 import { bootId, groupAlive, processStartTime, signalGroup } from './process-info.js';
 
 export interface SpawnSpec {
@@ -24,7 +25,11 @@ export interface SpawnSpec {
   killGraceMs?: number;
   /** Bytes of each stream kept in memory for the run's events (default 64 KiB). */
   tailBytes?: number;
-  /** Where to write the full streams (capped); omitted: not written. */
+  /**
+   * Where the full streams go (capped). When given, the process writes straight into the file
+   * (no pipe to the runner, so it survives the runner's death) and the runner follows it;
+   * omitted, the stream is piped and only its tail is kept.
+   */
   stdoutFile?: string;
   stderrFile?: string;
   /** Cap per output file before it is rotated (default 16 MiB). */
@@ -151,22 +156,45 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
       : ['-c', WRAPPER, 'loops-run', spec.statusFile, 'argv', spec.command, ...spec.args];
     shell = false;
   }
-  const subprocess = execa(file, args, {
-    shell,
-    cwd: spec.cwd ?? undefined,
-    env: spec.env,
-    extendEnv: true,
-    stdin: 'ignore',
-    stdout: 'pipe',
-    stderr: 'pipe',
-    buffer: false,
-    reject: false,
-    detached: true,
-    cleanup: false,
-    windowsHide: true,
-  });
+  const tailBytes = spec.tailBytes ?? DEFAULT_TAIL;
+  const cap = spec.fileCapBytes ?? DEFAULT_FILE_CAP;
+  const stdoutTail = new TailBuffer(tailBytes);
+  const stderrTail = new TailBuffer(tailBytes);
+  const live = (stream: 'stdout' | 'stderr') => (spec.onOutput ? (chunk: Buffer) => spec.onOutput!(stream, chunk) : null);
+  const stdoutOut = spec.stdoutFile ? new OutputFile(spec.stdoutFile, cap, stdoutTail, live('stdout')) : null;
+  const stderrOut = spec.stderrFile ? new OutputFile(spec.stderrFile, cap, stderrTail, live('stderr')) : null;
+  const closeOutputs = () => {
+    stdoutOut?.close();
+    stderrOut?.close();
+  };
+  let subprocess;
+  try {
+    subprocess = execa(file, args, {
+      shell,
+      cwd: spec.cwd ?? undefined,
+      env: spec.env,
+      extendEnv: true,
+      stdin: 'ignore',
+      // A file descriptor when the stream goes to a file (then subprocess.stdout is null); the cast
+      // keeps execa's overloads simple — the stream handlers below are optional-chained.
+      stdout: (stdoutOut ? stdoutOut.writeFd : 'pipe') as 'pipe',
+      stderr: (stderrOut ? stderrOut.writeFd : 'pipe') as 'pipe',
+      buffer: false,
+      reject: false,
+      detached: true,
+      cleanup: false,
+      windowsHide: true,
+    });
+  } catch (error) {
+    closeOutputs();
+    throw error;
+  }
+  // The child has its own copies of the descriptors now.
+  stdoutOut?.releaseWriter();
+  stderrOut?.releaseWriter();
 
   if (subprocess.pid === undefined) {
+    closeOutputs();
     const result = await subprocess;
     const code = (result as { code?: string }).code ?? null;
     const cause = (result as { cause?: { message?: string } }).cause?.message ?? result.shortMessage ?? 'spawn failed';
@@ -175,18 +203,14 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
 
   const pid = subprocess.pid;
   const startTime = processStartTime(pid);
-  const stdoutTail = new TailBuffer(spec.tailBytes ?? DEFAULT_TAIL);
-  const stderrTail = new TailBuffer(spec.tailBytes ?? DEFAULT_TAIL);
-  const stdoutFile = spec.stdoutFile ? new CappedFile(spec.stdoutFile, spec.fileCapBytes ?? DEFAULT_FILE_CAP) : null;
-  const stderrFile = spec.stderrFile ? new CappedFile(spec.stderrFile, spec.fileCapBytes ?? DEFAULT_FILE_CAP) : null;
+  stdoutOut?.follow();
+  stderrOut?.follow();
   subprocess.stdout?.on('data', (chunk: Buffer) => {
     stdoutTail.push(chunk);
-    stdoutFile?.write(chunk);
     spec.onOutput?.('stdout', chunk);
   });
   subprocess.stderr?.on('data', (chunk: Buffer) => {
     stderrTail.push(chunk);
-    stderrFile?.write(chunk);
     spec.onOutput?.('stderr', chunk);
   });
 
@@ -235,8 +259,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
         };
         const startedSettle = clock.monotonic();
         settle();
-        stdoutFile?.close();
-        stderrFile?.close();
+        closeOutputs();
         const exitCode = code;
         const sig = signal ?? null;
         resolve({

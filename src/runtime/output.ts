@@ -1,9 +1,20 @@
 /**
  * Output capture with bounded memory: `TailBuffer` keeps the last N bytes of a stream (bytes, not
- * characters), and `CappedFile` writes a stream to disk keeping at most about 2 × cap bytes on
- * disk by rotating `<file>` to `<file>.1`, so the end of the output is always kept.
+ * characters); `OutputFile` is a run's output file: the process writes its output straight into a
+ * file it holds open (so it never depends on the runner being alive to read a pipe), and the
+ * runner follows that file for the tail, live output and the size cap.
  */
-import { closeSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  statSync,
+  truncateSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
 
 export class TailBuffer {
@@ -42,34 +53,137 @@ export class TailBuffer {
   }
 }
 
-export class CappedFile {
-  /** Opened on the first write (a silent command creates no file), with its directory (0700). */
-  private fd: number | null = null;
-  private written = 0;
+
+/**
+ * A run's output file that the process itself writes to (its stdout or stderr is this file,
+ * opened `O_APPEND`), followed by the runner. Because no pipe connects the process to the runner,
+ * a runner that dies (`kill -9`, a daemon restart) does not kill the process with SIGPIPE on its
+ * next write, and the output goes on into the file for whoever adopts the run.
+ *
+ * The runner reads what was appended by polling the file's size (see `follow`) and once more when
+ * the process ends. It keeps
+ * the tail in memory and, past the cap, rotates like logrotate's `copytruncate`: the last `cap`
+ * bytes are copied to `<file>.1` and the file is truncated, and the process goes on appending at
+ * its start. Bytes written between the copy and the truncation (microseconds) are lost from the
+ * files — never the end, which is what a failed run's reader needs. The cap is checked on every
+ * read, so a file can briefly exceed it by what the process writes between two reads; after a
+ * rotation the two files hold at most 2 × cap. When nothing is following (no
+ * live output), a burst larger than the tail is skipped rather than read, so following costs
+ * at most the tail's size per read however much the process writes.
+ */
+export class OutputFile {
+  /** The descriptor to hand to the child (`O_APPEND`); the runner closes its copy after spawn. */
+  readonly writeFd: number;
+  private readFd: number;
+  private offset = 0;
+  private rotatedBytes = 0;
+  private poll: NodeJS.Timeout | null = null;
+  private writerOpen = true;
+  private closed = false;
 
   constructor(
     readonly path: string,
     readonly capBytes: number,
-  ) {}
-
-  write(chunk: Buffer): void {
-    if (this.capBytes <= 0) return;
-    if (this.fd === null) {
-      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
-      this.fd = openSync(this.path, 'w', 0o600);
-    }
-    if (this.written + chunk.length > this.capBytes && this.written > 0) {
-      closeSync(this.fd);
-      renameSync(this.path, `${this.path}.1`);
-      this.fd = openSync(this.path, 'w', 0o600);
-      this.written = 0;
-    }
-    writeSync(this.fd, chunk);
-    this.written += chunk.length;
+    readonly tail: TailBuffer,
+    private readonly onChunk: ((chunk: Buffer) => void) | null = null,
+  ) {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    this.writeFd = openSync(path, 'a', 0o600);
+    this.readFd = openSync(path, 'r');
   }
 
+  /**
+   * Starts following: polls the file's size (one fstat) every 100 ms while someone watches the
+   * output live, else every second, and sooner after a large burst so the cap holds for a process
+   * that writes fast. (Not `fs.watch`: inotify on Node 20's libuv aborts the process when a watched
+   * file is closed under it — `uv__inotify_read: Assertion size > 0`.)
+   */
+  follow(): void {
+    const tick = () => {
+      this.poll = null;
+      if (this.closed) return;
+      const before = this.total;
+      this.drain();
+      const burst = this.total - before;
+      const next = burst > this.capBytes / 8 ? 20 : this.onChunk ? 100 : 1000;
+      this.poll = setTimeout(tick, next);
+      this.poll.unref();
+    };
+    this.poll = setTimeout(tick, this.onChunk ? 100 : 1000);
+    this.poll.unref();
+  }
+
+  /** Closes the runner's copy of the write descriptor (the child keeps its own). Once only: a
+   *  descriptor number closed twice may by then belong to another file. */
+  releaseWriter(): void {
+    if (!this.writerOpen) return;
+    this.writerOpen = false;
+    closeSync(this.writeFd);
+  }
+
+  /** Bytes the process wrote so far (including rotated ones). */
+  get total(): number {
+    return this.rotatedBytes + this.offset;
+  }
+
+  /** Reads everything appended since the last read. */
+  drain(): void {
+    if (this.closed) return;
+    let size = fstatSync(this.readFd).size;
+    if (size < this.offset) this.offset = size; // truncated by someone else
+    if (size > this.offset && this.onChunk === null && size - this.offset > this.tail.capBytes) {
+      // Nobody watches live: only the tail of this burst matters.
+      const skip = size - this.offset - this.tail.capBytes;
+      this.tail.total += skip;
+      this.offset += skip;
+    }
+    const buf = Buffer.allocUnsafe(Math.min(1 << 20, Math.max(0, size - this.offset)));
+    while (size > this.offset) {
+      const n = readSync(this.readFd, buf, 0, Math.min(buf.length, size - this.offset), this.offset);
+      if (n <= 0) break;
+      const chunk = Buffer.from(buf.subarray(0, n));
+      this.offset += n;
+      this.tail.push(chunk);
+      this.onChunk?.(chunk);
+      if (this.offset >= size) size = fstatSync(this.readFd).size;
+    }
+    if (this.capBytes > 0 && this.offset > this.capBytes) this.rotate();
+  }
+
+  /** Keeps the last `cap` bytes read so far in `<file>.1` and empties the file. */
+  private rotate(): void {
+    const from = Math.max(0, this.offset - this.capBytes);
+    const out = openSync(`${this.path}.1`, 'w', 0o600);
+    try {
+      const buf = Buffer.allocUnsafe(Math.min(1 << 20, this.offset - from));
+      for (let pos = from; pos < this.offset; ) {
+        const n = readSync(this.readFd, buf, 0, Math.min(buf.length, this.offset - pos), pos);
+        if (n <= 0) break;
+        writeSync(out, buf, 0, n);
+        pos += n;
+      }
+    } finally {
+      closeSync(out);
+    }
+    truncateSync(this.path, 0);
+    this.rotatedBytes += this.offset;
+    this.offset = 0;
+  }
+
+  /** Final read, then stops following. An empty file that never rotated is removed. */
   close(): void {
-    if (this.fd !== null) closeSync(this.fd);
-    this.fd = null;
+    if (this.closed) return;
+    this.drain();
+    this.closed = true;
+    if (this.poll) clearTimeout(this.poll);
+    this.releaseWriter();
+    closeSync(this.readFd);
+    if (this.rotatedBytes === 0 && this.offset === 0) {
+      try {
+        if (statSync(this.path).size === 0) unlinkSync(this.path);
+      } catch {
+        // gone already
+      }
+    }
   }
 }

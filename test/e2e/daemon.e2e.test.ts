@@ -198,7 +198,9 @@ describe('kill -9 while a run is going, then start again', () => {
   const s = sandbox();
 
   it('the stale run is recorded with its real exit status, the schedule goes on, no slot runs twice', async () => {
-    const loop = s.json<{ id: string }>(['create', 'command', 'slow', '--cmd', 'sleep 5; exit 7', '--every', '1s', '--kill-grace', '1s']);
+    // It prints after the daemon is killed: its output goes to a file, not a pipe to the dead
+    // daemon, so that `echo` does not die of SIGPIPE and the real exit code 7 is what is recorded.
+    const loop = s.json<{ id: string }>(['create', 'command', 'slow', '--cmd', 'echo before; sleep 5; echo after; exit 7', '--every', '1s', '--kill-grace', '1s']);
     const first = started(s.run(['daemon', 'start']));
     const seen = await waitForRuns(s, 'slow', (l) => l.some((r) => r.status === 'running' && r.pid !== null), 10_000, 'a running run');
     const running = seen.find((r) => r.status === 'running')!;
@@ -227,6 +229,7 @@ describe('kill -9 while a run is going, then start again', () => {
     expect(existsSync(join(s.dataDir, 'runs', running.id, 'exit-status'))).toBe(true);
     expect(recovered).toMatchObject({ status: 'failed', exitCode: 7 });
     expect(recovered.error).toMatch(/exited with code 7 \(recorded from its exit-status file after runner .* stopped\)/);
+    expect(readFileSync(join(s.dataDir, 'runs', running.id, 'stdout.log'), 'utf8')).toBe('before\nafter\n');
     const logText = s.run(['daemon', 'logs', '-n', '1000']).stdout;
     expect(logText).toContain(`recovered run ${running.id}: `);
     expect(logText).toContain(`daemon started: pid ${second}`);
@@ -289,7 +292,7 @@ describe('kill -9 while a run is going, restart while it still runs: the run is 
   const s = sandbox();
 
   it('the new daemon watches the orphaned process and records its real exit code when it ends', async () => {
-    s.json(['create', 'command', 'adoptee', '--cmd', 'sleep 3; exit 7', '--every', '1h', '--starts-at', new Date(Date.now() + 1500).toISOString()]);
+    s.json(['create', 'command', 'adoptee', '--cmd', 'echo before; sleep 3; echo after; exit 7', '--every', '1h', '--starts-at', new Date(Date.now() + 1500).toISOString()]);
     const first = started(s.run(['daemon', 'start']));
     const seen = await waitForRuns(s, 'adoptee', (l) => l.some((r) => r.status === 'running' && r.pid !== null), 10_000, 'a running run');
     const running = seen.find((r) => r.status === 'running')!;
@@ -305,6 +308,8 @@ describe('kill -9 while a run is going, restart while it still runs: the run is 
       'the adopted run to end',
     );
     expect(ended.find((r) => r.id === running.id)).toMatchObject({ status: 'failed', exitCode: 7 });
+    // Output written while no runner was alive is all in the run's file.
+    expect(readFileSync(join(s.dataDir, 'runs', running.id, 'stdout.log'), 'utf8')).toBe('before\nafter\n');
     expect(s.run(['daemon', 'logs', '-n', '1000']).stdout).toContain(`adopted run ${running.id}`);
     expect(s.run(['replay', running.id]).code).toBe(0);
     expect(s.run(['daemon', 'stop']).code).toBe(0);

@@ -1,9 +1,9 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock, systemClock, type Clock } from '../../src/runtime/clock.js';
 import { SpawnFailedError, spawnProcess as spawnReal, type SpawnSpec } from '../../src/runtime/executor.js';
-import { CappedFile } from '../../src/runtime/output.js';
+import { OutputFile, TailBuffer } from '../../src/runtime/output.js';
 import { fixture } from '../helpers/fixtures.js';
 import { isAlive, killGroupIfAlive, liveGroupMembers, waitForGroupGone } from '../helpers/proc.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -94,6 +94,8 @@ describe('executor: exit status and output', () => {
       stderrFile: join(dir, 'stderr.log'),
       fileCapBytes: 100_000,
     });
+    // The process wrote straight into the file; the runner rotated it past the cap, keeping the
+    // last 100 000 bytes in .1 (the whole burst came before the first poll: it is all in .1).
     const current = readFileSync(stdoutFile);
     const previous = readFileSync(`${stdoutFile}.1`);
     expect(current.length).toBeLessThanOrEqual(100_000);
@@ -226,13 +228,48 @@ describe('executor: timeout, cancel and the process group', () => {
   });
 });
 
-describe('CappedFile', () => {
-  it('rotates to <file>.1 at the cap, keeping at most about twice the cap and always the end', () => {
-    const path = join(tempDir(), 'out.log');
-    const f = new CappedFile(path, 10);
-    for (let i = 0; i < 10; i++) f.write(Buffer.from(`${i}abc\n`)); // 5 bytes each
+describe('OutputFile', () => {
+  const write = (f: OutputFile, text: string) => writeSync(f.writeFd, text);
+
+  it('reads what the writer appends, keeps the tail, counts every byte, and removes a file nobody wrote', () => {
+    const dir = tempDir();
+    const chunks: string[] = [];
+    const f = new OutputFile(join(dir, 'out.log'), 1000, new TailBuffer(8), (c) => chunks.push(c.toString()));
+    write(f, 'hello ');
+    f.drain();
+    write(f, 'world\n');
+    f.drain();
+    expect(chunks).toEqual(['hello ', 'world\n']);
+    expect(f.tail.toString()).toBe('o world\n'.slice(-8));
+    expect(f.total).toBe(12);
     f.close();
-    expect(readFileSync(`${path}.1`, 'utf8')).toBe('6abc\n7abc\n');
-    expect(readFileSync(path, 'utf8')).toBe('8abc\n9abc\n');
+    expect(readFileSync(join(dir, 'out.log'), 'utf8')).toBe('hello world\n');
+    const silent = new OutputFile(join(dir, 'silent.log'), 1000, new TailBuffer(8));
+    silent.close();
+    expect(existsSync(join(dir, 'silent.log'))).toBe(false);
+  });
+
+  it('past the cap keeps the last cap bytes in <file>.1 and empties the file; the writer goes on at its start', () => {
+    const path = join(tempDir(), 'out.log');
+    const f = new OutputFile(path, 10, new TailBuffer(100));
+    for (let i = 0; i < 3; i++) write(f, `${i}abc\n`); // 15 bytes > cap 10
+    f.drain();
+    expect(readFileSync(`${path}.1`, 'utf8')).toBe('1abc\n2abc\n');
+    expect(readFileSync(path, 'utf8')).toBe('');
+    write(f, '3abc\n');
+    f.close();
+    expect(readFileSync(path, 'utf8')).toBe('3abc\n');
+    expect(f.total).toBe(20);
+    expect(f.tail.toString()).toBe('0abc\n1abc\n2abc\n3abc\n');
+  });
+
+  it('with nobody following live, a burst larger than the tail is skipped, not read, and still counted', () => {
+    const path = join(tempDir(), 'out.log');
+    const f = new OutputFile(path, 1 << 20, new TailBuffer(4));
+    write(f, 'x'.repeat(10_000) + 'tail');
+    f.drain();
+    expect(f.tail.toString()).toBe('tail');
+    expect(f.total).toBe(10_004);
+    f.close();
   });
 });
