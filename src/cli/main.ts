@@ -39,6 +39,7 @@ const entries: Entry[] = [
   { name: 'daemon logs', summary: "print (or follow) the daemon's log", load: () => import('./commands/daemon.js').then((m) => m.commands) },
   { name: 'next', summary: "preview a loop's next fire times", load: () => import('./commands/next.js').then((m) => m.commands) },
   { name: 'run-now', summary: 'run a loop now, in the foreground', load: () => import('./commands/run-now.js').then((m) => m.commands) },
+  { name: 'cancel', summary: 'cancel a running run (its process group is stopped)', load: () => import('./commands/cancel.js').then((m) => m.commands) },
   { name: 'runs', summary: 'list runs, newest first', load: () => import('./commands/runs.js').then((m) => m.commands) },
   { name: 'events', summary: "print a run's or a loop's event stream, in order", load: () => import('./commands/events.js').then((m) => m.commands) },
   { name: 'replay', summary: 'rebuild every state of a run from the log and check it', load: () => import('./commands/events.js').then((m) => m.commands) },

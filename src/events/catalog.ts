@@ -61,8 +61,12 @@ export const loopPoliciesSchema = z
     timeoutMs: z.number().int().positive().nullable(),
     /** Grace period between SIGTERM and SIGKILL in ms. */
     killGraceMs: z.number().int().nonnegative(),
-    /** A slot comes due while a run of the loop is still going: skip it, or run both. */
-    overlap: z.enum(['skip', 'allow']),
+    /**
+     * A slot comes due while a run of the loop is still going: skip it; buffer it to run when the
+     * going run ends (buffer-one keeps at most one waiting, buffer-all every one, in order);
+     * cancel the going run and run the new slot after it (cancel-other); or run both (allow).
+     */
+    overlap: z.enum(['skip', 'buffer-one', 'buffer-all', 'cancel-other', 'allow']),
     /** Slots missed while nothing was scheduling (downtime, sleep, a clock jump). */
     catchUp: z.enum(['none', 'latest', 'all']),
     /** Missed slots older than this are not caught up (null: no limit). */
@@ -144,14 +148,34 @@ export const eventSchemas = {
       })
       .strict(),
   },
-  /** The slot does not fire: another run of the loop was still going (overlap skip). */
+  /**
+   * The slot waits: another run of the loop is still going (overlap buffer-one, buffer-all,
+   * cancel-other). Its run `runId` starts when the loop has no run going any more, oldest buffered
+   * slot first. With cancel-other, `cancels` are the going runs asked to stop for it.
+   */
+  'slot.buffered': {
+    v: 1,
+    schema: z
+      .object({
+        slot: isoInstant,
+        fireAt: isoInstant,
+        runId: z.string().min(1),
+        policy: z.enum(['buffer-one', 'buffer-all', 'cancel-other']),
+        /** The run that was still going. */
+        blockedBy: z.string().nullable(),
+        cancels: z.array(z.string().min(1)),
+        nextRunAt: isoInstant.nullable(),
+      })
+      .strict(),
+  },
+  /** The slot does not fire: another run of the loop was still going (overlap skip, or buffer-one with a slot already waiting). */
   'slot.skipped': {
     v: 1,
     schema: z
       .object({
         slot: isoInstant,
         fireAt: isoInstant,
-        reason: z.enum(['overlap']),
+        reason: z.enum(['overlap', 'buffer full']),
         /** The run that was still going. */
         blockedBy: z.string().nullable(),
         nextRunAt: isoInstant.nullable(),

@@ -52,6 +52,7 @@ export type LoopEvent = MachineEvent<
   | 'slot.skipped'
   | 'slot.coalesced'
   | 'slot.missed'
+  | 'slot.buffered'
 >;
 
 export const loopMachine = setup({
@@ -69,6 +70,13 @@ export const loopMachine = setup({
     applyDecision: assign(({ event, context }) => {
       switch (event.type) {
         case 'slot.fired':
+          return {
+            lastSlot: later(context.lastSlot, event.data.slot),
+            nextRunAt: event.data.nextRunAt,
+            scheduledRuns: context.scheduledRuns + 1,
+          };
+        case 'slot.buffered':
+          // It will run: it counts against --max-runs like a fired slot.
           return {
             lastSlot: later(context.lastSlot, event.data.slot),
             nextRunAt: event.data.nextRunAt,
@@ -145,6 +153,7 @@ export const loopMachine = setup({
         'slot.skipped': { actions: 'applyDecision' },
         'slot.coalesced': { actions: 'applyDecision' },
         'slot.missed': { actions: 'applyDecision' },
+        'slot.buffered': { actions: 'applyDecision' },
         'loop.rescheduled': {
           actions: assign(({ event }) => ({ nextRunAt: event.data.nextRunAt, updatedAt: event.at })),
         },
@@ -161,6 +170,8 @@ export const loopMachine = setup({
       on: {
         'loop.archived': { target: 'archived' },
         'loop.removed': { target: 'removed' },
+        // Its last slots still get their retries (the slot fired before the loop expired).
+        'slot.retry_scheduled': { actions: assign(({ event }) => ({ updatedAt: event.at })) },
       },
     },
     paused: {

@@ -52,6 +52,7 @@ export const loopsProjection: Projection = {
     'loop.expired',
     'loop.rescheduled',
     'slot.fired',
+    'slot.buffered',
     'slot.skipped',
     'slot.missed',
     'run.claimed',
@@ -135,6 +136,7 @@ export const loopsProjection: Projection = {
           ),
         ];
       case 'slot.fired':
+      case 'slot.buffered':
       case 'slot.skipped':
       case 'slot.missed': {
         const d = event.data as { nextRunAt: string | null };
@@ -142,7 +144,7 @@ export const loopsProjection: Projection = {
           sql(
             `UPDATE loops SET next_run_at = ?, scheduled_runs = scheduled_runs + ?, updated_at = ? WHERE id = ?`,
             d.nextRunAt,
-            event.type === 'slot.fired' ? 1 : 0,
+            event.type === 'slot.fired' || event.type === 'slot.buffered' ? 1 : 0,
             event.at,
             loopIdOf(event.streamId),
           ),

@@ -1,11 +1,17 @@
 import type { InlineHandler, StoredEvent } from '../events/types.js';
 import { loopsProjection } from './loops.js';
 import { runsProjection } from './runs.js';
-import { pendingRetriesProjection, slotDecisionsProjection } from './slots.js';
+import { bufferedSlotsProjection, pendingRetriesProjection, slotDecisionsProjection } from './slots.js';
 import type { Projection } from './types.js';
 
 /** Every projection, in the order they are applied. */
-export const projections: ReadonlyArray<Projection> = [loopsProjection, runsProjection, slotDecisionsProjection, pendingRetriesProjection];
+export const projections: ReadonlyArray<Projection> = [
+  loopsProjection,
+  runsProjection,
+  slotDecisionsProjection,
+  pendingRetriesProjection,
+  bufferedSlotsProjection,
+];
 
 /** One inline handler applying every projection that handles the event. */
 export function inlineHandler(list: ReadonlyArray<Projection> = projections): InlineHandler {

@@ -28,7 +28,7 @@ export const slotDecisionsProjection: Projection = {
     `CREATE INDEX IF NOT EXISTS slot_decisions_loop ON slot_decisions (loop_id, slot_to)`,
   ],
   tables: [{ name: 'slot_decisions', orderBy: 'position' }],
-  handles: new Set(['slot.fired', 'slot.skipped', 'slot.coalesced', 'slot.missed', 'slot.retry_scheduled']),
+  handles: new Set(['slot.fired', 'slot.buffered', 'slot.skipped', 'slot.coalesced', 'slot.missed', 'slot.retry_scheduled']),
   evolve(event: StoredEvent) {
     const loopId = event.streamId.slice('loop:'.length);
     const insert = (
@@ -60,6 +60,14 @@ export const slotDecisionsProjection: Projection = {
       case 'slot.fired': {
         const d = event.data as EventData<'slot.fired'>;
         return [insert('fired', d.slot, d.slot, 1, d.fireAt, d.runId, d.late ? 'caught up after missed slots' : null, null)];
+      }
+      case 'slot.buffered': {
+        const d = event.data as EventData<'slot.buffered'>;
+        const why =
+          d.policy === 'cancel-other'
+            ? `overlap cancel-other: cancelling ${d.cancels.join(', ') || 'nothing'}`
+            : `overlap ${d.policy}: waiting for ${d.blockedBy ?? 'the running run'}`;
+        return [insert('buffered', d.slot, d.slot, 1, d.fireAt, d.runId, why, null)];
       }
       case 'slot.skipped': {
         const d = event.data as EventData<'slot.skipped'>;
@@ -120,5 +128,48 @@ export const pendingRetriesProjection: Projection = {
     }
     const d = event.data as EventData<'run.claimed'>;
     return [sql('DELETE FROM pending_retries WHERE run_id = ?', d.runId)];
+  },
+};
+
+/**
+ * `buffered_slots`: slots that came due while a run of their loop was going and wait for it
+ * (overlap buffer-one, buffer-all, cancel-other). A row leaves when its run is claimed, or when the
+ * loop is stopped, archived or removed (a stopped loop starts again from now).
+ */
+export const bufferedSlotsProjection: Projection = {
+  name: 'buffered_slots',
+  version: 1,
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS buffered_slots (
+      run_id   TEXT PRIMARY KEY,
+      loop_id  TEXT NOT NULL,
+      slot     TEXT NOT NULL,
+      fire_at  TEXT NOT NULL,
+      position INTEGER NOT NULL
+    ) WITHOUT ROWID`,
+    `CREATE INDEX IF NOT EXISTS buffered_slots_loop ON buffered_slots (loop_id, position)`,
+  ],
+  tables: [{ name: 'buffered_slots', orderBy: 'run_id' }],
+  handles: new Set(['slot.buffered', 'run.claimed', 'loop.stopped', 'loop.archived', 'loop.removed']),
+  evolve(event: StoredEvent) {
+    switch (event.type) {
+      case 'slot.buffered': {
+        const d = event.data as EventData<'slot.buffered'>;
+        return [
+          sql(
+            'INSERT INTO buffered_slots (run_id, loop_id, slot, fire_at, position) VALUES (?, ?, ?, ?, ?)',
+            d.runId,
+            event.streamId.slice('loop:'.length),
+            d.slot,
+            d.fireAt,
+            event.position,
+          ),
+        ];
+      }
+      case 'run.claimed':
+        return [sql('DELETE FROM buffered_slots WHERE run_id = ?', (event.data as EventData<'run.claimed'>).runId)];
+      default:
+        return [sql('DELETE FROM buffered_slots WHERE loop_id = ?', event.streamId.slice('loop:'.length))];
+    }
   },
 };

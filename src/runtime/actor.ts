@@ -9,7 +9,7 @@
  * discarded, never executed, so nothing is spawned twice.
  */
 import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
-import { InvalidTransitionError, NotFoundError } from '../events/errors.js';
+import { ConcurrencyConflictError, InvalidTransitionError, NotFoundError } from '../events/errors.js';
 import type { EventMeta, NewEvent, StoredEvent } from '../events/types.js';
 import { fold, initialSnapshot, stateOf, step } from '../machines/fold.js';
 import { getMachine, type MachineRef } from '../machines/registry.js';
@@ -38,6 +38,13 @@ export interface RecordOptions {
    */
   precondition?: (next: AnyMachineSnapshot) => void;
   meta?: EventMeta;
+  /**
+   * When another process appended to this stream first (e.g. a cancel request from the CLI), catch
+   * up with its events (`refresh`) and record again if the machine still accepts the events.
+   * Only for a live actor that owns the stream's effects — a run's runner under its lease — never
+   * for decisions whose compare-and-set is the point (a loop's slots).
+   */
+  retryOnConflict?: boolean;
 }
 
 export class DurableActor {
@@ -108,6 +115,36 @@ export class DurableActor {
    * one scheduling pass): all of them, in order, or none. Returns the appended events.
    */
   recordAll(inputs: ReadonlyArray<{ type: string; data: unknown }>, options: RecordOptions = {}): StoredEvent[] {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return this.recordOnce(inputs, options);
+      } catch (error) {
+        if (!(error instanceof ConcurrencyConflictError) || !options.retryOnConflict || attempt >= 3) throw error;
+        this.refresh();
+      }
+    }
+  }
+
+  /**
+   * Catches up with events other processes appended to this stream since this actor last read or
+   * wrote it, and runs their actions here: this actor is the live one, so a cancel request
+   * appended by `loops cancel` makes *its* process be killed. Returns the events it caught up with.
+   */
+  refresh(): StoredEvent[] {
+    const events = this.runtime.log.readStream(this.streamId, this.version + 1);
+    for (const event of events) {
+      const result = step(this.machine, this.snapshot, event);
+      this.snapshot = result.after;
+      this.version = event.version;
+      for (const action of result.actions) {
+        if (typeof this.effects[action.type] === 'function') this.schedule(action.type, action.params);
+      }
+    }
+    if (events.length && this.snapshot.status === 'done') this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);
+    return events;
+  }
+
+  private recordOnce(inputs: ReadonlyArray<{ type: string; data: unknown }>, options: RecordOptions): StoredEvent[] {
     const meta = { runnerId: this.runtime.runnerId, ...options.meta };
     const batch: NewEvent[] = [];
     const deferred: Array<{ type: string; params?: unknown }> = [];

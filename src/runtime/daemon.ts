@@ -15,22 +15,15 @@ import { acquireLease, releaseLease, renewLease, takeLease, type Lease } from '.
 import { databaseFile } from './paths.js';
 import { bootId, processStartTime, signalGroup } from './process-info.js';
 import { findLoop, type RunView } from './queries.js';
+import { pidFile, readPidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
 import { finishRecovered, processRunning, recoverRuns } from './recovery.js';
 import { executeRun } from './run-now.js';
 import type { Runtime } from './runtime.js';
-import { afterScheduledRun, decideLoop, dueRetries, nextRetryAt, repairFixedDelay } from './scheduler.js';
+import { checkCancelRequests } from './cancel.js';
+import { afterScheduledRun, decideLoop, dueBuffered, dueRetries, nextRetryAt, repairFixedDelay } from './scheduler.js';
 
 export const DAEMON_LEASE = 'daemon';
-
-export interface DaemonInfo {
-  pid: number;
-  startTime: string | null;
-  bootId: string | null;
-  runnerId: string;
-  version: string;
-  startedAt: string;
-  dataDir: string;
-}
+export { pidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
 
 export interface DaemonState {
   lastPassAt: string | null;
@@ -54,31 +47,11 @@ export interface DaemonOptions {
   onRun?: (run: RunView) => void;
 }
 
-export function pidFile(dataDir: string): string {
-  return join(dataDir, 'daemon.json');
-}
 export function stateFile(dataDir: string): string {
   return join(dataDir, 'daemon-state.json');
 }
 export function logFile(dataDir: string): string {
   return join(dataDir, 'daemon.log');
-}
-
-/** The pid file's content, whether or not its daemon still runs; null when missing or unreadable. */
-function readPidFile(dataDir: string): DaemonInfo | null {
-  const file = pidFile(dataDir);
-  if (!existsSync(file)) return null;
-  try {
-    return JSON.parse(readFileSync(file, 'utf8')) as DaemonInfo;
-  } catch {
-    return null;
-  }
-}
-
-/** The running daemon of a data directory, or null (a stale pid file is ignored). */
-export function runningDaemon(dataDir: string): DaemonInfo | null {
-  const info = readPidFile(dataDir);
-  return info && processRunning(info.pid, info.startTime) ? info : null;
 }
 
 export function readDaemonState(dataDir: string): DaemonState | null {
@@ -117,6 +90,11 @@ export class Daemon {
     readonly runtime: Runtime,
     readonly options: DaemonOptions = {},
   ) {}
+
+  private readonly onNudge = (): void => {
+    checkCancelRequests(this.runtime);
+    this.wake?.();
+  };
 
   private log(line: string): void {
     (this.options.log ?? ((l: string) => process.stdout.write(`${l}\n`)))(`${new Date(this.runtime.clock.now()).toISOString()} ${line}`);
@@ -168,6 +146,8 @@ export class Daemon {
     };
     writeJson(pidFile(runtime.dataDir), info);
     this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
+    // `loops cancel` (and other writers) nudge the daemon with SIGUSR2: look at the log now.
+    process.on('SIGUSR2', this.onNudge);
     this.recover();
     this.heartbeat(ttl);
     this.stopped = this.loop();
@@ -347,6 +327,12 @@ export class Daemon {
         this.log(`deciding ${loop.name} failed: ${(error as Error).message}`);
       }
     }
+    for (const b of dueBuffered(runtime, now)) {
+      if (this.retrying.has(b.runId)) continue;
+      this.retrying.add(b.runId);
+      this.log(`${b.loopName}: buffered slot ${b.slot} starts as run ${b.runId} (the run it waited for has ended)`);
+      this.enqueue(b.loopId, { runId: b.runId, slot: b.slot, fireAt: b.fireAt });
+    }
     for (const retry of dueRetries(runtime, now)) {
       if (this.retrying.has(retry.runId)) continue;
       this.retrying.add(retry.runId);
@@ -403,6 +389,8 @@ export class Daemon {
         this.retrying.delete(fired.runId);
         this.release();
         this.saveState();
+        // A slot buffered behind this run may start now.
+        this.wake?.();
       }
     });
     this.chains.set(loopId, next);
@@ -438,6 +426,7 @@ export class Daemon {
     await Promise.all([...this.chains.values()]);
     for (const timer of this.timers) this.runtime.clock.clearTimeout(timer);
     this.timers.clear();
+    process.off('SIGUSR2', this.onNudge);
     if (this.lease) releaseLease(this.runtime.db, this.lease);
     this.lease = null;
     const mine = runningDaemon(this.runtime.dataDir);

@@ -47,7 +47,7 @@ export interface CreateCommandLoopInput {
   lease?: string | number | null;
 }
 
-const OVERLAP = ['skip', 'allow'] as const;
+const OVERLAP = ['skip', 'buffer-one', 'buffer-all', 'cancel-other', 'allow'] as const;
 const CATCH_UP = ['none', 'latest', 'all'] as const;
 
 function oneOf<T extends string>(value: string | null | undefined, allowed: readonly T[], fallback: T, flag: string): T {

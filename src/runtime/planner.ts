@@ -87,7 +87,7 @@ export function nextFireAt(loop: Plannable, afterMs: number, runsSoFar = 0): str
 // ── deciding what to do with due slots ────────────────────────────────────────
 
 export interface PolicyView {
-  overlap: 'skip' | 'allow';
+  overlap: 'skip' | 'buffer-one' | 'buffer-all' | 'cancel-other' | 'allow';
   catchUp: 'none' | 'latest' | 'all';
   catchUpWindowMs: number | null;
   catchUpLimit: number | null;
@@ -102,6 +102,8 @@ export interface DueState {
   scheduledRuns: number;
   /** Runs of this loop still going (overlap). */
   running: string[];
+  /** Slots buffered earlier and not started yet (overlap buffer-one, buffer-all, cancel-other). */
+  buffered?: number;
   /** The loop's current due time: what a fixed-delay loop fires next (set after each run ends). */
   nextRunAt?: string | null;
 }
@@ -110,7 +112,19 @@ export type Decision =
   | { type: 'slot.fired'; data: { slot: string; fireAt: string; runId: string; late: boolean; nextRunAt: string | null } }
   | {
       type: 'slot.skipped';
-      data: { slot: string; fireAt: string; reason: 'overlap'; blockedBy: string | null; nextRunAt: string | null };
+      data: { slot: string; fireAt: string; reason: 'overlap' | 'buffer full'; blockedBy: string | null; nextRunAt: string | null };
+    }
+  | {
+      type: 'slot.buffered';
+      data: {
+        slot: string;
+        fireAt: string;
+        runId: string;
+        policy: 'buffer-one' | 'buffer-all' | 'cancel-other';
+        blockedBy: string | null;
+        cancels: string[];
+        nextRunAt: string | null;
+      };
     }
   | { type: 'slot.coalesced'; data: { from: string; to: string; count: number; into: string } }
   | {
@@ -209,8 +223,13 @@ export function decideDue(
     }
   }
   // Overlap: while a run is going, the slots that would fire are skipped (none of them runs, so
-  // max-runs does not apply to them).
+  // max-runs does not apply to them) or buffered behind it (they will run: max-runs applies). A
+  // slot already waiting keeps the loop busy too, so buffered slots run in the order they came.
   const blocked = policies.overlap === 'skip' && state.running.length > 0;
+  const buffering =
+    (policies.overlap === 'buffer-one' || policies.overlap === 'buffer-all' || policies.overlap === 'cancel-other') &&
+    (state.running.length > 0 || (state.buffered ?? 0) > 0);
+  const room = !buffering ? 0 : policies.overlap === 'buffer-one' ? Math.max(0, 1 - (state.buffered ?? 0)) : Infinity;
   // max-runs: only so many more slots may fire.
   const left = blocked || loop.timing.maxRuns === null ? Infinity : Math.max(0, loop.timing.maxRuns - state.scheduledRuns);
   const firing = toFire.slice(0, left);
@@ -220,7 +239,7 @@ export function decideDue(
     if (firing.length === 0) coalesced = [];
     missed.push({ slots: over, reason: 'max-runs reached' });
   }
-  const fired = blocked ? 0 : firing.length;
+  const fired = blocked ? 0 : buffering ? Math.min(room, firing.length) : firing.length;
   const lastDecided = due.length ? Date.parse(due[due.length - 1]!.slot) : after;
   // The first slot not decided yet (not due: its fire time is after now). Not "the next slot after
   // now": with jitter a slot can be at or before now and still ahead of its fire time.
@@ -238,8 +257,30 @@ export function decideDue(
       data: { from: coalesced[0]!.slot, to: coalesced[coalesced.length - 1]!.slot, count: coalesced.length, into: firing[0]!.slot },
     });
   }
+  let buffered = 0;
   for (const s of firing) {
-    if (blocked) {
+    if (buffering) {
+      if (buffered < room) {
+        buffered += 1;
+        decisions.push({
+          type: 'slot.buffered',
+          data: {
+            slot: s.slot,
+            fireAt: s.fireAt,
+            runId: newRunId(),
+            policy: policies.overlap as 'buffer-one' | 'buffer-all' | 'cancel-other',
+            blockedBy: state.running[0] ?? null,
+            cancels: policies.overlap === 'cancel-other' ? [...state.running] : [],
+            nextRunAt,
+          },
+        });
+      } else {
+        decisions.push({
+          type: 'slot.skipped',
+          data: { slot: s.slot, fireAt: s.fireAt, reason: 'buffer full', blockedBy: state.running[0] ?? null, nextRunAt },
+        });
+      }
+    } else if (blocked) {
       decisions.push({
         type: 'slot.skipped',
         data: { slot: s.slot, fireAt: s.fireAt, reason: 'overlap', blockedBy: state.running[0] ?? null, nextRunAt },

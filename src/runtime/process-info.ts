@@ -63,3 +63,20 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
     return false;
   }
 }
+
+/**
+ * True while the process with this identity is running. A zombie (exited, not yet reaped — e.g.
+ * reparented to an init that reaps late or never) still has its /proc entry and start time, but it
+ * has ended: it counts as gone.
+ */
+export function processRunning(pid: number, startTime: string | null): boolean {
+  if (!isSameProcessAlive(pid, startTime)) return false;
+  if (process.platform !== 'linux') return true;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}

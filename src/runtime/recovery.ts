@@ -14,7 +14,7 @@ import { readStatusFile } from './executor.js';
 import { assertLeaseHeld, releaseLease, takeLease } from './leases.js';
 import { TailBuffer } from './output.js';
 import { runDir } from './paths.js';
-import { isSameProcessAlive } from './process-info.js';
+import { processRunning } from './process-info.js';
 import { findRun } from './queries.js';
 import type { Runtime } from './runtime.js';
 import { scheduleRetry } from './scheduler.js';
@@ -29,22 +29,7 @@ export interface RecoveryReport {
   orphaned: Array<{ runId: string; pid: number; startTime: string | null; timeoutAt: string | null }>;
 }
 
-/**
- * True while the process with this identity is running. A zombie (exited, not yet reaped — e.g.
- * reparented to an init that reaps late or never) still has its /proc entry and start time, but it
- * has ended: it counts as gone.
- */
-export function processRunning(pid: number, startTime: string | null): boolean {
-  if (!isSameProcessAlive(pid, startTime)) return false;
-  if (process.platform !== 'linux') return true;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
-  }
-}
+export { processRunning } from './process-info.js';
 
 interface StaleRow {
   id: string;

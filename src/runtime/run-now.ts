@@ -10,6 +10,7 @@ import { InvalidTransitionError, LeaseLostError } from '../events/errors.js';
 import { currentMachines } from '../machines/registry.js';
 import type { RunContext } from '../machines/run.js';
 import { DurableActor, type Effects } from './actor.js';
+import { watchCancel } from './cancel.js';
 import type { TimerHandle } from './clock.js';
 import { SpawnFailedError, spawnProcess, type ProcessHandle } from './executor.js';
 import { newId } from './ids.js';
@@ -97,6 +98,8 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       if (next.status === 'done') releaseLease(db, lease);
     },
     meta: { leaseToken: lease.token },
+    // A cancel request appended by another process moved the stream on: catch up, record again.
+    retryOnConflict: true,
   };
 
   let heartbeat: TimerHandle | null = null;
@@ -201,6 +204,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
   };
   actor.record('run.claimed', claimed, {
     ...fenced,
+    retryOnConflict: false, // another claim of this run id is a lost race, not something to catch up with
     precondition: () => {
       const taken = takeLease(db, streamId, runtime.runnerId, ttl, clock.now());
       if (taken.token !== lease.token) throw new LeaseLostError(`run ${runId} was claimed by another runner`);
@@ -208,6 +212,14 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
     },
   });
   beat();
+  // Cancel requests from anywhere (loops cancel, overlap cancel-other) reach this runner here.
+  const unwatch = watchCancel(runtime, runId, () => {
+    try {
+      actor.refresh();
+    } catch (error) {
+      actor.fail(error);
+    }
+  });
   options.onClaimed?.(runId);
 
   const onAbort = () => {
@@ -226,6 +238,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
     await actor.done;
   } finally {
     stopHeartbeat();
+    unwatch();
     options.signal?.removeEventListener('abort', onAbort);
   }
   return findRun(db, runId);

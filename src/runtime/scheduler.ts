@@ -14,6 +14,7 @@ import { DurableActor } from './actor.js';
 import { newId } from './ids.js';
 import { decideDue, fixedDelayNext, type Decision } from './planner.js';
 import { findLoop, type RunView } from './queries.js';
+import { requestCancel } from './cancel.js';
 import { executeRun, type RunNowOptions } from './run-now.js';
 import type { Runtime } from './runtime.js';
 
@@ -57,6 +58,35 @@ export function runningRuns(runtime: Runtime, loopId: string, nowMs: number): st
     .map((r) => r.id);
 }
 
+/** How many slots of the loop wait behind a running run (overlap buffer-one, buffer-all, cancel-other). */
+function bufferedCount(runtime: Runtime, loopId: string): number {
+  return cached<[string], { n: number }>(runtime.db, 'SELECT count(*) AS n FROM buffered_slots WHERE loop_id = ?').get(loopId)!.n;
+}
+
+export interface BufferedSlot {
+  loopId: string;
+  loopName: string;
+  runId: string;
+  slot: string;
+  fireAt: string;
+}
+
+/**
+ * Buffered slots whose turn has come: the oldest one of each loop (active, or expired with slots
+ * still waiting) that has no run going any more.
+ */
+export function dueBuffered(runtime: Runtime, nowMs: number): BufferedSlot[] {
+  const rows = cached<[], BufferedSlot>(
+    runtime.db,
+    `SELECT b.loop_id AS loopId, l.name AS loopName, b.run_id AS runId, b.slot, b.fire_at AS fireAt
+     FROM buffered_slots b JOIN loops l ON l.id = b.loop_id
+     WHERE l.status IN ('active', 'expired')
+       AND b.position = (SELECT min(position) FROM buffered_slots WHERE loop_id = b.loop_id)
+     ORDER BY b.position`,
+  ).all();
+  return rows.filter((r) => runningRuns(runtime, r.loopId, nowMs).length === 0);
+}
+
 /** Decides and records what is due for one loop; returns the runs to execute. */
 export function decideLoop(
   runtime: Runtime,
@@ -74,6 +104,7 @@ export function decideLoop(
       lastSlot: c.lastSlot,
       scheduledRuns: c.scheduledRuns,
       running: runningRuns(runtime, loopId, nowMs),
+      buffered: bufferedCount(runtime, loopId),
       nextRunAt: c.nextRunAt,
     },
     nowMs,
@@ -83,6 +114,10 @@ export function decideLoop(
   if (decisions.length === 0) return { events: [], fired: [] };
   const events = actor.recordAll(decisions);
   const fired = decisions.flatMap((d) => (d.type === 'slot.fired' ? [{ runId: d.data.runId, slot: d.data.slot, fireAt: d.data.fireAt }] : []));
+  // cancel-other: the going runs are asked to stop; the buffered slot runs once they have.
+  const cancels = new Map<string, string>();
+  for (const d of decisions) if (d.type === 'slot.buffered') for (const id of d.data.cancels) if (!cancels.has(id)) cancels.set(id, d.data.slot);
+  for (const [runId, slot] of cancels) requestCancel(runtime, runId, `overlap cancel-other: slot ${slot} is due`);
   return { events, fired };
 }
 
@@ -106,7 +141,8 @@ export function scheduleRetry(
   for (let tries = 0; ; tries++) {
     const actor = DurableActor.load(runtime, `loop:${loopId}`);
     const c = actor.snapshot.context as LoopContext;
-    if (actor.state !== 'active' || !c.policies || run.attempt >= c.policies.attempts) return [];
+    // An expired loop still retries the slots it fired before it expired.
+    if (!['active', 'expired'].includes(actor.state) || !c.policies || run.attempt >= c.policies.attempts) return [];
     const next = run.attempt + 1;
     const base = run.finishedAt ? Date.parse(run.finishedAt) : runtime.clock.now();
     const data = {
@@ -135,13 +171,13 @@ export interface DueRetry {
   dueAt: string;
 }
 
-/** Retries whose time has come, of loops that are active. */
+/** Retries whose time has come, of loops that are active (or expired after firing the slot). */
 export function dueRetries(runtime: Runtime, nowMs: number): DueRetry[] {
   return cached<[string], DueRetry>(
     runtime.db,
     `SELECT p.loop_id AS loopId, l.name AS loopName, p.run_id AS runId, p.slot, p.attempt, p.due_at AS dueAt
      FROM pending_retries p JOIN loops l ON l.id = p.loop_id
-     WHERE l.status = 'active' AND p.due_at <= ? ORDER BY p.due_at`,
+     WHERE l.status IN ('active', 'expired') AND p.due_at <= ? ORDER BY p.due_at`,
   ).all(new Date(nowMs).toISOString());
 }
 
@@ -149,7 +185,7 @@ export function dueRetries(runtime: Runtime, nowMs: number): DueRetry[] {
 export function nextRetryAt(runtime: Runtime): number | null {
   const row = cached<[], { due: string }>(
     runtime.db,
-    `SELECT p.due_at AS due FROM pending_retries p JOIN loops l ON l.id = p.loop_id WHERE l.status = 'active'
+    `SELECT p.due_at AS due FROM pending_retries p JOIN loops l ON l.id = p.loop_id WHERE l.status IN ('active', 'expired')
      ORDER BY p.due_at LIMIT 1`,
   ).get();
   return row ? Date.parse(row.due) : null;
@@ -246,7 +282,10 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
       throw error;
     }
   }
-  // Execute: within a loop one run after another, loops in parallel up to the concurrency.
+  // Loops with a buffered slot whose blocking run has ended (elsewhere, or before this pass).
+  for (const b of dueBuffered(runtime, nowMs)) itemFor(b.loopId);
+  // Execute: within a loop one run after another, then its buffered slots in the order they came;
+  // loops in parallel up to the concurrency.
   const work = [...byLoop.values()];
   const concurrency = Math.max(1, options.concurrency ?? 4);
   let index = 0;
@@ -262,6 +301,23 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
           scheduledFor: f.fireAt,
           trigger: 'schedule',
           ...(f.attempt ? { attempt: f.attempt } : {}),
+          ...(options.signal ? { signal: options.signal } : {}),
+          ...options.runOptions,
+        });
+        result.runs.push(run);
+        afterScheduledRun(runtime, item.loopId, run);
+        options.onRun?.(run);
+      }
+      for (;;) {
+        if (options.signal?.aborted) return;
+        const next = dueBuffered(runtime, runtime.clock.now()).find((b) => b.loopId === item.loopId);
+        if (!next) break;
+        result.decisions.push({ loopId: next.loopId, loopName: next.loopName, type: 'slot.buffer_due', data: next });
+        const run = await executeRun(runtime, loop, {
+          runId: next.runId,
+          slot: next.slot,
+          scheduledFor: next.fireAt,
+          trigger: 'schedule',
           ...(options.signal ? { signal: options.signal } : {}),
           ...options.runOptions,
         });

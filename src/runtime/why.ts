@@ -7,7 +7,7 @@ import type { LoopView } from './queries.js';
 import { upcomingSlots } from './planner.js';
 
 export interface DecisionView {
-  decision: 'fired' | 'skipped' | 'coalesced' | 'missed' | 'retry';
+  decision: 'fired' | 'buffered' | 'skipped' | 'coalesced' | 'missed' | 'retry';
   from: string;
   to: string;
   count: number;
@@ -115,8 +115,12 @@ function sentence(d: DecisionView, slot: string): string {
   switch (d.decision) {
     case 'fired':
       return `the slot ${slot} fired as run ${d.runId}${d.fireAt && d.fireAt !== slot ? ` at ${d.fireAt} (jitter)` : ''}${d.reason ? `, ${d.reason}` : ''}${d.runStatus ? `; the run ${d.runStatus}` : ''} (decided ${d.decidedAt})`;
+    case 'buffered':
+      return `the slot ${slot} was buffered (${d.reason}); ${d.runStatus ? `it ran as run ${d.runId} and ${d.runStatus === 'running' ? 'is running' : d.runStatus}` : `it waits to run as ${d.runId}`} (decided ${d.decidedAt})`;
     case 'skipped':
-      return `the slot ${slot} was skipped: overlap policy skip, run ${d.runId} was still running (decided ${d.decidedAt})`;
+      return d.reason === 'buffer full'
+        ? `the slot ${slot} was skipped: overlap policy buffer-one, run ${d.runId} was still running and another slot was already waiting behind it (decided ${d.decidedAt})`
+        : `the slot ${slot} was skipped: overlap policy skip, run ${d.runId} was still running (decided ${d.decidedAt})`;
     case 'coalesced':
       return `the slot ${slot} was missed (nothing was scheduling when it came due) and folded${d.count > 1 ? ` with ${d.count - 1} other missed slot(s)` : ''} into the single catch-up run of ${d.into} (catch-up latest; decided ${d.decidedAt})`;
     case 'missed':

@@ -316,3 +316,49 @@ describe('kill -9 while a run is going, restart while it still runs: the run is 
     expect(pidAlive(second)).toBe(false);
   });
 });
+
+describe('loops cancel', () => {
+  it('cancels a run-now going in another terminal: its process group is gone, the run is cancelled with the reason, run-now exits 5', async () => {
+    const s = sandbox();
+    s.json(['create', 'command', 'long', '--cmd', 'sleep 30', '--manual', '--kill-grace', '1s']);
+    const fg = s.start(['run-now', 'long']);
+    foreground.push(fg.child);
+    const list = await waitForRuns(s, 'long', (l) => l.some((r) => r.status === 'running' && r.pid !== null), 10_000, 'a running run');
+    const run = list[0]!;
+    const r = s.run(['cancel', run.id, '--reason', 'wrong branch']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^run ${run.id}: cancel requested; its runner \\(.*\\) stops it\\n$`));
+    const result = await fg.exited;
+    expect(result.code).toBe(5);
+    await waitFor(() => liveGroupMembers(run.pid!).length === 0, 5000, 'the run process group to be gone');
+    expect(runs(s, 'long')[0]).toMatchObject({ id: run.id, status: 'cancelled', error: 'cancelled: wrong branch' });
+    // Again: the run has ended, nothing to do (still exit 0); an unknown id is an error.
+    expect(s.run(['cancel', run.id]).stdout).toBe(`run ${run.id}: already ended (cancelled); nothing to cancel\n`);
+    const unknown = s.run(['cancel', 'run_nope']);
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toMatch(/run_nope/);
+    expect(s.run(['replay', run.id]).code).toBe(0);
+  });
+
+  it('cancels a run the daemon executes at once (SIGUSR2 nudge); a cancelled run is not retried', async () => {
+    const s = sandbox();
+    s.json(['create', 'command', 'long', '--cmd', 'sleep 30', '--every', '1h', '--starts-at', new Date(Date.now() + 1000).toISOString(), '--attempts', '3', '--kill-grace', '1s']);
+    started(s.run(['daemon', 'start']));
+    const list = await waitForRuns(s, 'long', (l) => l.some((r) => r.status === 'running' && r.pid !== null), 10_000, 'a running run');
+    const run = list[0]!;
+    const json = s.json<{ outcome: string; holder: string }>(['cancel', run.id]);
+    expect(json.outcome).toBe('requested');
+    expect(json.holder).toBe(run.runnerId);
+    const ended = await waitForRuns(s, 'long', (l) => l[0]!.status !== 'running', 5000, 'the run to be recorded cancelled');
+    expect(ended[0]).toMatchObject({ id: run.id, status: 'cancelled', error: 'cancelled' });
+    await waitFor(() => liveGroupMembers(run.pid!).length === 0, 5000, 'the run process group to be gone');
+    expect(s.run(['daemon', 'stop']).code).toBe(0);
+    expect(runs(s, 'long')).toHaveLength(1);
+    const db = s.db();
+    try {
+      expect(db.prepare('SELECT count(*) AS n FROM pending_retries').get()).toEqual({ n: 0 });
+    } finally {
+      db.close();
+    }
+  });
+});

@@ -147,6 +147,12 @@ export const slotEv = {
     ev('slot.retry_scheduled', { slot: at(60_000), attempt: 2, runId: 'run_2', dueAt: at(80_000), after: 'run_1', reason: 'failed: exited with code 1', ...data }, when),
   skipped: (data: Partial<EventData<'slot.skipped'>> = {}, when = at(120_000)) =>
     ev('slot.skipped', { slot: at(120_000), fireAt: at(120_000), reason: 'overlap', blockedBy: 'run_1', nextRunAt: at(180_000), ...data }, when),
+  buffered: (data: Partial<EventData<'slot.buffered'>> = {}, when = at(120_000)) =>
+    ev(
+      'slot.buffered',
+      { slot: at(120_000), fireAt: at(120_000), runId: 'run_2', policy: 'buffer-one', blockedBy: 'run_1', cancels: [], nextRunAt: at(180_000), ...data },
+      when,
+    ),
   coalesced: (data: Partial<EventData<'slot.coalesced'>> = {}, when = at(600_000)) =>
     ev('slot.coalesced', { from: at(60_000), to: at(540_000), count: 9, into: at(600_000), ...data }, when),
   missed: (data: Partial<EventData<'slot.missed'>> = {}, when = at(600_000)) =>

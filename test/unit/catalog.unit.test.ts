@@ -33,6 +33,7 @@ describe('event catalogue', () => {
       loopEv.rescheduled(),
       slotEv.fired(),
       slotEv.skipped(),
+      slotEv.buffered(),
       slotEv.retryScheduled(),
       slotEv.coalesced(),
       slotEv.missed(),

@@ -33,6 +33,21 @@ describe('loop machine: slot decisions while active', () => {
     expect(context).toMatchObject({ lastSlot: at(2 * MIN), nextRunAt: at(3 * MIN), scheduledRuns: 1 });
   });
 
+  it('slot.buffered: decided, the due time moves, and it counts as a run (it will run when the going one ends)', () => {
+    const { context } = given(loopMachine, [created, slotEv.fired()])
+      .when(slotEv.buffered({ slot: at(2 * MIN), nextRunAt: at(3 * MIN) }))
+      .then('active', []);
+    expect(context).toMatchObject({ lastSlot: at(2 * MIN), nextRunAt: at(3 * MIN), scheduledRuns: 2 });
+  });
+
+  it('an expired loop still accepts the retry of a slot it fired, and nothing else of the schedule', () => {
+    const expired = [created, slotEv.fired(), loopEv.expired()];
+    given(loopMachine, expired).when(slotEv.retryScheduled()).then('expired', []);
+    for (const e of [slotEv.fired({ slot: at(3 * MIN) }), slotEv.buffered(), slotEv.skipped()]) {
+      expect(fold(loopMachine, [...expired, e]).steps.at(-1)!.accepted).toBe(false);
+    }
+  });
+
   it('slot.coalesced: the range end is decided; the due time is left to the slot it was folded into', () => {
     const { context } = given(loopMachine, [created])
       .when(slotEv.coalesced({ from: at(MIN), to: at(9 * MIN), count: 9, into: at(10 * MIN) }))

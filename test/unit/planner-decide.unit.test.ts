@@ -114,6 +114,7 @@ interface Summary {
   decided: string[];
   fired: Array<Extract<Decision, { type: 'slot.fired' }>['data']>;
   skipped: Array<Extract<Decision, { type: 'slot.skipped' }>['data']>;
+  buffered: Array<Extract<Decision, { type: 'slot.buffered' }>['data']>;
   coalesced: Array<Extract<Decision, { type: 'slot.coalesced' }>['data']>;
   missed: Array<Extract<Decision, { type: 'slot.missed' }>['data']>;
   expired: Array<Extract<Decision, { type: 'loop.expired' }>['data']>;
@@ -121,11 +122,16 @@ interface Summary {
 }
 
 function summarize(loop: DecideLoop, decisions: Decision[], schedule?: string[]): Summary {
-  const sum: Summary = { decided: [], fired: [], skipped: [], coalesced: [], missed: [], expired: [], nextRunAts: [] };
+  const sum: Summary = { decided: [], fired: [], skipped: [], buffered: [], coalesced: [], missed: [], expired: [], nextRunAts: [] };
   for (const d of decisions) {
     switch (d.type) {
       case 'slot.fired':
         sum.fired.push(d.data);
+        sum.decided.push(d.data.slot);
+        sum.nextRunAts.push(d.data.nextRunAt);
+        break;
+      case 'slot.buffered':
+        sum.buffered.push(d.data);
         sum.decided.push(d.data.slot);
         sum.nextRunAts.push(d.data.nextRunAt);
         break;
@@ -191,22 +197,23 @@ function checkCall(loop: DecideLoop, s: DueState, nowMs: number, decisions: Deci
 
   // Fired slots (and skipped ones) in strictly increasing order, with their planned fire time.
   const fireAtOf = new Map(due.map((p) => [p.slot, p.fireAt]));
-  const firedSlots = sum.fired.map((f) => ms(f.slot));
+  const firedSlots = [...sum.fired, ...sum.buffered].map((f) => ms(f.slot));
   for (let i = 1; i < firedSlots.length; i++) expect(firedSlots[i]!).toBeGreaterThan(firedSlots[i - 1]!);
-  for (const f of [...sum.fired, ...sum.skipped]) expect(f.fireAt).toBe(fireAtOf.get(f.slot));
-  expect(new Set(sum.fired.map((f) => f.runId)).size).toBe(sum.fired.length);
+  for (const f of [...sum.fired, ...sum.skipped, ...sum.buffered]) expect(f.fireAt).toBe(fireAtOf.get(f.slot));
+  const runIds = [...sum.fired, ...sum.buffered].map((f) => f.runId);
+  expect(new Set(runIds).size).toBe(runIds.length);
 
   const { policies, timing } = loop;
-  const started = sum.fired.length + sum.skipped.length;
+  const started = sum.fired.length + sum.skipped.length + sum.buffered.length;
   if (policies.catchUp === 'none') {
     expect(started).toBeLessThanOrEqual(1);
-    for (const f of [...sum.fired, ...sum.skipped]) expect(nowMs - ms(f.fireAt)).toBeLessThanOrEqual(grace);
+    for (const f of [...sum.fired, ...sum.skipped, ...sum.buffered]) expect(nowMs - ms(f.fireAt)).toBeLessThanOrEqual(grace);
     expect(sum.coalesced).toEqual([]);
   }
   if (policies.catchUp === 'latest') {
     expect(started).toBeLessThanOrEqual(1);
     for (const c of sum.coalesced) {
-      const into = [...sum.fired, ...sum.skipped].map((f) => f.slot);
+      const into = [...sum.fired, ...sum.skipped, ...sum.buffered].map((f) => f.slot);
       expect(into).toEqual([c.into]);
       expect(ms(c.to)).toBeLessThan(ms(c.into));
     }
@@ -218,7 +225,7 @@ function checkCall(loop: DecideLoop, s: DueState, nowMs: number, decisions: Deci
     expect(started).toBeLessThanOrEqual(policies.catchUpLimit);
   }
   if (policies.catchUpWindowMs !== null) {
-    for (const f of [...sum.fired, ...sum.skipped]) {
+    for (const f of [...sum.fired, ...sum.skipped, ...sum.buffered]) {
       expect(nowMs - ms(f.fireAt)).toBeLessThanOrEqual(policies.catchUpWindowMs + grace);
     }
   }
@@ -228,20 +235,38 @@ function checkCall(loop: DecideLoop, s: DueState, nowMs: number, decisions: Deci
     expect(sum.missed.every((m) => m.reason === 'max-runs reached')).toBe(true);
   }
 
-  // Max runs: never more fired than left.
-  if (timing.maxRuns !== null) expect(s.scheduledRuns + sum.fired.length).toBeLessThanOrEqual(timing.maxRuns);
-  // Overlap: skip while a run is going, else fire.
+  // Max runs: never more fired (or buffered: they run later) than left.
+  if (timing.maxRuns !== null) expect(s.scheduledRuns + sum.fired.length + sum.buffered.length).toBeLessThanOrEqual(timing.maxRuns);
+  // Overlap: skip while a run is going; buffer behind it (and behind slots already waiting); else fire.
+  const waiting = s.buffered ?? 0;
+  const buffers = policies.overlap === 'buffer-one' || policies.overlap === 'buffer-all' || policies.overlap === 'cancel-other';
   if (policies.overlap === 'skip' && s.running.length > 0) {
     expect(sum.fired).toEqual([]);
+    expect(sum.buffered).toEqual([]);
     for (const k of sum.skipped) expect(k).toMatchObject({ reason: 'overlap', blockedBy: s.running[0] });
     expect(sum.missed.filter((m) => m.reason === 'max-runs reached')).toEqual([]);
+  } else if (buffers && (s.running.length > 0 || waiting > 0)) {
+    expect(sum.fired).toEqual([]);
+    for (const b of sum.buffered) {
+      expect(b).toMatchObject({ policy: policies.overlap, blockedBy: s.running[0] ?? null });
+      expect(b.cancels).toEqual(policies.overlap === 'cancel-other' ? s.running : []);
+    }
+    if (policies.overlap === 'buffer-one') {
+      expect(sum.buffered.length).toBeLessThanOrEqual(Math.max(0, 1 - waiting));
+      for (const k of sum.skipped) expect(k.reason).toBe('buffer full');
+      // Only once the one place is taken are slots skipped.
+      if (sum.skipped.length) expect(waiting + sum.buffered.length).toBeGreaterThanOrEqual(1);
+    } else {
+      expect(sum.skipped).toEqual([]);
+    }
   } else {
     expect(sum.skipped).toEqual([]);
+    expect(sum.buffered).toEqual([]);
   }
 
   // The next due time: one value for the whole pass, strictly after now (or null), and it is the
   // fire time of the first slot still undecided — nothing is jumped over.
-  const runsAfter = s.scheduledRuns + sum.fired.length;
+  const runsAfter = s.scheduledRuns + sum.fired.length + sum.buffered.length;
   const lastDecided = lastDecidedOf(s, sum);
   const nextSlot = upcomingSlots(loop, lastDecided, 1, runsAfter)[0] ?? null;
   expect(new Set(sum.nextRunAts).size).toBeLessThanOrEqual(1);
@@ -617,8 +642,9 @@ const caseArb: fc.Arbitrary<Case> = fc
       catchUp: fc.constantFrom('none', 'latest', 'all') as fc.Arbitrary<PolicyView['catchUp']>,
       window: fc.option(fc.constantFrom(30 * MIN, 2 * HOUR, 5 * HOUR, DAY), { nil: null }),
       limit: fc.option(fc.integer({ min: 1, max: 5 }), { nil: null }),
-      overlap: fc.constantFrom('skip', 'allow') as fc.Arbitrary<PolicyView['overlap']>,
+      overlap: fc.constantFrom('skip', 'allow', 'buffer-one', 'buffer-all', 'cancel-other') as fc.Arbitrary<PolicyView['overlap']>,
       running: fc.boolean(),
+      waiting: fc.integer({ min: 0, max: 2 }),
       maxRuns: fc.option(fc.integer({ min: 1, max: 5 }), { nil: null }),
       runsUsedFrac: fc.double({ min: 0, max: 0.999, noNaN: true }),
       expiresIn: fc.option(fc.integer({ min: HOUR, max: 4 * DAY }), { nil: null }),
@@ -658,7 +684,14 @@ const caseArb: fc.Arbitrary<Case> = fc
     const earlier = upcomingSlots(unbounded(loop), r.base, r.decidedBefore);
     const lastSlot = r.decidedBefore === 0 || earlier.length < r.decidedBefore ? null : earlier[earlier.length - 1]!.slot;
     const scheduledRuns = r.maxRuns === null ? Math.floor(r.runsUsedFrac * 10) : Math.floor(r.runsUsedFrac * r.maxRuns);
-    const s: DueState = { scheduleFrom: iso(r.base), lastSlot, scheduledRuns, running: r.running ? ['run_busy'] : [] };
+    const buffers = r.overlap === 'buffer-one' || r.overlap === 'buffer-all' || r.overlap === 'cancel-other';
+    const s: DueState = {
+      scheduleFrom: iso(r.base),
+      lastSlot,
+      scheduledRuns,
+      running: r.running ? ['run_busy'] : [],
+      buffered: buffers ? r.waiting : 0,
+    };
     const from = Math.max(r.base, lastSlot === null ? -Infinity : ms(lastSlot));
     return {
       loop,
@@ -706,6 +739,7 @@ describe('decideDue: properties', () => {
             lastSlot: result.lastSlot,
             scheduledRuns: result.scheduledRuns,
             running: c.stillRunning ? [...s.running, ...fired] : [],
+            buffered: c.stillRunning ? (s.buffered ?? 0) + result.sum.buffered.length : 0,
           };
         }
       }),
@@ -716,7 +750,7 @@ describe('decideDue: properties', () => {
   it('a punctual scheduler (a pass exactly at each next due time) fires every later slot on time, none missed or late', () => {
     fc.assert(
       fc.property(caseArb, (c) => {
-        let s: DueState = { ...c.state, running: [] };
+        let s: DueState = { ...c.state, running: [], buffered: 0 };
         const first = decideDue(c.loop, s, c.now, ids(), c.options);
         let result = checkCall(c.loop, s, c.now, first, c.options);
         let next = result?.sum.nextRunAts[0] ?? upcomingSlots(c.loop, Math.max(ms(s.scheduleFrom), s.lastSlot ? ms(s.lastSlot) : -Infinity), 1, s.scheduledRuns)[0]?.fireAt ?? null;

@@ -40,9 +40,9 @@ beforeEach(() => {
 
 describe('slot_decisions projection', () => {
   it('is registered after loops and loop_runs, and handles the slot decision events only', () => {
-    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions', 'pending_retries']);
+    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions', 'pending_retries', 'buffered_slots']);
     expect(findProjection('slot_decisions')).toBe(slotDecisionsProjection);
-    expect([...slotDecisionsProjection.handles].sort()).toEqual(['slot.coalesced', 'slot.fired', 'slot.missed', 'slot.retry_scheduled', 'slot.skipped']);
+    expect([...slotDecisionsProjection.handles].sort()).toEqual(['slot.buffered', 'slot.coalesced', 'slot.fired', 'slot.missed', 'slot.retry_scheduled', 'slot.skipped']);
     const created = storedStream(loopMachine, 'loop:loop_1', [loopEv.created()], positions)[0]!;
     expect(slotDecisionsProjection.evolve(created)).toEqual([]);
   });
@@ -166,5 +166,28 @@ describe('loops projection (v7): slot decisions and expiry', () => {
   it('an expired loop keeps its name taken (it is not removed)', () => {
     loop([loopEv.created(), loopEv.expired()], 'loop_1');
     expect(() => loop([loopEv.created({ loopId: 'loop_2' })], 'loop_2')).toThrow(/UNIQUE constraint failed: loops.live_name/);
+  });
+});
+
+describe('buffered_slots projection', () => {
+  const rows = () => db.prepare('SELECT run_id, loop_id, slot, fire_at FROM buffered_slots ORDER BY position').all();
+
+  it('a buffered slot waits until its run is claimed; a decision row says what it waits for', () => {
+    loop([loopEv.created(), slotEv.fired(), slotEv.buffered({ runId: 'run_2', slot: at(2 * MIN), fireAt: at(2 * MIN), blockedBy: 'run_1' })]);
+    expect(rows()).toEqual([{ run_id: 'run_2', loop_id: 'loop_1', slot: at(2 * MIN), fire_at: at(2 * MIN) }]);
+    expect(decisionRows().at(-1)).toMatchObject({ decision: 'buffered', run_id: 'run_2', reason: 'overlap buffer-one: waiting for run_1' });
+    apply(storedStream(runMachine, 'run:run_2', [runEv.claimed({ runId: 'run_2', slot: at(2 * MIN) })], positions));
+    expect(rows()).toEqual([]);
+  });
+
+  it('stop, archive and remove drop the slots still waiting (a resumed loop starts again from now)', () => {
+    for (const [i, end] of [loopEv.stopped(), loopEv.archived(), loopEv.removed()].entries()) {
+      const id = `loop_${i + 2}`;
+      const stream = storedStream(loopMachine, `loop:${id}`, [loopEv.created({ loopId: id, name: id }), slotEv.fired(), slotEv.buffered({ runId: `run_b${i}` }), end], positions);
+      apply(stream.slice(0, -1));
+      expect(rows()).toHaveLength(1);
+      apply(stream.slice(-1));
+      expect(rows()).toEqual([]);
+    }
   });
 });

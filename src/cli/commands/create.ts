@@ -36,7 +36,7 @@ const spec: CommandSpec = {
     'starts-at': { type: 'string', value: '<time>', description: 'no run before this time (--every counts from it)' },
     'expires-at': { type: 'string', value: '<time>', description: 'no run after this time; the loop then ends' },
     'max-runs': { type: 'string', value: '<n>', description: 'the loop ends after n scheduled runs' },
-    overlap: { type: 'string', value: '<policy>', description: 'a slot comes due while a run is going: skip (default) or allow' },
+    overlap: { type: 'string', value: '<policy>', description: 'a slot comes due while a run is going: skip (default), buffer-one, buffer-all, cancel-other or allow' },
     'catch-up': { type: 'string', value: '<policy>', description: 'slots missed while nothing scheduled: none, latest (default: one run) or all' },
     'catch-up-window': { type: 'string', value: '<duration>', description: 'do not catch up slots older than this' },
     'catch-up-limit': { type: 'string', value: '<n>', description: 'with --catch-up all: run at most the n most recent missed slots' },
