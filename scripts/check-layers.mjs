@@ -43,6 +43,41 @@ function layerOf(src, path) {
   return rel.length === 1 ? '.' : rel[0];
 }
 
+function resolveTs(path) {
+  return path.replace(/\.js$/, '.ts');
+}
+
+const pureCache = new Map();
+/**
+ * A module is pure when it imports no package but zod, nothing from node:*, only pure modules
+ * itself, and uses no clock, process or timer: machines and projections may use its values (e.g.
+ * the workflow expression evaluator in src/events).
+ */
+function pureModule(file) {
+  if (pureCache.has(file)) return pureCache.get(file);
+  pureCache.set(file, true); // cycles: assume pure while checking
+  let ok = true;
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    ok = false;
+  }
+  const re = /^\s*(import|export)\s+(type\s+)?[^'";]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/gm;
+  let m;
+  while (ok && (m = re.exec(text)) !== null) {
+    if (m[2]) continue;
+    const spec = m[3] ?? m[4];
+    if (spec.startsWith('.')) ok = pureModule(resolveTs(resolve(dirname(file), spec)));
+    else ok = spec === 'zod';
+  }
+  if (ok) {
+    ok = !text.split('\n').some((lineText) => !/^\s*(\/\/|\*)/.test(lineText) && impure.some((pattern) => pattern.test(lineText)));
+  }
+  pureCache.set(file, ok);
+  return ok;
+}
+
 /** Returns one line per violation found under `src` (default: the project's src/). */
 export function check(src = defaultSrc) {
   const problems = [];
@@ -61,8 +96,8 @@ export function check(src = defaultSrc) {
         if (!allowed[layer].includes(target) && !(typeOnly && layer !== 'events')) {
           problems.push(`${rel}:${line}: ${layer} must not import ${target} (${spec}); the direction is cli -> runtime -> {machines, projections} -> events`);
         }
-        if (pure.has(layer) && target === 'events' && !typeOnly) {
-          problems.push(`${rel}:${line}: ${layer} is pure and may import only types from events (${spec})`);
+        if (pure.has(layer) && target === 'events' && !typeOnly && !pureModule(resolveTs(resolve(dirname(file), spec)))) {
+          problems.push(`${rel}:${line}: ${layer} is pure and may import from events only types, or values of modules that are pure themselves (${spec})`);
         }
       } else {
         const ok = packages[layer].some((p) => p === '*' || p === spec || spec.startsWith(`${p}/`) || (p === 'node:*' && spec.startsWith('node:')));

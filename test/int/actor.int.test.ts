@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidTransitionError, NotFoundError } from '../../src/events/errors.js';
 import { currentMachines } from '../../src/machines/registry.js';
+import { projections } from '../../src/projections/registry.js';
 import { DurableActor } from '../../src/runtime/actor.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { changeLoopState, createCommandLoop } from '../../src/runtime/loops.js';
@@ -157,7 +158,7 @@ describe('the consistency checks can fail', () => {
     expect(differences).toContain('loop_runs id=ghost: in the live table but not in the log');
     const rebuilt = rebuildProjections(runtime.db);
     expect(rebuilt).toMatchObject({
-      projections: ['loops', 'loop_runs', 'slot_decisions', 'pending_retries'],
+      projections: projections.map((p) => p.name),
       events: 1,
       rows: { loops: 1, loop_runs: 0, slot_decisions: 0, pending_retries: 0 },
     });

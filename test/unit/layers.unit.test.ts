@@ -14,7 +14,7 @@ describe('layer check (cli -> runtime -> {machines, projections} -> events)', ()
     expect(text).toMatch(/machines\/bad\.ts:1: machines must not import the package node:fs/);
     expect(text).toMatch(/machines\/bad\.ts:2: machines must not import runtime/);
     expect(text).toMatch(/machines\/bad\.ts:3: machines is pure but uses Date\.now/);
-    expect(text).toMatch(/projections\/bad\.ts:1: projections is pure and may import only types from events/);
+    expect(text).toMatch(/projections\/bad\.ts:1: projections is pure and may import from events only types/);
     expect(text).toMatch(/events\/bad\.ts:1: events must not import machines/);
   });
 });
