@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { ValidationError } from './errors.js';
+import { workflowSpecSchema } from './workflow-spec.js';
 
 const isoInstant = z.string().datetime({ offset: true });
 
@@ -278,6 +279,118 @@ export const eventSchemas = {
       .strict(),
   },
   'run.abandoned': { v: 1, schema: z.object({ reason: z.string() }).strict() },
+
+  // ── workflow spec stream: workflow:<id> ─────────────────────────────────
+  /** Version 1 of a workflow spec, normalised (see workflow-spec.ts); `sourceFile` is where it was read from. */
+  'workflow.created': {
+    v: 1,
+    schema: z
+      .object({
+        workflowId: z.string().min(1),
+        name: z.string().min(1),
+        version: z.literal(1),
+        spec: workflowSpecSchema,
+        sourceFile: z.string().nullable(),
+        sha256: z.string().nullable(),
+      })
+      .strict(),
+  },
+  /** The next version of the spec. Runs already started keep the version they pinned. */
+  'workflow.updated': {
+    v: 1,
+    schema: z
+      .object({ version: z.number().int().min(2), spec: workflowSpecSchema, sourceFile: z.string().nullable(), sha256: z.string().nullable() })
+      .strict(),
+  },
+  /** Hidden from new runs; its history and runs stay. */
+  'workflow.archived': { v: 1, schema: z.object({ reason }).strict() },
+
+  // ── workflow run stream: wfrun:<id> ─────────────────────────────────────
+  /** A run of a pinned spec version; `idempotencyKey` maps to exactly one workflow run. */
+  'wfrun.started': {
+    v: 1,
+    schema: z
+      .object({
+        wfRunId: z.string().min(1),
+        workflowId: z.string().min(1),
+        workflowName: z.string().min(1),
+        version: z.number().int().positive(),
+        spec: workflowSpecSchema,
+        inputs: z.record(z.string(), z.string()),
+        trigger: z.enum(['manual', 'schedule']),
+        loopId: z.string().nullable(),
+        slot: z.string().nullable(),
+        attempt: z.number().int().positive(),
+        idempotencyKey: z.string().min(1),
+        runnerId: z.string().min(1),
+        leaseToken: z.number().int().nonnegative(),
+      })
+      .strict(),
+  },
+  /** The intent to start attempt `attempt` of a step, with its rendered command line (env: names only). */
+  'step.spawn_requested': {
+    v: 1,
+    schema: z
+      .object({
+        stepId: z.string().min(1),
+        attempt: z.number().int().positive(),
+        command: z.string(),
+        args: z.array(z.string()),
+        shell: z.boolean(),
+        cwd: z.string().nullable(),
+        envKeys: z.array(z.string()),
+        timeoutAt: isoInstant.nullable(),
+      })
+      .strict(),
+  },
+  'step.spawned': {
+    v: 1,
+    schema: z
+      .object({
+        stepId: z.string().min(1),
+        attempt: z.number().int().positive(),
+        pid: z.number().int().positive(),
+        pgid: z.number().int().positive(),
+        startTime: z.string().nullable(),
+        bootId: z.string().nullable(),
+      })
+      .strict(),
+  },
+  'step.spawn_failed': {
+    v: 1,
+    schema: z.object({ stepId: z.string().min(1), attempt: z.number().int().positive(), error: z.string(), code: z.string().nullable() }).strict(),
+  },
+  /** An attempt ended; `outputs` are what it wrote to $LOOPS_OUTPUT (key=value lines or a JSON object). */
+  'step.exited': {
+    v: 1,
+    schema: z
+      .object({
+        stepId: z.string().min(1),
+        attempt: z.number().int().positive(),
+        exitCode: z.number().int().nullable(),
+        signal: z.string().nullable(),
+        timedOut: z.boolean(),
+        cancelled: z.boolean(),
+        stdout: z.string(),
+        stderr: z.string(),
+        stdoutBytes: z.number().int().nonnegative(),
+        stderrBytes: z.number().int().nonnegative(),
+        durationMs: z.number().int().nonnegative(),
+        error: z.string().nullable(),
+        outputs: z.record(z.string(), z.string()),
+      })
+      .strict(),
+  },
+  /** The runner lost the step's process (it stopped, and nothing about the exit is known). */
+  'step.abandoned': {
+    v: 1,
+    schema: z.object({ stepId: z.string().min(1), attempt: z.number().int().positive(), reason: z.string() }).strict(),
+  },
+  /** A failed step's retry delay passed: attempt `attempt` may start. */
+  'step.retry_due': { v: 1, schema: z.object({ stepId: z.string().min(1), attempt: z.number().int().min(2) }).strict() },
+  'wfrun.cancel_requested': { v: 1, schema: z.object({ reason }).strict() },
+  /** The whole-workflow timeout passed: running steps are stopped, the run ends timed_out. */
+  'wfrun.timed_out': { v: 1, schema: z.object({ timeoutMs: z.number().int().positive() }).strict() },
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -6,6 +6,8 @@
 import type { AnyStateMachine } from 'xstate';
 import { LOOP_MACHINE_ID, LOOP_MACHINE_VERSION, loopMachine } from './loop.js';
 import { RUN_MACHINE_ID, RUN_MACHINE_VERSION, runMachine } from './run.js';
+import { WORKFLOW_MACHINE_ID, WORKFLOW_MACHINE_VERSION, workflowMachine } from './workflow.js';
+import { WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine } from './workflow-run.js';
 
 export interface MachineRef {
   id: string;
@@ -15,11 +17,15 @@ export interface MachineRef {
 const machines = new Map<string, AnyStateMachine>([
   [`${LOOP_MACHINE_ID}@${LOOP_MACHINE_VERSION}`, loopMachine],
   [`${RUN_MACHINE_ID}@${RUN_MACHINE_VERSION}`, runMachine],
+  [`${WORKFLOW_MACHINE_ID}@${WORKFLOW_MACHINE_VERSION}`, workflowMachine],
+  [`${WORKFLOW_RUN_MACHINE_ID}@${WORKFLOW_RUN_MACHINE_VERSION}`, workflowRunMachine],
 ]);
 
 export const currentMachines = {
   loop: { id: LOOP_MACHINE_ID, version: LOOP_MACHINE_VERSION },
   run: { id: RUN_MACHINE_ID, version: RUN_MACHINE_VERSION },
+  workflow: { id: WORKFLOW_MACHINE_ID, version: WORKFLOW_MACHINE_VERSION },
+  workflowRun: { id: WORKFLOW_RUN_MACHINE_ID, version: WORKFLOW_RUN_MACHINE_VERSION },
 } as const satisfies Record<string, MachineRef>;
 
 export function getMachine(ref: MachineRef): AnyStateMachine | undefined {

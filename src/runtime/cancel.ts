@@ -71,13 +71,31 @@ function watchOf(runtime: Runtime): CancelWatch | undefined {
 }
 
 /**
- * Registers a run this process executes: `onCancel` is called when a cancel request for it is
- * appended by anyone (including this process). Returns the function that unregisters it.
+ * Registers a run (`run:<id>`) or workflow run (`wfrun:<id>`) this process executes: `onCancel`
+ * is called when a cancel request for it is appended by anyone (including this process). Returns
+ * the function that unregisters it.
  */
-export function watchCancel(runtime: Runtime, runId: string, onCancel: () => void): () => void {
+export function watchCancel(runtime: Runtime, streamId: string, onCancel: () => void): () => void {
   let watch = watches.get(runtime);
   if (!watch) watches.set(runtime, (watch = new CancelWatch(runtime)));
-  return watch.add(runId, onCancel);
+  return watch.add(streamId, onCancel);
+}
+
+/** Asks for a workflow run to be cancelled: its runner stops the running steps' process groups. */
+export function requestWorkflowCancel(runtime: Runtime, wfRunId: string, reason: string | null): CancelResult {
+  const streamId = `wfrun:${wfRunId}`;
+  const actor = DurableActor.load(runtime, streamId);
+  const status = actor.state;
+  const holder =
+    cached<[string, string], { holder: string }>(runtime.db, 'SELECT holder FROM leases WHERE name = ? AND expires_at > ?').get(
+      streamId,
+      new Date(runtime.clock.now()).toISOString(),
+    )?.holder ?? null;
+  if (actor.snapshot.status === 'done') return { runId: wfRunId, outcome: 'ended', status, holder };
+  if ((actor.snapshot.context as { cancelRequested: boolean }).cancelRequested) return { runId: wfRunId, outcome: 'already requested', status, holder };
+  actor.record('wfrun.cancel_requested', { reason }, { retryOnConflict: true });
+  notifyRunners(runtime, holder);
+  return { runId: wfRunId, outcome: 'requested', status, holder };
 }
 
 /** Checks for new cancel requests now (e.g. on SIGUSR2), instead of at the next look. */
@@ -92,14 +110,14 @@ class CancelWatch {
 
   constructor(private readonly runtime: Runtime) {}
 
-  add(runId: string, onCancel: () => void): () => void {
+  add(streamId: string, onCancel: () => void): () => void {
     if (this.runs.size === 0) {
       this.position = this.runtime.log.headPosition();
       this.arm();
     }
-    this.runs.set(runId, onCancel);
+    this.runs.set(streamId, onCancel);
     return () => {
-      this.runs.delete(runId);
+      this.runs.delete(streamId);
       if (this.runs.size === 0 && this.timer !== null) {
         this.runtime.clock.clearTimeout(this.timer);
         this.timer = null;
@@ -122,9 +140,9 @@ class CancelWatch {
     if (head === this.position) return;
     const rows = cached<[number, number], { stream: string }>(
       this.runtime.db,
-      "SELECT stream_id AS stream FROM events WHERE position > ? AND position <= ? AND type = 'run.cancel_requested'",
+      "SELECT stream_id AS stream FROM events WHERE position > ? AND position <= ? AND type IN ('run.cancel_requested', 'wfrun.cancel_requested')",
     ).all(this.position, head);
     this.position = head;
-    for (const { stream } of rows) this.runs.get(stream.slice('run:'.length))?.();
+    for (const { stream } of rows) this.runs.get(stream)?.();
   }
 }

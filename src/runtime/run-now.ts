@@ -213,7 +213,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
   });
   beat();
   // Cancel requests from anywhere (loops cancel, overlap cancel-other) reach this runner here.
-  const unwatch = watchCancel(runtime, runId, () => {
+  const unwatch = watchCancel(runtime, streamId, () => {
     try {
       actor.refresh();
     } catch (error) {

@@ -9,13 +9,21 @@ import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { paint, printJson, statusColor, table, truncate } from '../render.js';
 
-/** A run id (or unique prefix), a loop name or id, or a raw stream id (`run:…`, `loop:…`). */
+/** A run or workflow run id (or unique prefix), a loop name or id, or a raw stream id (`run:…`, `loop:…`, `wfrun:…`, `workflow:…`). */
 export function resolveStream(db: Db, log: SqliteEventLog, arg: string): string {
-  if (/^(run|loop):/.test(arg)) {
+  if (/^(run|loop|wfrun|workflow):/.test(arg)) {
     if (!log.streamInfo(arg)) throw new NotFoundError(`no stream ${arg} in the log`);
     return arg;
   }
   if (arg.startsWith('run_')) return `run:${findRun(db, arg).id}`;
+  if (arg.startsWith('wfrun_')) {
+    // A workflow run id or a unique prefix of one.
+    const rows = db.prepare("SELECT stream_id AS id FROM streams WHERE stream_id >= ? AND stream_id < ? LIMIT 2").all(`wfrun:${arg}`, `wfrun:${arg}\uffff`) as Array<{ id: string }>;
+    if (rows.length === 1) return rows[0]!.id;
+    throw rows.length === 0
+      ? new NotFoundError(`no workflow run ${arg}`, { hint: 'loops workflows runs lists workflow run ids' })
+      : new NotFoundError(`${arg} is the prefix of several workflow runs`, { hint: 'give more of the id' });
+  }
   try {
     return `loop:${findLoop(db, arg, { includeRemoved: true }).id}`;
   } catch (error) {
