@@ -20,8 +20,10 @@ interface Entry {
 }
 
 const loopsCmds = () => import('./commands/loops.js').then((m) => m.commands);
+const workflowCmds = () => import('./commands/workflows.js').then((m) => m.commands);
 const entries: Entry[] = [
   { name: 'create command', summary: 'create a loop that runs a command on a schedule', load: () => import('./commands/create.js').then((m) => m.commands) },
+  { name: 'create workflow', summary: 'create a loop that runs a stored workflow on a schedule', load: () => import('./commands/create.js').then((m) => m.commands) },
   { name: 'list', summary: 'list loops', load: loopsCmds },
   { name: 'show', summary: 'show one loop', load: loopsCmds },
   { name: 'pause', summary: 'pause a loop (it stops firing until resumed)', load: loopsCmds },
@@ -43,6 +45,18 @@ const entries: Entry[] = [
   { name: 'runs', summary: 'list runs, newest first', load: () => import('./commands/runs.js').then((m) => m.commands) },
   { name: 'events', summary: "print a run's or a loop's event stream, in order", load: () => import('./commands/events.js').then((m) => m.commands) },
   { name: 'replay', summary: 'rebuild every state of a run from the log and check it', load: () => import('./commands/events.js').then((m) => m.commands) },
+  { name: 'workflows create', summary: 'store a workflow spec file as a new workflow', load: () => import('./commands/workflows-run.js').then((m) => m.commands) },
+  { name: 'workflows update', summary: 'store a spec file as the next version of a workflow', load: () => import('./commands/workflows-run.js').then((m) => m.commands) },
+  { name: 'workflows run', summary: 'run a workflow now, with a live view of its steps', load: () => import('./commands/workflows-run.js').then((m) => m.commands) },
+  { name: 'workflows cancel', summary: 'cancel a running workflow run', load: () => import('./commands/workflows-run.js').then((m) => m.commands) },
+  { name: 'workflows resume', summary: 'continue a workflow run whose runner stopped', load: () => import('./commands/workflows-run.js').then((m) => m.commands) },
+  { name: 'workflows archive', summary: 'hide a workflow from new runs (history stays)', load: () => import('./commands/workflows-run.js').then((m) => m.commands) },
+  { name: 'workflows list', summary: 'list workflows', load: workflowCmds },
+  { name: 'workflows show', summary: "show a workflow's spec and steps", load: workflowCmds },
+  { name: 'workflows runs', summary: 'list workflow runs, newest first', load: workflowCmds },
+  { name: 'workflows inspect', summary: 'show a workflow run: every step, attempt, output and error', load: workflowCmds },
+  { name: 'workflows validate', summary: 'check a workflow spec file and print every problem', load: workflowCmds },
+  { name: 'schema workflow', summary: 'print the JSON Schema of workflow spec files', load: workflowCmds },
   { name: 'projections rebuild', summary: 'drop the tables and rebuild them from the log', load: () => import('./commands/projections.js').then((m) => m.commands) },
   { name: 'projections verify', summary: 'rebuild into a scratch database and compare with the tables', load: () => import('./commands/projections.js').then((m) => m.commands) },
 ];

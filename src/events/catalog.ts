@@ -52,9 +52,18 @@ export const commandTargetSchema = z
     env: z.record(z.string(), z.string()),
   })
   .strict();
-export const targetSchema = z.discriminatedUnion('kind', [commandTargetSchema]);
+/** A loop whose runs are runs of a workflow (the latest version when each run starts). */
+export const workflowTargetSchema = z
+  .object({
+    kind: z.literal('workflow'),
+    workflowId: z.string().min(1),
+    workflowName: z.string().min(1),
+  })
+  .strict();
+export const targetSchema = z.discriminatedUnion('kind', [commandTargetSchema, workflowTargetSchema]);
 export type Target = z.infer<typeof targetSchema>;
 export type CommandTarget = z.infer<typeof commandTargetSchema>;
+export type WorkflowTarget = z.infer<typeof workflowTargetSchema>;
 
 export const loopPoliciesSchema = z
   .object({
@@ -279,6 +288,18 @@ export const eventSchemas = {
       .strict(),
   },
   'run.abandoned': { v: 1, schema: z.object({ reason: z.string() }).strict() },
+  /** A run of a workflow loop: its workflow run (slot + attempt map to exactly this one). */
+  'run.workflow_started': {
+    v: 1,
+    schema: z.object({ wfRunId: z.string().min(1), workflowId: z.string().min(1), idempotencyKey: z.string().min(1) }).strict(),
+  },
+  /** The workflow run ended; the run ends the same way. */
+  'run.workflow_ended': {
+    v: 1,
+    schema: z
+      .object({ wfRunId: z.string().min(1), status: z.enum(['succeeded', 'failed', 'cancelled', 'timed_out']), error: z.string().nullable() })
+      .strict(),
+  },
 
   // ── workflow spec stream: workflow:<id> ─────────────────────────────────
   /** Version 1 of a workflow spec, normalised (see workflow-spec.ts); `sourceFile` is where it was read from. */

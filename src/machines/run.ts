@@ -72,6 +72,8 @@ export type RunEvent = MachineEvent<
   | 'run.cancel_requested'
   | 'process.exited'
   | 'run.abandoned'
+  | 'run.workflow_started'
+  | 'run.workflow_ended'
 >;
 
 const initialContext: RunContext = {
@@ -129,6 +131,9 @@ export const runMachine = setup({
       finishedAt: event.at,
       durationMs: context.startedAt === null ? null : Math.max(0, Date.parse(event.at) - Date.parse(context.startedAt)),
     })),
+    recordWorkflowEnd: assign(({ event }) => (event.type === 'run.workflow_ended' ? { error: event.data.error } : {})),
+    /** Run the workflow run whose start was recorded. Runtime-bound. */
+    startWorkflow: (_args, _params: { wfRunId: string; workflowId: string; idempotencyKey: string }) => {},
     /** Record `process.spawn_requested` (the intent) before anything is spawned. Runtime-bound. */
     requestSpawn: (_args, _params: { runId: string | null; target: Target | null }) => {},
     /** Start the process. Runtime-bound. */
@@ -170,6 +175,14 @@ export const runMachine = setup({
           target: 'spawning',
           actions: assign(({ event }) => ({ timeoutAt: event.data.timeoutAt, startedAt: event.at })),
         },
+        // A workflow loop: the run is its workflow run (recorded before that run starts).
+        'run.workflow_started': {
+          target: 'running',
+          actions: [
+            assign(({ event }) => ({ startedAt: event.at })),
+            { type: 'startWorkflow', params: ({ event }) => event.data },
+          ],
+        },
         'run.cancel_requested': {
           target: 'cancelled',
           actions: [assign(({ event }) => ({ cancelRequested: true, error: cancelMessage(event.data.reason) })), 'recordEnd'],
@@ -209,6 +222,12 @@ export const runMachine = setup({
     },
     running: {
       on: {
+        'run.workflow_ended': [
+          { guard: ({ event }) => event.data.status === 'succeeded', target: 'succeeded', actions: ['recordWorkflowEnd', 'recordEnd'] },
+          { guard: ({ event }) => event.data.status === 'timed_out', target: 'timed_out', actions: ['recordWorkflowEnd', 'recordEnd'] },
+          { guard: ({ event }) => event.data.status === 'cancelled', target: 'cancelled', actions: ['recordWorkflowEnd', 'recordEnd'] },
+          { target: 'failed', actions: ['recordWorkflowEnd', 'recordEnd'] },
+        ],
         'process.exited': [
           { guard: 'timedOut', target: 'timed_out', actions: 'recordExit' },
           { guard: 'cancelled', target: 'cancelled', actions: 'recordExit' },

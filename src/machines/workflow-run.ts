@@ -14,7 +14,8 @@
  *   retrying ─step.retry_due─► starting
  *   spawning | running ─step.abandoned─► abandoned (retrying if attempts remain)
  *
- * Effects leave as named actions with their parameters: `startSteps` (record each intent, spawn),
+ * Effects leave as named actions with their parameters: `startSteps` (record each intent, inline),
+ * `spawnStep` (start the process once its intent is recorded),
  * `killSteps` (cancel / workflow timeout), `armRetry` (a durable deadline, re-armed after a
  * restart from the recorded `dueAt`), `armTimeout`, `finalize` (release the lease). Time enters
  * only through event fields (`at`).
@@ -64,6 +65,8 @@ export interface StepState {
   retryAt: string | null;
   /** Why it was skipped. */
   reason: string | null;
+  /** Started after the run was cancelled or timed out (an always() / cancelled() step): not to be stopped. */
+  afterStop: boolean;
 }
 
 export interface WorkflowRunContext {
@@ -119,6 +122,7 @@ function newStep(): StepState {
     endedAt: null,
     retryAt: null,
     reason: null,
+    afterStop: false,
   };
 }
 
@@ -164,7 +168,8 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
   const steps: Record<string, StepState> = { ...context.steps };
   const stopping = context.cancelRequested || context.timedOut;
   let active = Object.values(steps).filter((s) => ACTIVE_STEP_STATUSES.has(s.status)).length;
-  const toStart: Array<{ stepId: string; attempt: number }> = [];
+  // Steps the event itself starts (a retry that came due) stay in the list.
+  const toStart: Array<{ stepId: string; attempt: number }> = [...context.toStart];
   // Skipping a step can make its dependants ready: repeat until nothing changes.
   for (let changed = true; changed; ) {
     changed = false;
@@ -196,7 +201,7 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
         continue;
       }
       if (active >= spec.concurrency) continue;
-      steps[step.id] = { ...s, status: 'starting', attempt: 1 };
+      steps[step.id] = { ...s, status: 'starting', attempt: 1, afterStop: stopping };
       toStart.push({ stepId: step.id, attempt: 1 });
       active += 1;
     }
@@ -283,8 +288,16 @@ export const workflowRunMachine = setup({
   },
   actions: {
     stampFinish: assign(({ event }) => ({ finishedAt: event.at })),
-    /** Record each step's intent (rendered command line), then spawn it. Runtime-bound. */
+    /**
+     * Record each step's intent (`step.spawn_requested`, its rendered command line) — in the same
+     * transaction as the event that made the steps ready (an inline effect). Runtime-bound.
+     */
     startSteps: (_args, _params: { steps: Array<{ stepId: string; attempt: number }> }) => {},
+    /** The intent is recorded: start the process. Runtime-bound. */
+    spawnStep: (
+      _args,
+      _params: { stepId: string; attempt: number; command: string; args: string[]; shell: boolean; cwd: string | null; envKeys: string[]; timeoutAt: string | null },
+    ) => {},
     /** Stop these steps' process groups (cancel, workflow timeout). Runtime-bound. */
     killSteps: (_args, _params: { stepIds: string[]; reason: string }) => {},
     /** A durable deadline: record step.retry_due at dueAt. Runtime-bound. */
@@ -367,13 +380,16 @@ export const workflowRunMachine = setup({
       on: {
         'step.spawn_requested': {
           guard: 'isStarting',
-          actions: assign(({ context, event }) => ({
-            steps: updateStep(context, event.data.stepId, {
-              status: 'spawning',
-              startedAt: context.steps[event.data.stepId]!.startedAt ?? event.at,
-            }),
-            toStart: [],
-          })),
+          actions: [
+            assign(({ context, event }) => ({
+              steps: updateStep(context, event.data.stepId, {
+                status: 'spawning',
+                startedAt: context.steps[event.data.stepId]!.startedAt ?? event.at,
+              }),
+              toStart: [],
+            })),
+            { type: 'spawnStep', params: ({ event }) => event.data },
+          ],
         },
         'step.spawned': {
           guard: 'isSpawning',
@@ -400,7 +416,7 @@ export const workflowRunMachine = setup({
               const d = (event as E<'step.exited'>).data;
               const status = d.timedOut
                 ? 'timed_out'
-                : d.cancelled || (context.cancelRequested && d.exitCode !== 0)
+                : d.cancelled
                   ? 'cancelled'
                   : d.exitCode === 0
                     ? 'succeeded'

@@ -3,3 +3,4 @@ export * from './loops.js';
 export * from './runs.js';
 export * from './registry.js';
 export * from './slots.js';
+export * from './workflows.js';

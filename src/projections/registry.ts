@@ -3,6 +3,7 @@ import { loopsProjection } from './loops.js';
 import { runsProjection } from './runs.js';
 import { bufferedSlotsProjection, pendingRetriesProjection, slotDecisionsProjection } from './slots.js';
 import type { Projection } from './types.js';
+import { workflowRunsProjection, workflowsProjection, workflowVersionsProjection } from './workflows.js';
 
 /** Every projection, in the order they are applied. */
 export const projections: ReadonlyArray<Projection> = [
@@ -11,6 +12,9 @@ export const projections: ReadonlyArray<Projection> = [
   slotDecisionsProjection,
   pendingRetriesProjection,
   bufferedSlotsProjection,
+  workflowsProjection,
+  workflowVersionsProjection,
+  workflowRunsProjection,
 ];
 
 /** One inline handler applying every projection that handles the event. */

@@ -53,6 +53,8 @@ export const runsProjection: Projection = {
     'run.cancel_requested',
     'process.exited',
     'run.abandoned',
+    'run.workflow_started',
+    'run.workflow_ended',
   ]),
   evolve(event: StoredEvent) {
     const id = event.streamId.slice('run:'.length);
@@ -82,6 +84,7 @@ export const runsProjection: Projection = {
         ];
       }
       case 'process.spawn_requested':
+      case 'run.workflow_started':
         return [sql('UPDATE loop_runs SET status = ?, started_at = ?, updated_at = ? WHERE id = ?', status, event.at, event.at, id)];
       case 'process.spawned': {
         const d = event.data as EventData<'process.spawned'>;
@@ -132,6 +135,20 @@ export const runsProjection: Projection = {
             d.stderrBytes,
             event.at,
             d.durationMs,
+            event.at,
+            id,
+          ),
+        ];
+      }
+      case 'run.workflow_ended': {
+        const d = event.data as EventData<'run.workflow_ended'>;
+        return [
+          sql(
+            `UPDATE loop_runs SET status = ?, error = ?, finished_at = ?, duration_ms = ${durationSql}, updated_at = ? WHERE id = ?`,
+            status,
+            d.error,
+            event.at,
+            event.at,
             event.at,
             id,
           ),

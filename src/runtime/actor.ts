@@ -25,7 +25,7 @@ export type Effect = (params: any, actor: DurableActor) => void | Promise<void>;
  * event that asked for it: still recorded before any later effect runs, one commit fewer.
  */
 export interface InlineEffect {
-  inline: (params: any, snapshot: AnyMachineSnapshot) => { type: string; data: unknown } | null;
+  inline: (params: any, snapshot: AnyMachineSnapshot) => { type: string; data: unknown } | Array<{ type: string; data: unknown }> | null;
 }
 
 export type Effects = Record<string, Effect | InlineEffect>;
@@ -120,7 +120,7 @@ export class DurableActor {
         return this.recordOnce(inputs, options);
       } catch (error) {
         if (!(error instanceof ConcurrencyConflictError) || !options.retryOnConflict || attempt >= 3) throw error;
-        this.refresh();
+        this.refresh(options);
       }
     }
   }
@@ -130,17 +130,25 @@ export class DurableActor {
    * wrote it, and runs their actions here: this actor is the live one, so a cancel request
    * appended by `loops cancel` makes *its* process be killed. Returns the events it caught up with.
    */
-  refresh(): StoredEvent[] {
+  refresh(options: RecordOptions = {}): StoredEvent[] {
     const events = this.runtime.log.readStream(this.streamId, this.version + 1);
+    const follow: Array<{ type: string; data: unknown }> = [];
     for (const event of events) {
       const result = step(this.machine, this.snapshot, event);
       this.snapshot = result.after;
       this.version = event.version;
       for (const action of result.actions) {
-        if (typeof this.effects[action.type] === 'function') this.schedule(action.type, action.params);
+        const effect = this.effects[action.type];
+        if (typeof effect === 'function') this.schedule(action.type, action.params);
+        else if (effect) {
+          // An inline effect asked for by someone else's event: recorded now, in a transaction of its own.
+          const more = effect.inline(action.params, this.snapshot);
+          if (more) follow.push(...(Array.isArray(more) ? more : [more]));
+        }
       }
     }
     if (events.length && this.snapshot.status === 'done') this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);
+    if (follow.length) this.recordAll(follow, options);
     return events;
   }
 
@@ -161,18 +169,19 @@ export class DurableActor {
       batch.push({ type: next.type, data: next.data, at, state: stateOf(result.after), meta });
       snapshot = result.after;
       next = null;
-      let inline: { type: string; data: unknown } | null = null;
+      let inline: Array<{ type: string; data: unknown }> | null = null;
       for (const action of result.actions) {
         const effect = this.effects[action.type];
         if (effect && typeof effect === 'object') {
           const follow = effect.inline(action.params, snapshot);
-          if (follow) {
+          if (follow && (!Array.isArray(follow) || follow.length > 0)) {
             if (inline) throw new Error(`two inline effects in one step of ${this.streamId}`);
-            inline = follow;
+            inline = Array.isArray(follow) ? follow : [follow];
           }
         } else deferred.push(action);
       }
-      next = inline ?? queue.shift() ?? null;
+      if (inline) queue.unshift(...inline);
+      next = queue.shift() ?? null;
     }
     // Move first: the log publishes on events$ inside append (after the commit), and a listener
     // may record the next event on this actor synchronously; it must see this state and version.

@@ -24,3 +24,8 @@ export * from './why.js';
 export * from './recovery.js';
 export * from './daemon.js';
 export * from './service.js';
+export * from './cancel.js';
+export * from './workflow-files.js';
+export * from './workflow-queries.js';
+export * from './workflows.js';
+export * from './workflow-run.js';

@@ -11,6 +11,7 @@ import { DurableActor } from './actor.js';
 import { parseDuration } from './durations.js';
 import { newId } from './ids.js';
 import { findLoop, type LoopView } from './queries.js';
+import { findWorkflow } from './workflow-queries.js';
 import type { Runtime } from './runtime.js';
 import { nextFireAt } from './planner.js';
 import { buildSchedule, type ScheduleFlags } from './schedule.js';
@@ -178,8 +179,22 @@ export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command'
 }
 
 export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): LoopView {
+  return createLoop(runtime, input, buildCommandTarget(input));
+}
+
+export type CreateWorkflowLoopInput = Omit<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env'> & {
+  /** The workflow's name or id; each run runs its latest version. */
+  workflow: string;
+};
+
+/** A loop whose runs are runs of a stored workflow (`loops create workflow`). */
+export function createWorkflowLoop(runtime: Runtime, input: CreateWorkflowLoopInput): LoopView {
+  const workflow = findWorkflow(runtime.db, input.workflow);
+  return createLoop(runtime, { ...input, command: 'unused' }, { kind: 'workflow', workflowId: workflow.id, workflowName: workflow.name });
+}
+
+function createLoop(runtime: Runtime, input: CreateCommandLoopInput, target: Target): LoopView {
   const name = validateLoopName(input.name);
-  const target = buildCommandTarget(input);
   const now = runtime.clock.now();
   const loopId = newId('loop', now);
   const { schedule, timing } = buildSchedule(input.schedule, now, loopId);

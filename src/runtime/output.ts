@@ -6,6 +6,7 @@
  */
 import {
   closeSync,
+  existsSync,
   fstatSync,
   mkdirSync,
   openSync,
@@ -186,4 +187,26 @@ export class OutputFile {
       }
     }
   }
+}
+
+/** The last `bytes` of a run's output file (and its rotated predecessor), and the total size. */
+export function tailOfOutput(file: string, bytes = 64 * 1024): { text: string; total: number } {
+  const tail = new TailBuffer(bytes);
+  let total = 0;
+  for (const part of [`${file}.1`, file]) {
+    if (!existsSync(part)) continue;
+    const size = statSync(part).size;
+    total += size;
+    const start = Math.max(0, size - bytes);
+    const buf = Buffer.alloc(size - start);
+    const fd = openSync(part, 'r');
+    try {
+      readSync(fd, buf, 0, buf.length, start);
+    } finally {
+      closeSync(fd);
+    }
+    tail.total += start; // bytes before the part we read still count (a cut character is skipped)
+    tail.push(buf);
+  }
+  return { text: tail.toString(), total };
 }

@@ -111,7 +111,9 @@ export function verifyProjections(db: Db, limit = 10): VerifyResult {
 }
 
 function diffRows(table: string, key: string, live: Row[], rebuilt: Row[], limit: number): TableDiff {
-  const keyOf = (row: Row) => String(row[key]);
+  // `orderBy` is one column or a comma-separated list (a composite key).
+  const columns = key.split(',').map((c) => c.trim());
+  const keyOf = (row: Row) => columns.map((c) => String(row[c])).join('/');
   const liveByKey = new Map(live.map((r) => [keyOf(r), r]));
   const rebuiltByKey = new Map(rebuilt.map((r) => [keyOf(r), r]));
   const differences: string[] = [];

@@ -12,7 +12,7 @@ import type { RunContext } from '../machines/run.js';
 import { DurableActor } from './actor.js';
 import { readStatusFile } from './executor.js';
 import { assertLeaseHeld, releaseLease, takeLease } from './leases.js';
-import { TailBuffer } from './output.js';
+import { tailOfOutput } from './output.js';
 import { runDir } from './paths.js';
 import { processRunning } from './process-info.js';
 import { findRun } from './queries.js';
@@ -65,27 +65,7 @@ export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryRepo
   return report;
 }
 
-/** The last `bytes` of a run's output file (and its rotated predecessor), and the total size. */
-export function tailOfOutput(file: string, bytes = 64 * 1024): { text: string; total: number } {
-  const tail = new TailBuffer(bytes);
-  let total = 0;
-  for (const part of [`${file}.1`, file]) {
-    if (!existsSync(part)) continue;
-    const size = statSync(part).size;
-    total += size;
-    const start = Math.max(0, size - bytes);
-    const buf = Buffer.alloc(size - start);
-    const fd = openSync(part, 'r');
-    try {
-      readSync(fd, buf, 0, buf.length, start);
-    } finally {
-      closeSync(fd);
-    }
-    tail.total += start; // bytes before the part we read still count (a cut character is skipped)
-    tail.push(buf);
-  }
-  return { text: tail.toString(), total };
-}
+export { tailOfOutput } from './output.js';
 
 /**
  * Records the end of a run whose process is gone: its real exit status when the exit-status

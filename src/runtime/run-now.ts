@@ -19,6 +19,8 @@ import { runDir } from './paths.js';
 import { findLoop, findRun, type LoopView, type RunView } from './queries.js';
 import type { Runtime } from './runtime.js';
 import { afterScheduledRun, decideLoop } from './scheduler.js';
+import { findWorkflow, workflowVersion } from './workflow-queries.js';
+import { executeWorkflowRun, resolveInputs } from './workflow-run.js';
 
 export interface RunNowOptions {
   /** Live output of the process. */
@@ -82,9 +84,6 @@ export interface ExecuteRunOptions extends RunNowOptions {
  */
 export async function executeRun(runtime: Runtime, loop: LoopView, options: ExecuteRunOptions): Promise<RunView> {
   const { db, clock } = runtime;
-  if (loop.target.kind !== 'command') {
-    throw new InvalidTransitionError(`loop ${loop.name} has a ${loop.target.kind} target, which this version cannot run`);
-  }
   const now = clock.now();
   const runId = options.runId;
   const streamId = `run:${runId}`;
@@ -119,6 +118,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
   };
 
   let handle: ProcessHandle | null = null;
+  let workflowAbort: AbortController | null = null;
   const files = runDir(runtime.dataDir, runId);
   const effects: Effects = {
     // Recorded in the same transaction as run.claimed: the intent is in the log before the spawn.
@@ -126,6 +126,16 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       inline: (_params, snapshot) => {
         if (options.signal?.aborted) return null; // cancelled before it started: record no intent
         const target = loop.target;
+        const context = snapshot.context as RunContext;
+        if (target.kind === 'workflow') {
+          // The loop run is a workflow run: its id and idempotency key are recorded before it starts.
+          const started: EventData<'run.workflow_started'> = {
+            wfRunId: newId('wfrun', clock.now()),
+            workflowId: target.workflowId,
+            idempotencyKey: `loop:${context.loopId}:${context.slot}:${context.attempt}`,
+          };
+          return { type: 'run.workflow_started', data: started };
+        }
         const timeoutMs = loop.policies.timeoutMs;
         const data: EventData<'process.spawn_requested'> = {
           command: target.command,
@@ -138,16 +148,48 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
         return { type: 'process.spawn_requested', data };
       },
     },
+    startWorkflow: async (params: EventData<'run.workflow_started'>) => {
+      const context = actor.snapshot.context as RunContext;
+      const controller = (workflowAbort = new AbortController());
+      if (context.cancelRequested) controller.abort(cancelReason(actor) ?? 'cancelled');
+      let ended: EventData<'run.workflow_ended'>;
+      try {
+        const workflow = findWorkflow(db, params.workflowId);
+        const { spec } = workflowVersion(db, workflow.id, workflow.version);
+        const run = await executeWorkflowRun(
+          runtime,
+          { workflowId: workflow.id, workflowName: workflow.name, version: workflow.version, spec, inputs: resolveInputs(spec, {}) },
+          {
+            wfRunId: params.wfRunId,
+            idempotencyKey: params.idempotencyKey,
+            trigger: context.trigger ?? 'schedule',
+            loopId: context.loopId,
+            slot: context.slot,
+            attempt: context.attempt,
+            signal: controller.signal,
+            ...(options.tailBytes !== undefined ? { tailBytes: options.tailBytes } : {}),
+          },
+        );
+        const ends = ['succeeded', 'failed', 'cancelled', 'timed_out'] as const;
+        const status = ends.find((x) => x === run.status) ?? 'failed';
+        ended = { wfRunId: params.wfRunId, status, error: run.error };
+      } catch (error) {
+        ended = { wfRunId: params.wfRunId, status: 'failed', error: `the workflow could not run: ${(error as Error).message}` };
+      }
+      actor.record('run.workflow_ended', ended, fenced);
+    },
     spawn: async (_params, actor) => {
       if (actor.snapshot.value !== 'spawning') return;
+      if (loop.target.kind !== 'command') return;
+      const target = loop.target;
       const context = actor.snapshot.context as RunContext;
       try {
         handle = await spawnProcess(
           {
-            command: loop.target.command,
-            args: loop.target.args,
-            shell: loop.target.shell,
-            cwd: loop.target.cwd,
+            command: target.command,
+            args: target.args,
+            shell: target.shell,
+            cwd: target.cwd,
             env: runEnv(context),
             timeoutMs: loop.policies.timeoutMs,
             killGraceMs: loop.policies.killGraceMs,
@@ -183,6 +225,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
     },
     killProcess: (params: { reason: string | null }) => {
       handle?.cancel(params.reason);
+      workflowAbort?.abort(params.reason ?? 'cancelled');
     },
     // The lease row was released in the transaction that recorded the end.
     finalize: () => stopHeartbeat(),
@@ -247,7 +290,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
 function runEnv(context: RunContext): Record<string, string> {
   const target = context.target;
   return {
-    ...(target?.env ?? {}),
+    ...(target?.kind === 'command' ? target.env : {}),
     LOOPS_LOOP_ID: context.loopId ?? '',
     LOOPS_LOOP_NAME: context.loopName ?? '',
     LOOPS_RUN_ID: context.runId ?? '',

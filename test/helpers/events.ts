@@ -3,6 +3,7 @@
  * catalog.unit.test.ts). Times default to a fixed base so tests are deterministic.
  */
 import type { EventData, EventType, LoopPolicies, Schedule, Target, Timing } from '../../src/events/catalog.js';
+import type { StepSpec, WorkflowSpec } from '../../src/events/workflow-spec.js';
 
 export const T0 = Date.parse('2026-03-01T12:00:00.000Z');
 
@@ -137,6 +138,10 @@ export const runEv = {
       when,
     ),
   abandoned: (reason = 'runner lost the process', when = at(2000)) => ev('run.abandoned', { reason }, when),
+  workflowStarted: (data: Partial<EventData<'run.workflow_started'>> = {}, when = at(1000)) =>
+    ev('run.workflow_started', { wfRunId: 'wfrun_1', workflowId: 'wf_1', idempotencyKey: 'loop:loop_1:slot:1', ...data }, when),
+  workflowEnded: (data: Partial<EventData<'run.workflow_ended'>> = {}, when = at(3000)) =>
+    ev('run.workflow_ended', { wfRunId: 'wfrun_1', status: 'succeeded', error: null, ...data }, when),
 };
 
 // ── slot decisions (loop stream) ────────────────────────────────────────────
@@ -157,4 +162,106 @@ export const slotEv = {
     ev('slot.coalesced', { from: at(60_000), to: at(540_000), count: 9, into: at(600_000), ...data }, when),
   missed: (data: Partial<EventData<'slot.missed'>> = {}, when = at(600_000)) =>
     ev('slot.missed', { from: at(60_000), to: at(540_000), count: 9, reason: 'catch-up none', nextRunAt: at(660_000), ...data }, when),
+};
+
+// ── workflow specs ──────────────────────────────────────────────────────────
+/** A canonical command step: `echo <id>` with no retries. */
+export const wfStep = (id: string, overrides: Partial<StepSpec> = {}): StepSpec => ({
+  id,
+  name: null,
+  target: { type: 'command', command: `echo ${id}`, args: [], shell: true, cwd: null, env: {} },
+  needs: [],
+  if: null,
+  continueOnError: false,
+  timeoutMs: null,
+  retries: { attempts: 1, delayMs: 10_000, backoff: 2, maxDelayMs: null },
+  outputs: [],
+  ...overrides,
+});
+
+/** A canonical spec; by default the diamond a → (b, c) → d. */
+export const wfSpec = (overrides: Partial<WorkflowSpec> = {}): WorkflowSpec => ({
+  name: 'diamond',
+  description: null,
+  env: {},
+  secrets: [],
+  concurrency: 4,
+  timeoutMs: null,
+  inputs: {},
+  steps: [wfStep('a'), wfStep('b', { needs: ['a'] }), wfStep('c', { needs: ['a'] }), wfStep('d', { needs: ['b', 'c'] })],
+  ...overrides,
+});
+
+// ── workflow spec stream ────────────────────────────────────────────────────
+export const workflowEv = {
+  created: (data: Partial<EventData<'workflow.created'>> = {}, when = at(0)) =>
+    ev(
+      'workflow.created',
+      { workflowId: 'wf_1', name: 'diamond', version: 1, spec: wfSpec(), sourceFile: '/work/diamond.yaml', sha256: 'ab'.repeat(32), ...data },
+      when,
+    ),
+  updated: (data: Partial<EventData<'workflow.updated'>> = {}, when = at(1000)) =>
+    ev('workflow.updated', { version: 2, spec: wfSpec(), sourceFile: '/work/diamond.yaml', sha256: 'cd'.repeat(32), ...data }, when),
+  archived: (reason: string | null = null, when = at(2000)) => ev('workflow.archived', { reason }, when),
+};
+
+// ── workflow run stream ─────────────────────────────────────────────────────
+export const wfrunEv = {
+  started: (data: Partial<EventData<'wfrun.started'>> = {}, when = at(0)) =>
+    ev(
+      'wfrun.started',
+      {
+        wfRunId: 'wfrun_1',
+        workflowId: 'wf_1',
+        workflowName: 'diamond',
+        version: 1,
+        spec: wfSpec(),
+        inputs: {},
+        trigger: 'manual',
+        loopId: null,
+        slot: null,
+        attempt: 1,
+        idempotencyKey: 'manual:wfrun_1',
+        runnerId: 'host:1:abc',
+        leaseToken: 1,
+        ...data,
+      },
+      when,
+    ),
+  spawnRequested: (stepId: string, attempt = 1, when = at(10), data: Partial<EventData<'step.spawn_requested'>> = {}) =>
+    ev(
+      'step.spawn_requested',
+      { stepId, attempt, command: `echo ${stepId}`, args: [], shell: true, cwd: null, envKeys: ['LOOPS_WFRUN_ID'], timeoutAt: null, ...data },
+      when,
+    ),
+  spawned: (stepId: string, attempt = 1, when = at(20), data: Partial<EventData<'step.spawned'>> = {}) =>
+    ev('step.spawned', { stepId, attempt, pid: 4242, pgid: 4242, startTime: '123456', bootId: 'boot-1', ...data }, when),
+  spawnFailed: (stepId: string, attempt = 1, when = at(30), error = 'command not found: nope', code: string | null = 'ENOENT') =>
+    ev('step.spawn_failed', { stepId, attempt, error, code }, when),
+  exited: (stepId: string, attempt = 1, when = at(1020), data: Partial<EventData<'step.exited'>> = {}) =>
+    ev(
+      'step.exited',
+      {
+        stepId,
+        attempt,
+        exitCode: 0,
+        signal: null,
+        timedOut: false,
+        cancelled: false,
+        stdout: `${stepId}\n`,
+        stderr: '',
+        stdoutBytes: stepId.length + 1,
+        stderrBytes: 0,
+        durationMs: 1000,
+        error: null,
+        outputs: {},
+        ...data,
+      },
+      when,
+    ),
+  abandoned: (stepId: string, attempt = 1, when = at(2000), reason = 'runner lost the process') =>
+    ev('step.abandoned', { stepId, attempt, reason }, when),
+  retryDue: (stepId: string, attempt = 2, when = at(11_000)) => ev('step.retry_due', { stepId, attempt }, when),
+  cancelRequested: (reason: string | null = null, when = at(500)) => ev('wfrun.cancel_requested', { reason }, when),
+  timedOut: (timeoutMs = 60_000, when = at(60_000)) => ev('wfrun.timed_out', { timeoutMs }, when),
 };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { eventSchemas, isEventType, schemaVersion, upcast, validateEventData, type EventType } from '../../src/events/catalog.js';
 import { LoopsError, ValidationError, isLoopsError, ConcurrencyConflictError } from '../../src/events/errors.js';
-import { loopEv, runEv, slotEv } from '../helpers/events.js';
+import { loopEv, runEv, slotEv, wfrunEv, workflowEv } from '../helpers/events.js';
 
 function messageOf(type: string, data: unknown): string {
   try {
@@ -29,6 +29,8 @@ describe('event catalogue', () => {
       runEv.cancelRequested('r'),
       runEv.exited(),
       runEv.abandoned(),
+      runEv.workflowStarted(),
+      runEv.workflowEnded(),
       loopEv.expired(),
       loopEv.rescheduled(),
       slotEv.fired(),
@@ -37,6 +39,18 @@ describe('event catalogue', () => {
       slotEv.retryScheduled(),
       slotEv.coalesced(),
       slotEv.missed(),
+      workflowEv.created(),
+      workflowEv.updated(),
+      workflowEv.archived('old'),
+      wfrunEv.started(),
+      wfrunEv.spawnRequested('a'),
+      wfrunEv.spawned('a'),
+      wfrunEv.spawnFailed('a'),
+      wfrunEv.exited('a'),
+      wfrunEv.abandoned('a'),
+      wfrunEv.retryDue('a'),
+      wfrunEv.cancelRequested('r'),
+      wfrunEv.timedOut(),
     ];
     expect(new Set(samples.map((s) => s.type))).toEqual(new Set(Object.keys(eventSchemas)));
     for (const sample of samples) expect(validateEventData(sample.type, sample.data)).toEqual(sample.data);

@@ -210,3 +210,22 @@ describe('run machine: purity', () => {
     expect(b.snapshot.context).toEqual(a.snapshot.context);
   });
 });
+
+describe('run machine: a workflow loop', () => {
+  it('claimed → running when its workflow run is recorded (startWorkflow), and ends as that run ends', async () => {
+    const { fold } = await import('../../src/machines/fold.js');
+    const { runMachine } = await import('../../src/machines/run.js');
+    const { runEv } = await import('../helpers/events.js');
+    for (const [status, state] of [
+      ['succeeded', 'succeeded'],
+      ['failed', 'failed'],
+      ['cancelled', 'cancelled'],
+      ['timed_out', 'timed_out'],
+    ] as const) {
+      const { snapshot, steps } = fold(runMachine, [runEv.claimed(), runEv.workflowStarted(), runEv.workflowEnded({ status, error: status === 'succeeded' ? null : 'x' })]);
+      expect(steps.map((s) => s.accepted)).toEqual([true, true, true]);
+      expect(steps[1]!.actions.map((a) => a.type)).toContain('startWorkflow');
+      expect(snapshot.value).toBe(state);
+    }
+  });
+});

@@ -110,6 +110,8 @@ describe('workflow-run machine: the diamond', () => {
     expect(steps.at(-1)!.actions.find((x) => x.type === 'armRetry')!.params).toEqual({ retries: [{ stepId: 'a', attempt: 2, dueAt: at(7) }] });
     const r = run([...first, { type: 'step.retry_due', at: at(7), data: { stepId: 'a', attempt: 2 } }, ...attempt('a', 0, 7, 2), ...attempt('e', 0, 1)]);
     expect(r.c.steps.a).toMatchObject({ status: 'succeeded', attempt: 2 });
+    // retry_due itself asks for the step to start again (attempt 2).
+    expect(r.starts.flat().filter((x) => x === 'a')).toEqual(['a', 'a']);
     expect(r.starts.flat().filter((x) => x === 'b' || x === 'c')).toEqual(['b', 'c']);
   });
 

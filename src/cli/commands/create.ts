@@ -1,9 +1,10 @@
 import { UsageError } from '../../events/errors.js';
 import { describeSchedule } from '../../runtime/describe.js';
-import { createCommandLoop } from '../../runtime/loops.js';
+import { createCommandLoop, createWorkflowLoop } from '../../runtime/loops.js';
+import type { LoopView } from '../../runtime/queries.js';
 import { openRuntime } from '../../runtime/runtime.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
-import type { CliCommand } from '../context.js';
+import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { paint, printJson, relativeTime } from '../render.js';
 
@@ -79,43 +80,16 @@ const createCommand: CliCommand = {
     try {
       const loop = createCommandLoop(runtime, {
         name: positionals[0]!,
-        description: (values.description as string | undefined) ?? null,
         command: cmd,
         args: (values.arg as string[] | undefined) ?? [],
         shell: values['no-shell'] !== true,
         cwd: (values.cwd as string | undefined) ?? null,
         env,
-        schedule: {
-          every: values.every as string | undefined,
-          cron: values.cron as string | undefined,
-          at: values.at as string | undefined,
-          manual: values.manual === true,
-          tz: values.tz as string | undefined,
-          anchor: values.anchor as string | undefined,
-          jitter: values.jitter as string | undefined,
-          startsAt: values['starts-at'] as string | undefined,
-          expiresAt: values['expires-at'] as string | undefined,
-          maxRuns: values['max-runs'] as string | undefined,
-        },
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
-        overlap: (values.overlap as string | undefined) ?? null,
-        catchUp: (values['catch-up'] as string | undefined) ?? null,
-        catchUpWindow: (values['catch-up-window'] as string | undefined) ?? null,
-        catchUpLimit: (values['catch-up-limit'] as string | undefined) ?? null,
-        attempts: (values.attempts as string | undefined) ?? null,
-        retryDelay: (values['retry-delay'] as string | undefined) ?? null,
-        backoff: (values.backoff as string | undefined) ?? null,
-        maxRetryDelay: (values['max-retry-delay'] as string | undefined) ?? null,
-        lease: (values.lease as string | undefined) ?? null,
+        ...loopOptions(values),
       });
-      if (ctx.json) printJson(ctx, loop);
-      else {
-        const next = loop.nextRunAt ? `, next run ${relativeTime(loop.nextRunAt, runtime.clock.now())} (${loop.nextRunAt})` : '';
-        ctx.out.write(
-          `Created loop ${paint(ctx.color, 'bold', loop.name)} (${loop.id}): ${describeSchedule(loop.schedule)}${next}\n`,
-        );
-      }
+      printCreated(ctx, loop, runtime.clock.now());
       return EXIT.ok;
     } finally {
       runtime.close();
@@ -123,4 +97,82 @@ const createCommand: CliCommand = {
   },
 };
 
-export const commands: Record<string, CliCommand> = { 'create command': createCommand };
+/** The schedule and policy flags every kind of loop takes. */
+function loopOptions(values: Record<string, unknown>) {
+  return {
+    description: (values.description as string | undefined) ?? null,
+    schedule: {
+      every: values.every as string | undefined,
+      cron: values.cron as string | undefined,
+      at: values.at as string | undefined,
+      manual: values.manual === true,
+      tz: values.tz as string | undefined,
+      anchor: values.anchor as string | undefined,
+      jitter: values.jitter as string | undefined,
+      startsAt: values['starts-at'] as string | undefined,
+      expiresAt: values['expires-at'] as string | undefined,
+      maxRuns: values['max-runs'] as string | undefined,
+    },
+    overlap: (values.overlap as string | undefined) ?? null,
+    catchUp: (values['catch-up'] as string | undefined) ?? null,
+    catchUpWindow: (values['catch-up-window'] as string | undefined) ?? null,
+    catchUpLimit: (values['catch-up-limit'] as string | undefined) ?? null,
+    attempts: (values.attempts as string | undefined) ?? null,
+    retryDelay: (values['retry-delay'] as string | undefined) ?? null,
+    backoff: (values.backoff as string | undefined) ?? null,
+    maxRetryDelay: (values['max-retry-delay'] as string | undefined) ?? null,
+    lease: (values.lease as string | undefined) ?? null,
+  };
+}
+
+function printCreated(ctx: CliContext, loop: LoopView, nowMs: number): void {
+  if (ctx.json) printJson(ctx, loop);
+  else {
+    const next = loop.nextRunAt ? `, next run ${relativeTime(loop.nextRunAt, nowMs)} (${loop.nextRunAt})` : '';
+    const what = loop.target.kind === 'workflow' ? ` runs workflow ${loop.target.workflowName}` : '';
+    ctx.out.write(`Created loop ${paint(ctx.color, 'bold', loop.name)} (${loop.id})${what}: ${describeSchedule(loop.schedule)}${next}\n`);
+  }
+}
+
+const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'env', 'timeout', 'kill-grace']);
+
+const workflowSpec: CommandSpec = {
+  name: 'create workflow',
+  summary: 'Create a loop that runs a stored workflow on a schedule.',
+  description: [
+    'Each run of the loop is one run of the workflow (its latest version when the run starts):',
+    'a slot + attempt maps to exactly one workflow run. The run ends as the workflow run ends, and',
+    "the loop's retries, overlap and catch-up policies apply to it like to a command's runs. A",
+    'cancelled workflow run is never retried. Store the workflow first: loops workflows create <file>.',
+  ].join('\n'),
+  positionals: [{ name: 'name', required: true, description: 'unique loop name (letters, digits, . _ -)' }],
+  options: {
+    workflow: { type: 'string', value: '<workflow>', description: 'the workflow to run (name or id; required)' },
+    ...Object.fromEntries(Object.entries(spec.options).filter(([k]) => !COMMAND_ONLY.has(k))),
+  },
+  examples: [
+    'loops workflows create nightly.yaml',
+    "loops create workflow nightly-run --workflow nightly --cron '0 2 * * *' --tz Europe/Berlin",
+    'loops create workflow ci --workflow ci --every 30m --overlap buffer-one --attempts 2',
+  ],
+};
+
+const createWorkflowCommand: CliCommand = {
+  spec: workflowSpec,
+  async run({ values, positionals }, ctx) {
+    const workflow = values.workflow as string | undefined;
+    if (workflow === undefined) {
+      throw new UsageError('loops create workflow: --workflow is required', { hint: 'the name of a workflow stored with loops workflows create <file>' });
+    }
+    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+    try {
+      const loop = createWorkflowLoop(runtime, { name: positionals[0]!, workflow, ...loopOptions(values) });
+      printCreated(ctx, loop, runtime.clock.now());
+      return EXIT.ok;
+    } finally {
+      runtime.close();
+    }
+  },
+};
+
+export const commands: Record<string, CliCommand> = { 'create command': createCommand, 'create workflow': createWorkflowCommand };

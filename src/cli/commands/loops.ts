@@ -56,6 +56,7 @@ const showSpec: CommandSpec = {
 
 function targetText(loop: LoopView): string[] {
   const t = loop.target;
+  if (t.kind === 'workflow') return [`workflow    ${t.workflowName} (${t.workflowId}), its latest version when each run starts`];
   const lines = t.shell
     ? [`command     ${t.command}   (run by /bin/sh)`]
     : [`command     ${[t.command, ...t.args].map(quote).join(' ')}   (no shell)`];

@@ -1,0 +1,655 @@
+/**
+ * Workflow projections on a real in-memory SQLite: `workflows` and `workflow_versions` from the spec
+ * stream; `workflow_runs`, `workflow_steps` and `workflow_step_attempts` from run streams built
+ * through the real workflow-run machine (each event must be accepted, and its recorded state is the
+ * machine's). Step statuses in the tables are checked against the machine's own step states, and a
+ * rebuild from the log equals the live tables.
+ */
+import Database from 'better-sqlite3';
+import fc from 'fast-check';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { AnyMachineSnapshot } from 'xstate';
+import { openDatabase } from '../../src/events/db.js';
+import { SqliteEventLog } from '../../src/events/sqlite-log.js';
+import type { StoredEvent } from '../../src/events/types.js';
+import type { WorkflowSpec } from '../../src/events/workflow-spec.js';
+import { fold, initialSnapshot, stateOf, step as machineStep } from '../../src/machines/fold.js';
+import { workflowMachine } from '../../src/machines/workflow.js';
+import { workflowRunMachine, type WorkflowRunContext } from '../../src/machines/workflow-run.js';
+import { findProjection, inlineHandler, projections } from '../../src/projections/registry.js';
+import { workflowRunsProjection, workflowsProjection, workflowVersionsProjection } from '../../src/projections/workflows.js';
+import { rebuildProjections, verifyProjections } from '../../src/runtime/projection-admin.js';
+import {
+  findWorkflow,
+  findWorkflowRun,
+  listWorkflowRuns,
+  listWorkflows,
+  workflowRunSteps,
+  workflowVersion,
+} from '../../src/runtime/workflow-queries.js';
+import { at, wfrunEv, wfSpec, wfStep, workflowEv } from '../helpers/events.js';
+import type { MachineInput } from '../helpers/machine.js';
+import { Positions, storedStream } from '../helpers/stored.js';
+
+type Row = Record<string, unknown>;
+let db: Database.Database;
+let positions: Positions;
+const handler = inlineHandler();
+
+function apply(events: StoredEvent[]): void {
+  for (const event of events) for (const s of handler(event)) db.prepare(s.sql).run(...s.params);
+}
+
+/** Every event must be accepted by the machine: a rejected one would never be in a real log. */
+function accepted(machine: Parameters<typeof fold>[0], events: MachineInput[]): void {
+  const { steps } = fold(machine, events);
+  steps.forEach((s, i) => expect(s.accepted, `${events[i]!.type} #${i} should be accepted`).toBe(true));
+}
+
+function workflow(events: MachineInput[], id = 'wf_1'): StoredEvent[] {
+  accepted(workflowMachine, events);
+  const stored = storedStream(workflowMachine, `workflow:${id}`, events, positions);
+  apply(stored);
+  return stored;
+}
+
+function wfrun(events: MachineInput[], id = 'wfrun_1'): StoredEvent[] {
+  accepted(workflowRunMachine, events);
+  const stored = storedStream(workflowRunMachine, `wfrun:${id}`, events, positions);
+  apply(stored);
+  return stored;
+}
+
+/** Appends `more` to a run stream that already holds `before` (states from folding the whole stream). */
+function wfrunMore(before: MachineInput[], more: MachineInput[], id = 'wfrun_1'): StoredEvent[] {
+  const all = [...before, ...more];
+  accepted(workflowRunMachine, all);
+  const stored = storedStream(workflowRunMachine, `wfrun:${id}`, all, new Positions())
+    .slice(before.length)
+    .map((e) => ({ ...e, position: positions.take() }));
+  apply(stored);
+  return stored;
+}
+
+function errorOf(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected an error');
+}
+
+const runRow = (id = 'wfrun_1') => db.prepare('SELECT * FROM workflow_runs WHERE id = ?').get(id) as Row;
+const stepRows = (id = 'wfrun_1') => db.prepare('SELECT * FROM workflow_steps WHERE wfrun_id = ? ORDER BY ord').all(id) as Row[];
+const statuses = (id = 'wfrun_1') => Object.fromEntries(stepRows(id).map((r) => [r.step_id, r.status]));
+const attemptRows = (id = 'wfrun_1') =>
+  db.prepare('SELECT * FROM workflow_step_attempts WHERE wfrun_id = ? ORDER BY step_id, attempt').all(id) as Row[];
+
+/** The machine's own step statuses after `events`. */
+function machineStatuses(events: MachineInput[]): Record<string, string> {
+  const context = fold(workflowRunMachine, events).snapshot.context as WorkflowRunContext;
+  return Object.fromEntries(Object.entries(context.steps).map(([id, s]) => [id, s.status]));
+}
+
+/** Runs step `id` (attempt n) to its exit, `t` ms after T0. */
+function runStep(id: string, t: number, exit: Partial<Parameters<typeof wfrunEv.exited>[3]> = {}, attempt = 1, durationMs = 1000): MachineInput[] {
+  return [
+    wfrunEv.spawnRequested(id, attempt, at(t)),
+    wfrunEv.spawned(id, attempt, at(t + 10), { pid: 1000 + t }),
+    wfrunEv.exited(id, attempt, at(t + 10 + durationMs), { durationMs, ...exit }),
+  ];
+}
+
+beforeEach(() => {
+  db = new Database(':memory:');
+  for (const p of projections) for (const ddl of p.ddl) db.exec(ddl);
+  positions = new Positions();
+});
+
+describe('registration', () => {
+  it('registers workflows, workflow_versions and workflow_runs (owning the step tables) after the loop projections', () => {
+    expect(projections.map((p) => p.name).slice(-3)).toEqual(['workflows', 'workflow_versions', 'workflow_runs']);
+    expect(findProjection('workflows')).toBe(workflowsProjection);
+    expect(findProjection('workflow_versions')).toBe(workflowVersionsProjection);
+    expect(findProjection('workflow_steps')).toBe(workflowRunsProjection);
+    expect(findProjection('workflow_step_attempts')).toBe(workflowRunsProjection);
+    expect(workflowRunsProjection.tables.map((t) => t.name)).toEqual(['workflow_runs', 'workflow_steps', 'workflow_step_attempts']);
+  });
+});
+
+describe('workflows and workflow_versions', () => {
+  it('created inserts the workflow and version 1; updated moves it to the next version and keeps both', () => {
+    const v2 = wfSpec({ description: 'now with e', steps: [...wfSpec().steps, wfStep('e', { needs: ['d'] })] });
+    workflow([workflowEv.created({}, at(0)), workflowEv.updated({ version: 2, spec: v2, sha256: 'cd'.repeat(32) }, at(1000))]);
+    const row = db.prepare('SELECT * FROM workflows').get() as Row;
+    expect(row).toMatchObject({
+      id: 'wf_1',
+      name: 'diamond',
+      live_name: 'diamond',
+      description: 'now with e',
+      version: 2,
+      status: 'active',
+      source_file: '/work/diamond.yaml',
+      sha256: 'cd'.repeat(32),
+      created_at: at(0),
+      updated_at: at(1000),
+      run_count: 0,
+    });
+    expect(JSON.parse(row.spec as string)).toEqual(v2);
+    const versions = db.prepare('SELECT * FROM workflow_versions ORDER BY version').all() as Row[];
+    expect(versions.map((v) => [v.workflow_id, v.version, v.created_at, v.sha256])).toEqual([
+      ['wf_1', 1, at(0), 'ab'.repeat(32)],
+      ['wf_1', 2, at(1000), 'cd'.repeat(32)],
+    ]);
+    expect(JSON.parse(versions[0]!.spec as string)).toEqual(wfSpec());
+
+    expect(findWorkflow(db, 'diamond')).toMatchObject({ id: 'wf_1', version: 2, spec: v2, description: 'now with e', lastRun: null });
+    expect(workflowVersion(db, 'wf_1', 1)).toEqual({
+      workflowId: 'wf_1',
+      version: 1,
+      spec: wfSpec(),
+      sourceFile: '/work/diamond.yaml',
+      sha256: 'ab'.repeat(32),
+      createdAt: at(0),
+    });
+    expect(() => workflowVersion(db, 'wf_1', 3)).toThrow(/has no version 3/);
+  });
+
+  it('names are unique among live workflows; an archived one frees its name and keeps its row and versions', () => {
+    workflow([workflowEv.created()], 'wf_1');
+    expect(() => workflow([workflowEv.created({ workflowId: 'wf_2' })], 'wf_2')).toThrow(/UNIQUE constraint failed: workflows.live_name/);
+    db.exec('DELETE FROM workflows; DELETE FROM workflow_versions');
+    workflow([workflowEv.created(), workflowEv.archived('replaced', at(2000))], 'wf_1');
+    workflow([workflowEv.created({ workflowId: 'wf_2' }, at(3000))], 'wf_2');
+    expect(db.prepare('SELECT id, name, live_name, status, reason FROM workflows ORDER BY id').all()).toEqual([
+      { id: 'wf_1', name: 'diamond', live_name: null, status: 'archived', reason: 'replaced' },
+      { id: 'wf_2', name: 'diamond', live_name: 'diamond', status: 'active', reason: null },
+    ]);
+    expect(findWorkflow(db, 'diamond').id).toBe('wf_2');
+    expect(listWorkflows(db).map((w) => w.id)).toEqual(['wf_2']);
+    expect(listWorkflows(db, { all: true }).map((w) => w.id)).toEqual(['wf_1', 'wf_2']);
+    expect(() => findWorkflow(db, 'wf_1')).toThrow(/is archived/);
+    expect(findWorkflow(db, 'wf_1', { includeArchived: true }).status).toBe('archived');
+  });
+
+  it('a run counts on its workflow; the summary joins the run for its current status', () => {
+    workflow([workflowEv.created()]);
+    wfrun([wfrunEv.started({}, at(100))]);
+    expect(db.prepare('SELECT run_count, last_run_id, last_run_at FROM workflows').get()).toEqual({
+      run_count: 1,
+      last_run_id: 'wfrun_1',
+      last_run_at: at(100),
+    });
+    expect(findWorkflow(db, 'wf_1').lastRun).toEqual({ id: 'wfrun_1', status: 'running', at: at(100) });
+  });
+});
+
+describe('workflow_runs and workflow_steps', () => {
+  it('wfrun.started inserts the run and one pending row per step, in spec order', () => {
+    const spec = wfSpec({ steps: [wfStep('a', { name: 'Build' }), wfStep('b', { needs: ['a'], if: 'always()', continueOnError: true, retries: { attempts: 3, delayMs: 1000, backoff: 2, maxDelayMs: null } })] });
+    const [started] = wfrun([
+      wfrunEv.started({ spec, inputs: { branch: 'main' }, trigger: 'schedule', loopId: 'loop_1', slot: at(0), attempt: 2, idempotencyKey: 'loop_1:slot' }, at(5)),
+    ]);
+    expect(runRow()).toEqual({
+      claimed_position: started!.position,
+      id: 'wfrun_1',
+      workflow_id: 'wf_1',
+      workflow_name: 'diamond',
+      version: 1,
+      status: 'running',
+      trigger: 'schedule',
+      loop_id: 'loop_1',
+      slot: at(0),
+      attempt: 2,
+      idempotency_key: 'loop_1:slot',
+      runner_id: 'host:1:abc',
+      inputs: '{"branch":"main"}',
+      step_count: 2,
+      cancel_requested: 0,
+      timed_out: 0,
+      error: null,
+      started_at: at(5),
+      finished_at: null,
+      duration_ms: null,
+      updated_at: at(5),
+    });
+    expect(stepRows().map((r) => [r.step_id, r.ord, r.name, r.needs, r.if_cond, r.continue_on_error, r.max_attempts, r.target_type, r.status, r.attempts])).toEqual([
+      ['a', 0, 'Build', '[]', null, 0, 1, 'command', 'pending', 0],
+      ['b', 1, null, '["a"]', 'always()', 1, 3, 'command', 'pending', 0],
+    ]);
+  });
+
+  it('a diamond with a failed step: its dependant is skipped when the run ends, and the run names the failed step', () => {
+    const events: MachineInput[] = [
+      wfrunEv.started({}, at(0)),
+      ...runStep('a', 10),
+      wfrunEv.spawnRequested('b', 1, at(1100)),
+      wfrunEv.spawnRequested('c', 1, at(1101)),
+      wfrunEv.spawned('b', 1, at(1110), { pid: 2001 }),
+      wfrunEv.spawned('c', 1, at(1111), { pid: 2002 }),
+      wfrunEv.exited('b', 1, at(1500), { exitCode: 1, stderr: 'boom\n', stderrBytes: 5, durationMs: 390, error: 'exited with code 1' }),
+    ];
+    wfrun(events);
+    // b failed; d waits for c.
+    expect(machineStatuses(events)).toEqual({ a: 'succeeded', b: 'failed', c: 'running', d: 'pending' });
+    expect(statuses()).toEqual({ a: 'succeeded', b: 'failed', c: 'running', d: 'pending' });
+    expect(runRow()).toMatchObject({ status: 'running', finished_at: null, updated_at: at(1500) });
+
+    const end = wfrunEv.exited('c', 1, at(2111), { durationMs: 1000, outputs: { version: '1.2.3' } });
+    const [last] = wfrunMore(events, [end]);
+    expect(last!.state).toBe('failed');
+
+    expect(statuses()).toEqual(machineStatuses([...events, end]));
+    expect(statuses()).toEqual({ a: 'succeeded', b: 'failed', c: 'succeeded', d: 'skipped' });
+    expect(runRow()).toMatchObject({ status: 'failed', finished_at: at(2111), duration_ms: 2111, error: 'failed step: b' });
+    const b = stepRows().find((r) => r.step_id === 'b')!;
+    expect(b).toMatchObject({ attempts: 1, exit_code: 1, error: 'exited with code 1', stderr: 'boom\n', stderr_bytes: 5, pid: 2001, started_at: at(1100), finished_at: at(1500), duration_ms: 390 });
+    const c = stepRows().find((r) => r.step_id === 'c')!;
+    expect(JSON.parse(c.outputs as string)).toEqual({ version: '1.2.3' });
+    const d = stepRows().find((r) => r.step_id === 'd')!;
+    expect(d).toMatchObject({ status: 'skipped', attempts: 0, started_at: null, finished_at: null, duration_ms: null });
+    expect(attemptRows().map((r) => [r.step_id, r.attempt, r.status, r.exit_code, r.pid])).toEqual([
+      ['a', 1, 'succeeded', 0, 1010],
+      ['b', 1, 'failed', 1, 2001],
+      ['c', 1, 'succeeded', 0, 2002],
+    ]);
+
+    // The read side.
+    const run = findWorkflowRun(db, 'wfrun_1');
+    expect(run).toMatchObject({ status: 'failed', inputs: {}, cancelRequested: false, timedOut: false, durationMs: 2111, stepCount: 4 });
+    const steps = workflowRunSteps(db, 'wfrun_1');
+    expect(steps.map((s) => [s.stepId, s.status, s.attempt, s.attempts.length])).toEqual([
+      ['a', 'succeeded', 1, 1],
+      ['b', 'failed', 1, 1],
+      ['c', 'succeeded', 1, 1],
+      ['d', 'skipped', 0, 0],
+    ]);
+    expect(steps[3]!.needs).toEqual(['b', 'c']);
+    expect(steps[2]!.outputs).toEqual({ version: '1.2.3' });
+    expect(steps[1]!.attempts[0]).toEqual({
+      attempt: 1,
+      status: 'failed',
+      exitCode: 1,
+      signal: null,
+      error: 'exited with code 1',
+      pid: 2001,
+      startedAt: at(1100),
+      finishedAt: at(1500),
+      durationMs: 390,
+    });
+  });
+
+  it('while the run goes on, a step the machine skipped stays pending (skips are not events) until the run ends', () => {
+    const spec = wfSpec({ steps: [wfStep('a'), wfStep('b', { needs: ['a'] }), wfStep('c')] });
+    // a fails: the machine skips b at once; c is still spawning, so the run goes on.
+    const events: MachineInput[] = [
+      wfrunEv.started({ spec }),
+      wfrunEv.spawnRequested('a', 1, at(10)),
+      wfrunEv.spawnRequested('c', 1, at(11)),
+      wfrunEv.spawned('a', 1, at(20)),
+      wfrunEv.exited('a', 1, at(1020), { exitCode: 1 }),
+    ];
+    wfrun(events);
+    expect(machineStatuses(events)).toEqual({ a: 'failed', b: 'skipped', c: 'spawning' });
+    expect(statuses()).toEqual({ a: 'failed', b: 'pending', c: 'spawning' });
+    wfrunMore(events, [wfrunEv.spawned('c', 1, at(1030)), wfrunEv.exited('c', 1, at(2030))]);
+    expect(statuses()).toEqual({ a: 'failed', b: 'skipped', c: 'succeeded' });
+    expect(runRow()).toMatchObject({ status: 'failed', error: 'failed step: a' });
+  });
+
+  it('continue-on-error: a failed step does not fail the run nor skip its dependants', () => {
+    const spec = wfSpec({ steps: [wfStep('a', { continueOnError: true }), wfStep('b', { needs: ['a'] })] });
+    const events = [wfrunEv.started({ spec }), ...runStep('a', 10, { exitCode: 2 }), ...runStep('b', 2000)];
+    wfrun(events);
+    expect(statuses()).toEqual({ a: 'failed', b: 'succeeded' });
+    expect(runRow()).toMatchObject({ status: 'succeeded', error: null });
+  });
+
+  it('a retry: the step is retrying between attempts, every attempt keeps its row, durations add up', () => {
+    const spec = wfSpec({
+      steps: [wfStep('a'), wfStep('b', { needs: ['a'], retries: { attempts: 3, delayMs: 5000, backoff: 2, maxDelayMs: null } })],
+    });
+    const head: MachineInput[] = [
+      wfrunEv.started({ spec }),
+      ...runStep('a', 10),
+      ...runStep('b', 1100, { exitCode: 1, error: 'exited with code 1', stdout: 'try 1\n', outputs: { k: '1' } }, 1, 400),
+    ];
+    wfrun(head);
+    expect(machineStatuses(head)).toMatchObject({ b: 'retrying' });
+    expect(statuses()).toEqual({ a: 'succeeded', b: 'retrying' });
+    expect(stepRows()[1]).toMatchObject({ attempts: 1, exit_code: 1, finished_at: at(1510), duration_ms: 400 });
+
+    const rest: MachineInput[] = [
+      wfrunEv.retryDue('b', 2, at(6510)),
+      wfrunEv.spawnRequested('b', 2, at(6520)),
+    ];
+    const all = [...head, ...rest];
+    wfrunMore(head, rest);
+    expect(statuses()).toEqual({ a: 'succeeded', b: 'spawning' });
+    // A new attempt: the end and pid are cleared; the last outcome stays until the next one.
+    expect(stepRows()[1]).toMatchObject({ attempts: 2, finished_at: null, pid: null, exit_code: 1, started_at: at(1100) });
+
+    const tail: MachineInput[] = [
+      wfrunEv.spawned('b', 2, at(6530), { pid: 7777 }),
+      wfrunEv.exited('b', 2, at(7530), { durationMs: 1000, stdout: 'try 2\n', outputs: { k: '2' } }),
+    ];
+    const full = [...all, ...tail];
+    wfrunMore(all, tail);
+
+    expect(statuses()).toEqual(machineStatuses(full));
+    expect(runRow()).toMatchObject({ status: 'succeeded', finished_at: at(7530) });
+    expect(stepRows()[1]).toMatchObject({
+      status: 'succeeded',
+      attempts: 2,
+      exit_code: 0,
+      error: null,
+      stdout: 'try 2\n',
+      outputs: '{"k":"2"}',
+      pid: 7777,
+      started_at: at(1100),
+      finished_at: at(7530),
+      duration_ms: 1400,
+    });
+    expect(attemptRows().filter((r) => r.step_id === 'b')).toEqual([
+      { wfrun_id: 'wfrun_1', step_id: 'b', attempt: 1, status: 'failed', exit_code: 1, signal: null, error: 'exited with code 1', pid: 2100, started_at: at(1100), finished_at: at(1510), duration_ms: 400 },
+      { wfrun_id: 'wfrun_1', step_id: 'b', attempt: 2, status: 'succeeded', exit_code: 0, signal: null, error: null, pid: 7777, started_at: at(6520), finished_at: at(7530), duration_ms: 1000 },
+    ]);
+    expect(workflowRunSteps(db, 'wfrun_1')[1]!.attempts.map((a) => [a.attempt, a.status])).toEqual([
+      [1, 'failed'],
+      [2, 'succeeded'],
+    ]);
+  });
+
+  it('spawn failures and abandoned attempts are attempts too (measured from their request), and retried', () => {
+    const spec = wfSpec({ steps: [wfStep('a', { retries: { attempts: 3, delayMs: 0, backoff: 1, maxDelayMs: null } })] });
+    const events: MachineInput[] = [
+      wfrunEv.started({ spec }),
+      wfrunEv.spawnRequested('a', 1, at(10)),
+      wfrunEv.spawnFailed('a', 1, at(30)),
+      wfrunEv.retryDue('a', 2, at(40)),
+      wfrunEv.spawnRequested('a', 2, at(50)),
+      wfrunEv.spawned('a', 2, at(60)),
+      wfrunEv.abandoned('a', 2, at(1050)),
+      wfrunEv.retryDue('a', 3, at(1060)),
+      wfrunEv.spawnRequested('a', 3, at(1070)),
+      wfrunEv.spawnFailed('a', 3, at(1075), 'EACCES', 'EACCES'),
+    ];
+    wfrun(events);
+    expect(statuses()).toEqual(machineStatuses(events));
+    expect(statuses()).toEqual({ a: 'failed' });
+    expect(attemptRows().map((r) => [r.attempt, r.status, r.error, r.duration_ms])).toEqual([
+      [1, 'failed', 'command not found: nope', 20],
+      [2, 'abandoned', 'runner lost the process', 1000],
+      [3, 'failed', 'EACCES', 5],
+    ]);
+    expect(stepRows()[0]).toMatchObject({ attempts: 3, duration_ms: 1025, error: 'EACCES', exit_code: null });
+    expect(runRow()).toMatchObject({ status: 'failed', error: 'failed step: a' });
+  });
+
+  it('a cancelled run: the killed step is cancelled, the one waiting for a retry too, the rest skipped', () => {
+    const spec = wfSpec({
+      steps: [
+        wfStep('a'),
+        wfStep('b', { retries: { attempts: 2, delayMs: 60_000, backoff: 1, maxDelayMs: null } }),
+        wfStep('c', { needs: ['a', 'b'] }),
+        wfStep('cleanup', { needs: ['c'], if: 'always()' }),
+      ],
+    });
+    const events: MachineInput[] = [
+      wfrunEv.started({ spec }),
+      wfrunEv.spawnRequested('a', 1, at(10)),
+      wfrunEv.spawnRequested('b', 1, at(11)),
+      wfrunEv.spawned('a', 1, at(20)),
+      wfrunEv.spawned('b', 1, at(21)),
+      wfrunEv.exited('b', 1, at(500), { exitCode: 1, durationMs: 479 }),
+      wfrunEv.cancelRequested('deploy window closed', at(600)),
+    ];
+    wfrun(events);
+    expect(statuses()).toEqual({ a: 'running', b: 'cancelled', c: 'pending', cleanup: 'pending' });
+    expect(runRow()).toMatchObject({ status: 'running', cancel_requested: 1, error: 'cancelled: deploy window closed' });
+    // a is killed: SIGTERM, no exit code; the cleanup step (if: always()) runs after the cancel.
+    const rest: MachineInput[] = [
+      wfrunEv.exited('a', 1, at(700), { exitCode: null, signal: 'SIGTERM', cancelled: true, durationMs: 680, error: 'killed by SIGTERM' }),
+      ...runStep('cleanup', 800),
+    ];
+    const all = [...events, ...rest];
+    const stored = wfrunMore(events, rest);
+    expect(stored.at(-1)!.state).toBe('cancelled');
+    expect(statuses()).toEqual(machineStatuses(all));
+    expect(statuses()).toEqual({ a: 'cancelled', b: 'cancelled', c: 'skipped', cleanup: 'succeeded' });
+    expect(runRow()).toMatchObject({ status: 'cancelled', finished_at: at(1810), error: 'cancelled: deploy window closed' });
+    expect(stepRows().find((r) => r.step_id === 'a')).toMatchObject({ signal: 'SIGTERM', exit_code: null, error: 'killed by SIGTERM' });
+    expect(stepRows().find((r) => r.step_id === 'b')).toMatchObject({ finished_at: at(600), attempts: 1 });
+  });
+
+  it('the workflow timeout: running steps end timed out (no retry), the run ends timed_out', () => {
+    const spec = wfSpec({ timeoutMs: 60_000, steps: [wfStep('a', { retries: { attempts: 5, delayMs: 1, backoff: 1, maxDelayMs: null } }), wfStep('b', { needs: ['a'] })] });
+    const events: MachineInput[] = [
+      wfrunEv.started({ spec }),
+      wfrunEv.spawnRequested('a', 1, at(10)),
+      wfrunEv.spawned('a', 1, at(20)),
+      wfrunEv.timedOut(60_000, at(60_000)),
+      wfrunEv.exited('a', 1, at(60_100), { exitCode: 143, signal: null, durationMs: 60_080 }),
+    ];
+    wfrun(events);
+    expect(statuses()).toEqual(machineStatuses(events));
+    expect(statuses()).toEqual({ a: 'failed', b: 'skipped' });
+    expect(runRow()).toMatchObject({ status: 'timed_out', timed_out: 1, error: 'the workflow timed out after 1m' });
+  });
+
+  it('a run whose steps are all skipped at the start ends with its first event', () => {
+    const spec = wfSpec({ steps: [wfStep('a', { if: 'false' }), wfStep('b', { needs: ['a'] })] });
+    const [started] = wfrun([wfrunEv.started({ spec }, at(0))]);
+    expect(started!.state).toBe('succeeded');
+    expect(statuses()).toEqual({ a: 'skipped', b: 'skipped' });
+    expect(runRow()).toMatchObject({ status: 'succeeded', finished_at: at(0), duration_ms: 0 });
+  });
+});
+
+describe('workflow run queries', () => {
+  it('lists runs newest first, by workflow and status; finds a run by a unique id prefix', () => {
+    workflow([workflowEv.created()], 'wf_1');
+    workflow([workflowEv.created({ workflowId: 'wf_2', name: 'other' })], 'wf_2');
+    const one = wfSpec({ steps: [wfStep('a')] });
+    wfrun([wfrunEv.started({ wfRunId: 'wfrun_aaa1', spec: one, idempotencyKey: 'k1' }), ...runStep('a', 10)], 'wfrun_aaa1');
+    wfrun([wfrunEv.started({ wfRunId: 'wfrun_aab2', spec: one, idempotencyKey: 'k2' }, at(5000)), ...runStep('a', 5010, { exitCode: 1 })], 'wfrun_aab2');
+    wfrun(
+      [wfrunEv.started({ wfRunId: 'wfrun_bbb3', workflowId: 'wf_2', workflowName: 'other', spec: one, idempotencyKey: 'k3' }, at(9000))],
+      'wfrun_bbb3',
+    );
+    expect(listWorkflowRuns(db).map((r) => r.id)).toEqual(['wfrun_bbb3', 'wfrun_aab2', 'wfrun_aaa1']);
+    expect(listWorkflowRuns(db, { workflowId: 'wf_1' }).map((r) => r.id)).toEqual(['wfrun_aab2', 'wfrun_aaa1']);
+    expect(listWorkflowRuns(db, { status: 'failed' }).map((r) => r.id)).toEqual(['wfrun_aab2']);
+    expect(listWorkflowRuns(db, { limit: 1 }).map((r) => r.id)).toEqual(['wfrun_bbb3']);
+    expect(findWorkflowRun(db, 'wfrun_b').id).toBe('wfrun_bbb3');
+    expect(() => findWorkflowRun(db, 'wfrun_aa')).toThrow(/matches 2 workflow runs/);
+    expect(() => findWorkflowRun(db, 'wfrun_zzz')).toThrow(/no workflow run/);
+    expect(findWorkflow(db, 'other').lastRun).toEqual({ id: 'wfrun_bbb3', status: 'running', at: at(9000) });
+    expect(() => workflowRunSteps(db, 'nope')).not.toThrow();
+  });
+
+  it('findWorkflow: by id, name or id prefix; ambiguity lists the candidates; unknown names suggest similar ones', () => {
+    workflow([workflowEv.created({ workflowId: 'wf_abc1', name: 'nightly' })], 'wf_abc1');
+    workflow([workflowEv.created({ workflowId: 'wf_abc2', name: 'nightly-e2e' })], 'wf_abc2');
+    expect(findWorkflow(db, 'wf_abc1').name).toBe('nightly');
+    expect(findWorkflow(db, 'nightly-e2e').id).toBe('wf_abc2');
+    expect(findWorkflow(db, 'wf_abc2'.slice(0, 7)).id).toBe('wf_abc2');
+    expect(errorOf(() => findWorkflow(db, 'wf_ab'))).toMatchObject({
+      code: 'ambiguous',
+      details: { candidates: [{ id: 'wf_abc1', name: 'nightly', status: 'active' }, { id: 'wf_abc2', name: 'nightly-e2e', status: 'active' }] },
+    });
+    expect(errorOf(() => findWorkflow(db, 'nightlyy'))).toMatchObject({ code: 'not_found', hint: expect.stringMatching(/did you mean nightly/) });
+  });
+});
+
+// ── the machine as the oracle: random runs ──────────────────────────────────
+
+type Choice = { kind: 'step'; pick: number; exit: number; how: number } | { kind: 'cancel' } | { kind: 'timeout' };
+
+/**
+ * Drives the workflow-run machine like a runtime would, with random outcomes: the next event for a
+ * step the machine wants started, spawning, running or retrying, or a cancel / workflow timeout.
+ */
+function simulate(spec: WorkflowSpec, choices: Choice[]): MachineInput[] {
+  const events: MachineInput[] = [wfrunEv.started({ spec }, at(0))];
+  let snapshot: AnyMachineSnapshot = machineStep(workflowRunMachine, initialSnapshot(workflowRunMachine), events[0]!).after;
+  let t = 0;
+  for (const choice of choices) {
+    if (snapshot.status === 'done') break;
+    const context = snapshot.context as WorkflowRunContext;
+    t += 100;
+    let event: MachineInput | null = null;
+    if (choice.kind === 'cancel') event = wfrunEv.cancelRequested('random', at(t));
+    else if (choice.kind === 'timeout') event = wfrunEv.timedOut(1000, at(t));
+    else {
+      const live = Object.entries(context.steps).filter(([, s]) => ['starting', 'spawning', 'running', 'retrying'].includes(s.status));
+      if (live.length === 0) continue;
+      const [id, s] = live[choice.pick % live.length]!;
+      switch (s.status) {
+        case 'starting':
+          event = wfrunEv.spawnRequested(id, s.attempt, at(t));
+          break;
+        case 'spawning':
+          event = choice.how === 0 ? wfrunEv.spawnFailed(id, s.attempt, at(t)) : wfrunEv.spawned(id, s.attempt, at(t), { pid: 100 + choice.pick });
+          break;
+        case 'running':
+          event =
+            choice.how === 0
+              ? wfrunEv.abandoned(id, s.attempt, at(t))
+              : wfrunEv.exited(id, s.attempt, at(t), {
+                  exitCode: choice.exit,
+                  durationMs: 50 + choice.pick,
+                  cancelled: choice.how === 1 && context.cancelRequested,
+                  timedOut: choice.how === 2,
+                  outputs: { n: String(choice.pick) },
+                });
+          break;
+        default:
+          event = wfrunEv.retryDue(id, s.attempt + 1, at(t));
+      }
+    }
+    const result = machineStep(workflowRunMachine, snapshot, event);
+    if (!result.accepted) continue;
+    events.push(event);
+    snapshot = result.after;
+  }
+  return events;
+}
+
+const randomSpec = fc
+  .array(
+    fc.record({
+      needs: fc.array(fc.nat(7), { maxLength: 3 }),
+      attempts: fc.integer({ min: 1, max: 3 }),
+      continueOnError: fc.boolean(),
+      cond: fc.constantFrom(null, 'always()', 'failure()', 'false', 'cancelled()'),
+    }),
+    { minLength: 1, maxLength: 6 },
+  )
+  .map((raw): WorkflowSpec =>
+    wfSpec({
+      concurrency: 2,
+      steps: raw.map((r, i) =>
+        wfStep(`s${i}`, {
+          // Only earlier steps: a DAG.
+          needs: [...new Set(r.needs.filter((n) => n < i).map((n) => `s${n}`))],
+          if: r.cond,
+          continueOnError: r.continueOnError,
+          retries: { attempts: r.attempts, delayMs: 100, backoff: 1, maxDelayMs: null },
+        }),
+      ),
+    }),
+  );
+
+const choiceArb: fc.Arbitrary<Choice> = fc.oneof(
+  { weight: 20, arbitrary: fc.record({ kind: fc.constant('step' as const), pick: fc.nat(5), exit: fc.constantFrom(0, 0, 1), how: fc.nat(4) }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'cancel' as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'timeout' as const }) },
+);
+
+describe('against the machine (property)', () => {
+  it('after every event the step rows agree with the machine; at the end exactly; rebuild from the log equals the live tables', () => {
+    fc.assert(
+      fc.property(randomSpec, fc.array(choiceArb, { minLength: 5, maxLength: 80 }), (spec, choices) => {
+        const events = simulate(spec, choices);
+        const log = openDatabase(':memory:');
+        try {
+          for (const p of projections) for (const ddl of p.ddl) log.exec(ddl);
+          const eventLog = new SqliteEventLog(log, { handlers: [inlineHandler()] });
+          const { steps } = fold(workflowRunMachine, events);
+          events.forEach((event, i) => {
+            eventLog.append('wfrun:wfrun_1', [{ type: event.type, at: event.at, data: event.data, state: stateOf(steps[i]!.after) }], {
+              expectedVersion: i,
+              kind: 'wfrun',
+            });
+            const machine = (steps[i]!.after.context as WorkflowRunContext).steps;
+            const rows = log.prepare('SELECT step_id, status, attempts FROM workflow_steps ORDER BY ord').all() as Row[];
+            const done = steps[i]!.after.status === 'done';
+            for (const row of rows) {
+              const m = machine[row.step_id as string]!;
+              if (done) expect(row.status, `${row.step_id} at the end`).toBe(m.status);
+              else if (row.status === 'pending') expect(['pending', 'skipped', 'starting']).toContain(m.status);
+              else expect(row.status, `${row.step_id} after ${event.type}`).toBe(m.status);
+              expect(row.attempts).toBe(m.status === 'starting' && row.status !== 'pending' ? m.attempt - 1 : m.status === 'starting' ? 0 : m.attempt);
+            }
+            const run = log.prepare('SELECT status FROM workflow_runs').get() as Row;
+            expect(run.status).toBe(done ? stateOf(steps[i]!.after) : 'running');
+          });
+          const verify = verifyProjections(log);
+          expect(verify.tables.flatMap((t) => t.differences)).toEqual([]);
+          expect(verify.ok).toBe(true);
+          const dump = () =>
+            Object.fromEntries(
+              workflowRunsProjection.tables.map((t) => [t.name, log.prepare(`SELECT * FROM ${t.name} ORDER BY ${t.orderBy}`).all()]),
+            );
+          const live = dump();
+          rebuildProjections(log);
+          expect(dump()).toEqual(live);
+        } finally {
+          log.close();
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('the spec stream and runs rebuild identically through the log', () => {
+    const log = openDatabase(':memory:');
+    try {
+      for (const p of projections) for (const ddl of p.ddl) log.exec(ddl);
+      const eventLog = new SqliteEventLog(log, { handlers: [inlineHandler()] });
+      const specEvents = [workflowEv.created(), workflowEv.updated(), workflowEv.archived('done', at(5000))];
+      const { steps } = fold(workflowMachine, specEvents);
+      specEvents.forEach((e, i) =>
+        eventLog.append('workflow:wf_1', [{ ...e, state: stateOf(steps[i]!.after) }], { expectedVersion: i, kind: 'workflow' }),
+      );
+      const runEvents = [wfrunEv.started({}, at(100)), ...runStep('a', 110, { exitCode: 1 })];
+      const folded = fold(workflowRunMachine, runEvents).steps;
+      runEvents.forEach((e, i) =>
+        eventLog.append('wfrun:wfrun_1', [{ ...e, state: stateOf(folded[i]!.after) }], { expectedVersion: i, kind: 'wfrun' }),
+      );
+      const verify = verifyProjections(log);
+      expect(verify.ok).toBe(true);
+      expect(verify.tables.filter((t) => t.table.startsWith('workflow')).map((t) => [t.table, t.liveRows])).toEqual([
+        ['workflows', 1],
+        ['workflow_versions', 2],
+        ['workflow_runs', 1],
+        ['workflow_steps', 4],
+        ['workflow_step_attempts', 1],
+      ]);
+      // A live row changed behind the log's back is caught, by its composite key.
+      log.prepare("UPDATE workflow_steps SET status = 'succeeded' WHERE step_id = 'd'").run();
+      const broken = verifyProjections(log);
+      expect(broken.ok).toBe(false);
+      expect(broken.tables.find((t) => t.table === 'workflow_steps')!.differences).toEqual([
+        'workflow_steps wfrun_id, step_id=wfrun_1/d: status is "succeeded" live, "skipped" rebuilt from the log',
+      ]);
+      const rebuilt = rebuildProjections(log, ['workflow_steps']);
+      expect(rebuilt.projections).toEqual(['workflow_runs']);
+      expect(verifyProjections(log).ok).toBe(true);
+    } finally {
+      log.close();
+    }
+  });
+});
