@@ -14,7 +14,8 @@ import type { TimerHandle } from './clock.js';
 import { acquireLease, releaseLease, renewLease, takeLease, type Lease } from './leases.js';
 import { databaseFile } from './paths.js';
 import { bootId, processStartTime, signalGroup } from './process-info.js';
-import { findLoop, type RunView } from './queries.js';
+import { findLoop, findRun, type RunView } from './queries.js';
+import { recoverWorkflowLoopRun } from './workflow-run.js';
 import { pidFile, readPidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
 import { finishRecovered, processRunning, recoverRuns } from './recovery.js';
 import { executeRun } from './run-now.js';
@@ -304,6 +305,32 @@ export class Daemon {
     for (const o of report.orphaned) {
       if (this.adoptedIds.has(o.runId)) continue;
       this.adopt(o, this.options.leaseTtlMs ?? 15_000);
+    }
+    for (const runId of report.workflows) {
+      if (this.adoptedIds.has(runId)) continue;
+      this.adoptedIds.add(runId);
+      this.log(`resuming run ${runId}: its runner stopped while its workflow run went on`);
+      // A graceful stop cancels it like the daemon's own runs.
+      const controller = new AbortController();
+      this.running.set(runId, controller);
+      const done = recoverWorkflowLoopRun(this.runtime, runId, { leaseTtlMs: this.options.leaseTtlMs ?? 15_000, signal: controller.signal })
+        .then((status) => {
+          const run = findRun(this.runtime.db, runId);
+          this.log(`resumed run ${runId} ${status}`);
+          if (!this.stopping) for (const event of afterScheduledRun(this.runtime, run.loopId, run)) this.log(`${run.loopName}: ${event.type} ${JSON.stringify(event.data)}`);
+        })
+        .catch((error: unknown) => {
+          this.state.lastError = `resuming run ${runId}: ${(error as Error).message}`;
+          this.log(this.state.lastError);
+        })
+        .finally(() => {
+          this.running.delete(runId);
+          this.adoptedIds.delete(runId);
+          this.chains.delete(`recover:${runId}`);
+          this.wake?.();
+        });
+      // Shutdown waits for it like for the per-loop chains.
+      this.chains.set(`recover:${runId}`, done);
     }
   }
 

@@ -27,6 +27,8 @@ export interface RecoveryReport {
   retried: string[];
   /** Runs whose process is still alive though its runner is gone. */
   orphaned: Array<{ runId: string; pid: number; startTime: string | null; timeoutAt: string | null }>;
+  /** Runs of workflow loops whose runner is gone while their workflow run went on: to be resumed. */
+  workflows: string[];
 }
 
 export { processRunning } from './process-info.js';
@@ -49,11 +51,15 @@ function staleRuns(runtime: Runtime, nowIso: string): string[] {
 
 export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryReport {
   const now = runtime.clock.now();
-  const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [] };
+  const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [], workflows: [] };
   for (const runId of staleRuns(runtime, new Date(now).toISOString())) {
     const actor = DurableActor.load(runtime, `run:${runId}`);
     if (actor.snapshot.status === 'done') continue;
     const context = actor.snapshot.context as RunContext;
+    if (context.target?.kind === 'workflow' && actor.state === 'running') {
+      report.workflows.push(runId);
+      continue;
+    }
     if (context.pid !== null && processRunning(context.pid, context.startTime)) {
       report.orphaned.push({ runId, pid: context.pid, startTime: context.startTime, timeoutAt: context.timeoutAt });
       continue;

@@ -19,6 +19,7 @@ import type { StoredEvent } from '../events/types.js';
 import { renderTemplate, type StepView } from '../events/workflow-expr.js';
 import type { StepSpec, WorkflowSpec } from '../events/workflow-spec.js';
 import { currentMachines } from '../machines/registry.js';
+import type { RunContext } from '../machines/run.js';
 import type { WorkflowRunContext } from '../machines/workflow-run.js';
 import { DurableActor, type Effects } from './actor.js';
 import { watchCancel } from './cancel.js';
@@ -217,6 +218,28 @@ class WorkflowRunner {
     }
   }
 
+  private batch: Array<{ type: string; data: unknown }> = [];
+
+  /**
+   * Records process facts (spawned, exited) in batches: the ones that arrive in the same turn of
+   * the event loop — parallel steps starting or ending together — go into one transaction (one
+   * fsync), with the intents of the steps they make ready.
+   */
+  private recordSoon(type: string, data: unknown): void {
+    this.batch.push({ type, data });
+    if (this.batch.length > 1) return;
+    setImmediate(() => {
+      const events = this.batch;
+      this.batch = [];
+      if (this.actor.snapshot.status === 'done') return;
+      try {
+        this.actor.recordAll(events, this.fenced);
+      } catch (error) {
+        this.actor.fail(error);
+      }
+    });
+  }
+
   private stepDir(stepId: string, attempt: number): string {
     return join(runDir(this.runtime.dataDir, this.wfRunId), stepId, String(attempt));
   }
@@ -329,14 +352,14 @@ class WorkflowRunner {
       throw error;
     }
     this.handles.set(stepId, handle);
-    this.record('step.spawned', { stepId, attempt, pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId });
+    this.recordSoon('step.spawned', { stepId, attempt, pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId });
     // Cancelled (or timed out) while it was starting: stop it now — unless it is a step that
     // starts because the run is stopping (always() / cancelled()).
     const now = this.context;
     if ((now.cancelRequested || now.timedOut) && !now.steps[stepId]!.afterStop) handle.cancel(now.cancelReason ?? 'workflow stopping');
     void handle.exited.then((exit) => {
       this.handles.delete(stepId);
-      this.record('step.exited', { stepId, attempt, ...exit, outputs: readOutputs(join(dir, 'output')) } satisfies EventData<'step.exited'>);
+      this.recordSoon('step.exited', { stepId, attempt, ...exit, outputs: readOutputs(join(dir, 'output')) } satisfies EventData<'step.exited'>);
     });
   }
 
@@ -572,3 +595,70 @@ function loopsEnv(c: WorkflowRunContext, step: StepSpec, attempt: number, output
   };
 }
 
+
+/**
+ * A workflow loop's run whose runner stopped while its workflow run went on (the daemon finds it
+ * in recovery): takes over the loop run's lease, resumes the workflow run — or starts it, when the
+ * runner stopped between recording it and starting it — and records the loop run's end as the
+ * workflow run ends. Returns the loop run's final status.
+ */
+export async function recoverWorkflowLoopRun(runtime: Runtime, runId: string, options: { leaseTtlMs?: number; signal?: AbortSignal } = {}): Promise<string> {
+  const { db, clock } = runtime;
+  const streamId = `run:${runId}`;
+  const ttl = options.leaseTtlMs ?? DEFAULT_TTL;
+  const actor = DurableActor.load(runtime, streamId);
+  const context = actor.snapshot.context as RunContext;
+  const started = runtime.log.readStream(streamId).find((e) => e.type === 'run.workflow_started');
+  if (!started || actor.snapshot.status === 'done') return actor.state;
+  const { wfRunId, idempotencyKey, workflowId } = started.data as EventData<'run.workflow_started'>;
+  let lease = db.transaction(() => takeLease(db, streamId, runtime.runnerId, ttl, clock.now())).immediate();
+  const fenced = {
+    precondition: (next: AnyMachineSnapshot) => {
+      assertLeaseHeld(db, lease, clock.now());
+      if (next.status === 'done') releaseLease(db, lease);
+    },
+    retryOnConflict: true,
+  };
+  let timer: TimerHandle | null = null;
+  const beat = () => {
+    timer = clock.setTimeout(() => {
+      try {
+        lease = renewLease(db, lease, ttl, clock.now());
+        beat();
+      } catch {
+        timer = null;
+      }
+    }, Math.max(1, Math.floor(ttl / 3)));
+  };
+  beat();
+  let ended: EventData<'run.workflow_ended'>;
+  try {
+    const view = runtime.log.streamInfo(`wfrun:${wfRunId}`)
+      ? await resumeWorkflowRun(runtime, wfRunId, options.signal ? { signal: options.signal } : {})
+      : await (async () => {
+          const workflow = findWorkflow(db, workflowId);
+          const { spec } = workflowVersion(db, workflow.id, workflow.version);
+          return executeWorkflowRun(
+            runtime,
+            { workflowId: workflow.id, workflowName: workflow.name, version: workflow.version, spec, inputs: resolveInputs(spec, {}) },
+            {
+              wfRunId,
+              idempotencyKey,
+              trigger: context.trigger ?? 'schedule',
+              loopId: context.loopId,
+              slot: context.slot,
+              attempt: context.attempt,
+              ...(options.signal ? { signal: options.signal } : {}),
+            },
+          );
+        })();
+    const ends = ['succeeded', 'failed', 'cancelled', 'timed_out'] as const;
+    ended = { wfRunId, status: ends.find((x) => x === view.status) ?? 'failed', error: view.error };
+  } catch (error) {
+    ended = { wfRunId, status: 'failed', error: `the workflow run could not be resumed: ${(error as Error).message}` };
+  } finally {
+    if (timer !== null) clock.clearTimeout(timer);
+  }
+  actor.record('run.workflow_ended', ended, fenced);
+  return actor.state;
+}

@@ -40,8 +40,8 @@ export class Sandbox {
   }
 
   /** Starts the binary without waiting; resolves when it exits. */
-  start(args: string[]) {
-    const child = spawn(process.execPath, [BIN, ...args], { env: this.env(), stdio: ['ignore', 'pipe', 'pipe'] });
+  start(args: string[], extraEnv: Record<string, string> = {}) {
+    const child = spawn(process.execPath, [BIN, ...args], { env: this.env(extraEnv), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));

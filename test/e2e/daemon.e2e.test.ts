@@ -8,7 +8,8 @@
  * (`runs --json`, its pid, /proc), never by sleeping. Every daemon started here is killed by pid
  * in afterAll should a test fail half-way; passing tests stop them and leave no process behind.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { liveGroupMembers } from '../helpers/proc.js';
@@ -360,5 +361,60 @@ describe('loops cancel', () => {
     } finally {
       db.close();
     }
+  });
+});
+
+describe('kill -9 the daemon while a workflow loop runs, start it again', () => {
+  it('the new daemon resumes the workflow run: the running step is adopted, finished steps are not re-run, the loop run succeeds', async () => {
+    const s = sandbox();
+    const dir = mkdtempSync(join(tmpdir(), 'loops-wfd-'));
+    const file = join(dir, 'wf.yaml');
+    writeFileSync(
+      file,
+      `name: wf
+steps:
+  - id: a
+    run: echo a >> "${join(dir, 'marks')}"
+  - id: b
+    needs: a
+    run: sleep 3; echo "n=7" >> "$LOOPS_OUTPUT"
+  - id: c
+    needs: b
+    command: printf
+    args: ["%s", "\${{ steps.b.outputs.n }}"]
+`,
+    );
+    expect(s.run(['workflows', 'create', file]).code).toBe(0);
+    s.json(['create', 'workflow', 'wfloop', '--workflow', 'wf', '--every', '1h', '--starts-at', new Date(Date.now() + 1000).toISOString()]);
+    const first = started(s.run(['daemon', 'start']));
+    let wfRunId = '';
+    let pid = 0;
+    await waitFor(
+      () => {
+        const list = s.json<Array<{ id: string }>>(['workflows', 'runs', 'wf']);
+        if (!list.length) return false;
+        wfRunId = list[0]!.id;
+        const b = s.json<{ steps: Array<{ stepId: string; status: string; pid: number | null }> }>(['workflows', 'inspect', wfRunId]).steps.find((x) => x.stepId === 'b')!;
+        pid = b.pid ?? 0;
+        return b.status === 'running' && pid > 0;
+      },
+      15_000,
+      'step b running under the daemon',
+    );
+    groups.add(pid);
+    process.kill(first, 'SIGKILL');
+    await waitFor(() => !pidAlive(first), 5000, `daemon ${first} to die`);
+    expect(liveGroupMembers(pid).length).toBeGreaterThan(0);
+    const second = started(s.run(['daemon', 'start']));
+    const done = await waitForRuns(s, 'wfloop', (l) => l.length > 0 && l[0]!.status === 'succeeded', 20_000, 'the loop run to succeed');
+    expect(done).toHaveLength(1);
+    expect(s.json<{ status: string }>(['workflows', 'inspect', wfRunId]).status).toBe('succeeded');
+    expect(readFileSync(join(dir, 'marks'), 'utf8')).toBe('a\n');
+    expect(readFileSync(join(s.dataDir, 'runs', wfRunId, 'c', '1', 'stdout.log'), 'utf8')).toBe('7');
+    expect(s.run(['daemon', 'logs', '-n', '1000']).stdout).toContain(`resuming run ${done[0]!.id}`);
+    expect(s.run(['replay', wfRunId]).code).toBe(0);
+    expect(s.run(['replay', done[0]!.id]).code).toBe(0);
+    expect(s.run(['daemon', 'stop']).code).toBe(0);
+    expect(pidAlive(second)).toBe(false);
   });
 });

@@ -325,3 +325,48 @@ steps:
     expect(s.json<unknown[]>(['workflows', 'runs', 'wf'])).toHaveLength(3);
   });
 });
+
+describe('cancelling a scheduled workflow loop run', () => {
+  it('all step processes are gone within the grace period; the loop run is cancelled, not retried', async () => {
+    const s = sandbox();
+    const dir = mkdtempSync(join(tmpdir(), 'loops-wf-'));
+    const file = join(dir, 'three.yaml');
+    writeFileSync(file, 'name: three\nsteps:\n  - id: one\n    run: sleep 30\n  - id: two\n    run: sleep 30\n  - id: three\n    needs: [one, two]\n    run: echo never\n');
+    s.run(['workflows', 'create', file]);
+    s.json(['create', 'workflow', 'three-loop', '--workflow', 'three', '--every', '1h', '--tz', 'UTC', '--attempts', '3', '--retry-delay', '1s']);
+    const later = new Date(Date.now() + 3_600_000 + 60_000).toISOString();
+    const fg = s.start(['tick'], { LOOPS_NOW: later });
+    let wfRunId = '';
+    let pids: number[] = [];
+    await waitFor(
+      () => {
+        const runs = s.json<Array<{ id: string }>>(['workflows', 'runs', 'three']);
+        if (!runs.length) return false;
+        wfRunId = runs[0]!.id;
+        const st = s.json<{ steps: Array<{ status: string; pid: number | null }> }>(['workflows', 'inspect', wfRunId]).steps;
+        pids = st.flatMap((x) => (x.status === 'running' && x.pid ? [x.pid] : []));
+        return pids.length === 2;
+      },
+      10_000,
+      'two running steps',
+    );
+    const started = Date.now();
+    expect(s.run(['workflows', 'cancel', wfRunId]).code).toBe(0);
+    const result = await fg.exited;
+    expect(result.code, result.stderr).toBe(5);
+    for (const pid of pids) await waitFor(() => liveGroupMembers(pid).length === 0, 6000, `step group ${pid} gone`);
+    expect(Date.now() - started).toBeLessThan(6000);
+    const runs = s.json<Array<{ status: string; attempt: number }>>(['runs', 'three-loop']);
+    expect(runs.map((r) => [r.attempt, r.status])).toEqual([[1, 'cancelled']]);
+    const db = s.db();
+    try {
+      expect(db.prepare('SELECT count(*) AS n FROM pending_retries').get()).toEqual({ n: 0 });
+    } finally {
+      db.close();
+    }
+    // A later pass does not retry it either.
+    const again = s.run(['tick'], { LOOPS_NOW: new Date(Date.now() + 3_600_000 + 120_000).toISOString() });
+    expect(again.code).toBe(0);
+    expect(s.json<unknown[]>(['runs', 'three-loop'])).toHaveLength(1);
+  });
+});
