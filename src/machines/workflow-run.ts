@@ -168,6 +168,8 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
   const steps: Record<string, StepState> = { ...context.steps };
   const stopping = context.cancelRequested || context.timedOut;
   let active = Object.values(steps).filter((s) => ACTIVE_STEP_STATUSES.has(s.status)).length;
+  // Views of the steps for conditions: built once per change, not once per step looked at.
+  let views: Record<string, StepView> | null = null;
   // Steps the event itself starts (a retry that came due) stay in the list.
   const toStart: Array<{ stepId: string; attempt: number }> = [...context.toStart];
   // Skipping a step can make its dependants ready: repeat until nothing changes.
@@ -177,12 +179,14 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
       const s = steps[step.id]!;
       if (s.status !== 'pending') continue;
       if (!step.needs.every((n) => TERMINAL_STEP_STATUSES.has(steps[n]!.status))) continue;
-      const ancestors = ancestorsOf(spec, step.id);
+      const failedAncestor = () =>
+        [...ancestorsOf(spec, step.id)].some((a) => ['failed', 'timed_out', 'abandoned'].includes(steps[a]!.status) && !ok(spec, steps, a));
       const cond: ConditionContext = {
         success: !stopping && step.needs.every((n) => ok(spec, steps, n)),
-        failure: [...ancestors].some((a) => ['failed', 'timed_out', 'abandoned'].includes(steps[a]!.status) && !ok(spec, steps, a)),
+        // Only a condition that is not the default success() can ask for failure() or the steps.
+        failure: step.if === null ? false : failedAncestor(),
         cancelled: stopping,
-        steps: stepViews(steps),
+        steps: step.if === null ? {} : (views ??= stepViews(steps)),
         inputs: context.inputs,
       };
       const run = evaluateCondition(parseCondition(step.if ?? 'success()'), cond);
@@ -197,11 +201,13 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
                 : 'the workflow was cancelled'
               : `needs ${failedNeed} which ${steps[failedNeed!]!.status === 'skipped' ? 'was skipped' : steps[failedNeed!]!.status}`;
         steps[step.id] = { ...s, status: 'skipped', reason, endedAt: at };
+        views = null;
         changed = true;
         continue;
       }
       if (active >= spec.concurrency) continue;
       steps[step.id] = { ...s, status: 'starting', attempt: 1, afterStop: stopping };
+      views = null;
       toStart.push({ stepId: step.id, attempt: 1 });
       active += 1;
     }
