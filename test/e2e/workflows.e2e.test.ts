@@ -370,3 +370,45 @@ describe('cancelling a scheduled workflow loop run', () => {
     expect(s.json<unknown[]>(['runs', 'three-loop'])).toHaveLength(1);
   });
 });
+
+describe('workflows validate --preflight, and skip reasons in inspect', () => {
+  it('--preflight names the step whose executable, directory or agent CLI is missing (exit 1); a runnable spec passes', () => {
+    const s = sandbox();
+    const dir = mkdtempSync(join(tmpdir(), 'loops-wf-'));
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(
+      bad,
+      'name: pre\nsteps:\n  - id: a\n    command: definitely-not-a-command-xyz\n  - id: b\n    run: echo\n    cwd: ./missing-dir\n  - id: c\n    agent: { provider: gemini, prompt: hi }\n',
+    );
+    const r = s.run(['workflows', 'validate', bad, '--preflight'], { PATH: '/usr/bin:/bin' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('step "a": command: command not found: definitely-not-a-command-xyz (searched PATH=/usr/bin:/bin)');
+    expect(r.stderr).toContain(`step "b": cwd: working directory ${join(dir, 'missing-dir')} does not exist`);
+    expect(r.stderr).toContain('step "c": agent.provider: the gemini CLI (gemini) is not installed');
+    // Without --preflight the same file is valid.
+    expect(s.run(['workflows', 'validate', bad]).code).toBe(0);
+    const good = join(dir, 'good.yaml');
+    writeFileSync(good, 'name: good\nsteps:\n  - id: a\n    command: "true"\n  - id: b\n    run: echo\n    cwd: .\n');
+    const ok = s.run(['workflows', 'validate', good, '--preflight']);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toBe('ok: good, 2 steps (native format); every step can start here\n');
+  });
+
+  it('inspect shows why each skipped step was skipped, read from the log', () => {
+    const s = sandbox();
+    const dir = mkdtempSync(join(tmpdir(), 'loops-wf-'));
+    const file = join(dir, 'skip.yaml');
+    writeFileSync(file, 'name: skip\nsteps:\n  - id: a\n    run: exit 1\n  - id: b\n    needs: a\n    run: echo b\n  - id: c\n    run: echo c\n    if: inputs.go == \'yes\'\ninputs:\n  go: "no"\n');
+    s.run(['workflows', 'create', file]);
+    const r = s.run(['workflows', 'run', 'skip', '--json']);
+    expect(r.code).toBe(3);
+    const id = (JSON.parse(r.stdout) as { id: string }).id;
+    const view = s.json<{ steps: Array<{ stepId: string; status: string; skipReason?: string | null }> }>(['workflows', 'inspect', id]);
+    expect(view.steps.map((x) => [x.stepId, x.status, x.skipReason ?? null])).toEqual([
+      ['a', 'failed', null],
+      ['b', 'skipped', 'needs a which failed'],
+      ['c', 'skipped', "if: inputs.go == 'yes' was false"],
+    ]);
+    expect(s.run(['workflows', 'inspect', id]).stdout).toContain('needs a which failed');
+  });
+});

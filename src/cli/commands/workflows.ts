@@ -258,7 +258,7 @@ const inspectSpec: CommandSpec = {
   summary: 'Show one workflow run: its status and every step with its attempts, exit code, outputs and error.',
   description: [
     'Steps are listed in spec order. A step that never started is "pending" while the run goes on',
-    'and "skipped" once the run ended. --timeline draws the steps on a shared time axis and marks',
+    'and "skipped" once the run ended, with the reason (read from the log). --timeline draws the steps on a shared time axis and marks',
     'the critical path (the longest chain of dependencies).',
   ].join('\n'),
   positionals: [{ name: 'run', required: true, description: 'workflow run id (or unique prefix)' }],
@@ -306,7 +306,7 @@ function outputsText(outputs: Record<string, string>): string {
     .join(' ');
 }
 
-function renderInspect(ctx: CliContext, run: WorkflowRunView, steps: WorkflowStepView[], timeline: boolean): void {
+function renderInspect(ctx: CliContext, run: WorkflowRunView, steps: WorkflowStepView[], timeline: boolean, reasons: Record<string, string>): void {
   const c = ctx.color;
   const trigger =
     run.trigger === 'schedule' || run.loopId
@@ -338,7 +338,7 @@ function renderInspect(ctx: CliContext, run: WorkflowRunView, steps: WorkflowSte
           ended ? (s.exitCode !== null ? String(s.exitCode) : (s.signal ?? '-')) : '-',
           durationText(stepDuration(s, ctx.now)),
           truncate(outputsText(s.outputs), wide ? 200 : 40) || '-',
-          ended && s.error ? truncate(s.error, wide ? 200 : 60) : '',
+          s.status === 'skipped' && reasons[s.stepId] ? truncate(reasons[s.stepId]!, wide ? 200 : 60) : ended && s.error ? truncate(s.error, wide ? 200 : 60) : '',
         ];
       }),
       c,
@@ -359,11 +359,15 @@ const inspect: CliCommand = {
     try {
       const run = findWorkflowRun(reader.db, positionals[0]!);
       const steps = workflowRunSteps(reader.db, run.id);
+      // Why steps were skipped is decided by the machine, not stored in the tables: fold the log.
+      const reasons = steps.some((s) => s.status === 'skipped')
+        ? (await import('../../runtime/workflow-explain.js')).skipReasons(reader.db, run.id)
+        : {};
       if (ctx.json) {
-        printJson(ctx, { ...run, steps });
+        printJson(ctx, { ...run, steps: steps.map((s) => (s.status === 'skipped' ? { ...s, skipReason: reasons[s.stepId] ?? null } : s)) });
         return EXIT.ok;
       }
-      renderInspect(ctx, run, steps, values.timeline === true);
+      renderInspect(ctx, run, steps, values.timeline === true, reasons);
       return EXIT.ok;
     } finally {
       reader.close();
@@ -380,10 +384,11 @@ const validateSpec: CommandSpec = {
     'Reads the file like `loops workflows create` would: YAML (anchors and merge keys allowed) or',
     'JSON by extension, the native format or the predecessor\'s. Every problem is printed on stderr',
     'as file:line:col: message, with a hint when there is one. Exit code 0 when the spec is valid,',
-    '2 when it is not.',
+    '2 when it is not. --preflight also checks that the steps can start here: every executable is',
+    'found on PATH, every working directory exists, every agent CLI is installed (exit 1 if not).',
   ].join('\n'),
   positionals: [{ name: 'file', required: true, description: 'the spec file (.yaml, .yml or .json)' }],
-  options: { json: JSON_OPTION },
+  options: { preflight: { type: 'boolean', description: 'also check executables, directories and agent CLIs on this machine' }, json: JSON_OPTION },
   examples: ['loops workflows validate nightly.yaml', 'loops workflows validate nightly.yaml --json'],
 };
 
@@ -394,7 +399,7 @@ interface Problem {
 
 const validate: CliCommand = {
   spec: validateSpec,
-  async run({ positionals }, ctx) {
+  async run({ positionals, values }, ctx) {
     const file = positionals[0]!;
     const { loadWorkflowFile } = await import('../../runtime/workflow-files.js');
     let loaded;
@@ -414,9 +419,20 @@ const validate: CliCommand = {
       return EXIT.usage;
     }
     const steps = loaded.spec.steps.length;
+    const preflight = values.preflight === true ? (await import('../../runtime/workflow-preflight.js')).preflightWorkflow(loaded.spec, file) : null;
+    if (preflight && preflight.length) {
+      if (ctx.json) {
+        printJson(ctx, { ok: false, file, name: loaded.spec.name, preflight });
+        return EXIT.error;
+      }
+      for (const p of preflight) ctx.err.write(`${paintErr(ctx, 'red', `${file}: step "${p.step}": ${p.field}: ${p.message}`)}\n`);
+      ctx.err.write(`loops: ${file}: the spec is valid, but ${preflight.length} step${preflight.length === 1 ? '' : 's'} cannot start on this machine\n`);
+      return EXIT.error;
+    }
     if (ctx.json) {
       printJson(ctx, {
         ok: true,
+        ...(preflight ? { preflight: [] } : {}),
         file,
         name: loaded.spec.name,
         steps,
@@ -427,7 +443,7 @@ const validate: CliCommand = {
       });
       return EXIT.ok;
     }
-    ctx.out.write(`ok: ${loaded.spec.name}, ${steps} step${steps === 1 ? '' : 's'} (${loaded.format} format)\n`);
+    ctx.out.write(`ok: ${loaded.spec.name}, ${steps} step${steps === 1 ? '' : 's'} (${loaded.format} format)${preflight ? '; every step can start here' : ''}\n`);
     for (const warning of loaded.warnings) ctx.err.write(`${paintErr(ctx, 'yellow', 'warning:')} ${warning}\n`);
     return EXIT.ok;
   },

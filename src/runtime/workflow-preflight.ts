@@ -1,0 +1,49 @@
+/**
+ * `loops workflows validate --preflight`: beyond the spec's own validity, will its steps start on
+ * this machine? Each command step's executable is looked up on the effective PATH (a shell step
+ * needs /bin/sh), each working directory must exist, and each agent step's CLI must be found.
+ * Values that come from templates (`${{ … }}`) are only known at run time and are not checked.
+ */
+import { existsSync, statSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { hasTemplate } from '../events/workflow-expr.js';
+import type { WorkflowSpec } from '../events/workflow-spec.js';
+import { resolveExecutable } from './executor.js';
+
+export interface PreflightProblem {
+  step: string;
+  field: string;
+  message: string;
+}
+
+/** The binary each agent provider runs. */
+const AGENT_BINARIES: Record<string, string> = { cursor: 'cursor-agent' };
+
+export function preflightWorkflow(spec: WorkflowSpec, file: string | null, path = process.env.PATH ?? ''): PreflightProblem[] {
+  const base = file === null ? process.cwd() : dirname(resolve(file));
+  const problems: PreflightProblem[] = [];
+  for (const step of spec.steps) {
+    const target = step.target;
+    let cwd: string | null = null;
+    if (target.cwd !== null && !hasTemplate(target.cwd)) {
+      cwd = isAbsolute(target.cwd) ? target.cwd : resolve(base, target.cwd);
+      if (!existsSync(cwd) || !statSync(cwd).isDirectory()) {
+        problems.push({ step: step.id, field: 'cwd', message: `working directory ${cwd} does not exist` });
+        cwd = null;
+      }
+    }
+    if (target.type === 'command') {
+      const command = target.shell ? '/bin/sh' : target.command;
+      if (!target.shell && hasTemplate(command)) continue;
+      if (resolveExecutable(command, path, cwd ?? base) === null) {
+        problems.push({ step: step.id, field: 'command', message: `command not found: ${command} (searched PATH=${path})` });
+      }
+    } else {
+      const binary = AGENT_BINARIES[target.provider] ?? target.provider;
+      if (resolveExecutable(binary, path, cwd ?? base) === null) {
+        problems.push({ step: step.id, field: 'agent.provider', message: `the ${target.provider} CLI (${binary}) is not installed: not found on PATH=${path}` });
+      }
+    }
+  }
+  return problems;
+}
