@@ -10,6 +10,7 @@ import { delimiter, dirname, isAbsolute, join, resolve as resolvePath } from 'no
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from './clock.js';
 import { formatDuration } from './durations.js';
+import { extendPath } from './env.js';
 import { OutputFile, TailBuffer } from './output.js';
 import { bootId, groupAlive, processStartTime, signalGroup } from './process-info.js';
 
@@ -143,11 +144,15 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
   let file = spec.command;
   let args = [...spec.args];
   let shell = spec.shell;
+  // The effective PATH: the inherited one (or the run's own) plus the user bin directories, so a
+  // daemon started by systemd finds the CLIs the user's shell finds.
+  const path = extendPath(spec.env.PATH ?? process.env.PATH);
+  const env = { ...spec.env, PATH: path };
   if (spec.statusFile) {
     // Under the wrapper a missing program would only be the shell's exit 127: check first.
     if (spec.cwd && !existsSync(spec.cwd)) throw new SpawnFailedError(`working directory ${spec.cwd} does not exist`, 'ENOENT');
-    if (!spec.shell && resolveExecutable(spec.command, spec.env.PATH ?? process.env.PATH, spec.cwd) === null) {
-      throw new SpawnFailedError(explainSpawnError(spec, 'ENOENT', ''), 'ENOENT');
+    if (!spec.shell && resolveExecutable(spec.command, path, spec.cwd) === null) {
+      throw new SpawnFailedError(explainSpawnError(spec, 'ENOENT', '', path), 'ENOENT');
     }
     mkdirSync(dirname(spec.statusFile), { recursive: true, mode: 0o700 });
     file = '/bin/sh';
@@ -172,7 +177,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
     subprocess = execa(file, args, {
       shell,
       cwd: spec.cwd ?? undefined,
-      env: spec.env,
+      env,
       extendEnv: true,
       stdin: 'ignore',
       // A file descriptor when the stream goes to a file (then subprocess.stdout is null); the cast
@@ -198,7 +203,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
     const result = await subprocess;
     const code = (result as { code?: string }).code ?? null;
     const cause = (result as { cause?: { message?: string } }).cause?.message ?? result.shortMessage ?? 'spawn failed';
-    throw new SpawnFailedError(explainSpawnError(spec, code, cause), code);
+    throw new SpawnFailedError(explainSpawnError(spec, code, cause, path), code);
   }
 
   const pid = subprocess.pid;
@@ -347,12 +352,12 @@ function describeExit(x: {
   return null;
 }
 
-function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string): string {
+function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string, path: string): string {
   if (code === 'ENOENT') {
     // Node reports a missing cwd as `spawn <command> ENOENT`, exactly like a missing command.
     return spec.cwd && !existsSync(spec.cwd)
       ? `working directory ${spec.cwd} does not exist`
-      : `command not found: ${spec.command} (searched PATH=${process.env.PATH ?? ''})`;
+      : `command not found: ${spec.command} (searched PATH=${path})`;
   }
   if (code === 'EACCES') return `permission denied: ${spec.command} is not executable`;
   return `could not start ${spec.command}: ${cause}`;

@@ -296,6 +296,8 @@ function runEnv(context: RunContext): Record<string, string> {
     LOOPS_RUN_ID: context.runId ?? '',
     LOOPS_SCHEDULED_FOR: context.scheduledFor ?? '',
     LOOPS_ATTEMPT: String(context.attempt),
+    // A slot + attempt is one run: a command can use this to make its own effects idempotent.
+    LOOPS_IDEMPOTENCY_KEY: `loop:${context.loopId ?? ''}:${context.slot ?? ''}:${context.attempt}`,
   };
 }
 

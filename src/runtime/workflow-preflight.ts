@@ -3,11 +3,13 @@
  * this machine? Each command step's executable is looked up on the effective PATH (a shell step
  * needs /bin/sh), each working directory must exist, and each agent step's CLI must be found.
  * Values that come from templates (`${{ … }}`) are only known at run time and are not checked.
+ * The PATH is the one runs get: the inherited one plus the user bin directories (env.ts).
  */
 import { existsSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { hasTemplate } from '../events/workflow-expr.js';
 import type { WorkflowSpec } from '../events/workflow-spec.js';
+import { extendPath } from './env.js';
 import { resolveExecutable } from './executor.js';
 
 export interface PreflightProblem {
@@ -19,7 +21,7 @@ export interface PreflightProblem {
 /** The binary each agent provider runs. */
 const AGENT_BINARIES: Record<string, string> = { cursor: 'cursor-agent' };
 
-export function preflightWorkflow(spec: WorkflowSpec, file: string | null, path = process.env.PATH ?? ''): PreflightProblem[] {
+export function preflightWorkflow(spec: WorkflowSpec, file: string | null, path = extendPath(process.env.PATH)): PreflightProblem[] {
   const base = file === null ? process.cwd() : dirname(resolve(file));
   const problems: PreflightProblem[] = [];
   for (const step of spec.steps) {

@@ -83,18 +83,24 @@ describe('runNow: outcomes', () => {
       args,
       shell: false,
       cwd,
-      env: { REPORT_ENV: 'SECRET_TOKEN,LOOPS_RUN_ID,LOOPS_LOOP_NAME,LOOPS_ATTEMPT', SECRET_TOKEN: 's3cr3t-value' },
+      env: { REPORT_ENV: 'SECRET_TOKEN,LOOPS_RUN_ID,LOOPS_LOOP_NAME,LOOPS_ATTEMPT,LOOPS_IDEMPOTENCY_KEY', SECRET_TOKEN: 's3cr3t-value' },
     });
     const run = await runNow(runtime, 'job');
     expect(run.status).toBe('succeeded');
     const report = JSON.parse(run.stdout);
     expect(report.argv).toEqual(args);
     expect(report.cwd).toBe(cwd);
-    expect(report.env).toEqual({ SECRET_TOKEN: 's3cr3t-value', LOOPS_RUN_ID: run.id, LOOPS_LOOP_NAME: 'job', LOOPS_ATTEMPT: '1' });
+    expect(report.env).toEqual({
+      SECRET_TOKEN: 's3cr3t-value',
+      LOOPS_RUN_ID: run.id,
+      LOOPS_LOOP_NAME: 'job',
+      LOOPS_ATTEMPT: '1',
+      LOOPS_IDEMPOTENCY_KEY: `loop:${run.loopId}:${run.slot}:1`,
+    });
     const requested = runtime.log.readStream(`run:${run.id}`).find((e) => e.type === 'process.spawn_requested')!;
     expect(requested.data).toMatchObject({ command: fixture('report.mjs'), args, shell: false, cwd });
     expect((requested.data as { envKeys: string[] }).envKeys).toEqual(
-      ['LOOPS_ATTEMPT', 'LOOPS_LOOP_ID', 'LOOPS_LOOP_NAME', 'LOOPS_RUN_ID', 'LOOPS_SCHEDULED_FOR', 'REPORT_ENV', 'SECRET_TOKEN'],
+      ['LOOPS_ATTEMPT', 'LOOPS_IDEMPOTENCY_KEY', 'LOOPS_LOOP_ID', 'LOOPS_LOOP_NAME', 'LOOPS_RUN_ID', 'LOOPS_SCHEDULED_FOR', 'REPORT_ENV', 'SECRET_TOKEN'],
     );
     expect(JSON.stringify(requested.data)).not.toContain('s3cr3t-value');
     expectLogConsistent(runtime);

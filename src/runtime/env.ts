@@ -1,0 +1,39 @@
+/**
+ * The environment a run starts with. A daemon started by systemd or launchd gets a minimal PATH
+ * (/usr/bin:/bin), so the agent CLIs a user installed with npm, pnpm, bun, cargo or Homebrew are
+ * not found there although they are in the user's shell. Every run's PATH is therefore the
+ * inherited one extended — after it, so the user's own order wins — with the usual user bin
+ * directories that exist.
+ */
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
+
+/** The user bin directories a run's PATH is extended with (those that exist), in this order. */
+export function userBinDirs(env: Record<string, string | undefined> = process.env, home = homedir()): string[] {
+  return [
+    join(home, '.local', 'bin'),
+    join(home, '.bun', 'bin'),
+    join(home, '.cargo', 'bin'),
+    join(home, '.deno', 'bin'),
+    join(home, '.volta', 'bin'),
+    env.PNPM_HOME ?? join(home, '.local', 'share', 'pnpm'),
+    join(home, 'Library', 'pnpm'),
+    env.NPM_CONFIG_PREFIX ? join(env.NPM_CONFIG_PREFIX, 'bin') : join(home, '.npm-global', 'bin'),
+    '/usr/local/bin',
+    '/opt/homebrew/bin',
+  ];
+}
+
+/** `path` followed by the user bin directories that exist and are not in it yet. */
+export function extendPath(path: string | undefined, env: Record<string, string | undefined> = process.env, home = homedir()): string {
+  const parts = (path ?? '').split(delimiter).filter((p) => p !== '');
+  const seen = new Set(parts);
+  for (const dir of userBinDirs(env, home)) {
+    if (!seen.has(dir) && existsSync(dir)) {
+      parts.push(dir);
+      seen.add(dir);
+    }
+  }
+  return parts.join(delimiter);
+}
