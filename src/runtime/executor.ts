@@ -35,6 +35,16 @@ export interface SpawnSpec {
   stderrFile?: string;
   /** Cap per output file before it is rotated (default 16 MiB). */
   fileCapBytes?: number;
+  /**
+   * Written to the process's stdin, which is then closed (an agent's prompt: never in argv where
+   * `ps` shows it). Omitted: stdin is not connected at all (agent CLIs hang on an open pipe).
+   */
+  stdin?: string;
+  /**
+   * Stop the process group when it writes no output for this long (an agent that hangs), like a
+   * timeout; needs `stdoutFile`/`stderrFile`.
+   */
+  idleTimeoutMs?: number | null;
   /** Live output, e.g. for `run-now --show-output`. */
   onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
   /**
@@ -179,7 +189,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
       cwd: spec.cwd ?? undefined,
       env,
       extendEnv: true,
-      stdin: 'ignore',
+      ...(spec.stdin !== undefined ? { input: spec.stdin } : { stdin: 'ignore' as const }),
       // A file descriptor when the stream goes to a file (then subprocess.stdout is null); the cast
       // keeps execa's overloads simple — the stream handlers below are optional-chained.
       stdout: (stdoutOut ? stdoutOut.writeFd : 'pipe') as 'pipe',
@@ -234,6 +244,34 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
     }
   };
 
+  // The idle watchdog: output is read from the run's files at least once a second; no new byte for
+  // idleTimeoutMs stops the group, recorded as a timeout that says why.
+  let idle = false;
+  let idleTimer: TimerHandle | null = null;
+  if (spec.idleTimeoutMs && (stdoutOut || stderrOut)) {
+    const idleMs = spec.idleTimeoutMs;
+    let seen = -1;
+    let lastChange = clock.monotonic();
+    const check = () => {
+      idleTimer = null;
+      if (leaderExited) return;
+      stdoutOut?.drain();
+      stderrOut?.drain();
+      const total = (stdoutOut?.total ?? 0) + (stderrOut?.total ?? 0);
+      if (total !== seen) {
+        seen = total;
+        lastChange = clock.monotonic();
+      } else if (clock.monotonic() - lastChange >= idleMs) {
+        idle = true;
+        timedOut = true;
+        terminateGroup();
+        return;
+      }
+      idleTimer = clock.setTimeout(check, Math.max(10, Math.min(1000, Math.floor(idleMs / 4))));
+    };
+    check();
+  }
+
   const timeoutTimer =
     spec.timeoutMs !== null
       ? clock.setTimeout(() => {
@@ -247,6 +285,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
     subprocess.once('exit', (code, signal) => {
       leaderExited = true;
       if (timeoutTimer !== null) clock.clearTimeout(timeoutTimer);
+      if (idleTimer !== null) clock.clearTimeout(idleTimer);
       // Whatever the leader left behind in its group goes with it.
       if (groupAlive(pid)) terminateGroup();
       const finish = () => {
@@ -277,7 +316,9 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
           stdoutBytes: stdoutTail.total,
           stderrBytes: stderrTail.total,
           durationMs: Math.max(0, Math.round(clock.monotonic() - startedMono)),
-          error: describeExit({ exitCode, signal: sig, timedOut, cancelled, cancelReason, timeoutMs: spec.timeoutMs }),
+          error: idle
+            ? `no output for ${formatDuration(spec.idleTimeoutMs!)} (idle timeout)${sig ? `; process killed by ${sig}` : ''}`
+            : describeExit({ exitCode, signal: sig, timedOut, cancelled, cancelReason, timeoutMs: spec.timeoutMs }),
         });
       };
       // Streams normally close right after exit; a grandchild that escaped the group may keep

@@ -273,3 +273,47 @@ describe('OutputFile', () => {
     f.close();
   });
 });
+
+describe('executor: stdin and the idle watchdog (agent CLIs)', () => {
+  it('stdin carries the given text and is then closed: the program reads it to EOF (under the exit-status wrapper too)', async () => {
+    const dir = tempDir();
+    const { exit } = await run({
+      command: fixture('read-stdin.mjs'),
+      stdin: 'a prompt that must not be in argv',
+      stdoutFile: join(dir, 'stdout.log'),
+      stderrFile: join(dir, 'stderr.log'),
+      statusFile: join(dir, 'exit-status'),
+    });
+    expect(exit.exitCode).toBe(0);
+    expect(JSON.parse(exit.stdout)).toMatchObject({ eof: true, bytes: Buffer.byteLength('a prompt that must not be in argv') });
+  });
+
+  it('no output for the idle timeout: the group is stopped and the run is a timeout that says why', async () => {
+    const dir = tempDir();
+    const { exit } = await run({
+      command: 'echo started; sleep 30',
+      shell: true,
+      idleTimeoutMs: 300,
+      killGraceMs: 500,
+      stdoutFile: join(dir, 'stdout.log'),
+      stderrFile: join(dir, 'stderr.log'),
+    });
+    expect(exit.timedOut).toBe(true);
+    expect(exit.error).toMatch(/^no output for 300ms \(idle timeout\)/);
+    expect(exit.stdout).toBe('started\n');
+    expect(exit.durationMs).toBeLessThan(5000);
+  });
+
+  it('a process that keeps writing is not idle, however long it runs', async () => {
+    const dir = tempDir();
+    const { exit } = await run({
+      command: 'for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.1; done',
+      shell: true,
+      idleTimeoutMs: 400,
+      stdoutFile: join(dir, 'stdout.log'),
+      stderrFile: join(dir, 'stderr.log'),
+    });
+    expect(exit).toMatchObject({ exitCode: 0, timedOut: false, error: null });
+    expect(exit.stdout).toBe('1\n2\n3\n4\n5\n6\n7\n8\n');
+  });
+});
