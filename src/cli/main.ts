@@ -24,6 +24,7 @@ const workflowCmds = () => import('./commands/workflows.js').then((m) => m.comma
 const entries: Entry[] = [
   { name: 'create command', summary: 'create a loop that runs a command on a schedule', load: () => import('./commands/create.js').then((m) => m.commands) },
   { name: 'create workflow', summary: 'create a loop that runs a stored workflow on a schedule', load: () => import('./commands/create.js').then((m) => m.commands) },
+  { name: 'create agent', summary: 'create a loop that runs an AI coding-agent CLI on a schedule', load: () => import('./commands/create.js').then((m) => m.commands) },
   { name: 'list', summary: 'list loops', load: loopsCmds },
   { name: 'show', summary: 'show one loop', load: loopsCmds },
   { name: 'pause', summary: 'pause a loop (it stops firing until resumed)', load: loopsCmds },

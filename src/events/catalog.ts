@@ -60,10 +60,34 @@ export const workflowTargetSchema = z
     workflowName: z.string().min(1),
   })
   .strict();
-export const targetSchema = z.discriminatedUnion('kind', [commandTargetSchema, workflowTargetSchema]);
+/** A loop whose runs are runs of an AI coding-agent CLI (see docs/agents.md for each provider's argv). */
+export const agentTargetSchema = z
+  .object({
+    kind: z.literal('agent'),
+    provider: z.enum(['claude', 'codex', 'cursor', 'opencode', 'gemini', 'codewith', 'aicopilot']),
+    /** The prompt (exactly one of prompt / promptFile); it reaches the CLI on stdin or from a file, not in argv, where the CLI allows. */
+    prompt: z.string().min(1).nullable(),
+    /** A file read when each run starts. */
+    promptFile: z.string().min(1).nullable(),
+    model: z.string().min(1).nullable(),
+    agent: z.string().min(1).nullable(),
+    cwd: z.string().nullable(),
+    env: z.record(z.string(), z.string()),
+    permissionMode: z.string().min(1).nullable(),
+    extraArgs: z.array(z.string()),
+    configIsolation: z.enum(['safe', 'none']),
+    account: z.string().min(1).nullable(),
+    maxTurns: z.number().int().positive().nullable(),
+    maxCostUsd: z.number().positive().nullable(),
+    /** No output for this long stops the run (recorded timed_out). */
+    idleTimeoutMs: z.number().int().positive().nullable(),
+  })
+  .strict();
+export const targetSchema = z.discriminatedUnion('kind', [commandTargetSchema, workflowTargetSchema, agentTargetSchema]);
 export type Target = z.infer<typeof targetSchema>;
 export type CommandTarget = z.infer<typeof commandTargetSchema>;
 export type WorkflowTarget = z.infer<typeof workflowTargetSchema>;
+export type LoopAgentTarget = z.infer<typeof agentTargetSchema>;
 
 export const loopPoliciesSchema = z
   .object({
@@ -288,6 +312,35 @@ export const eventSchemas = {
       .strict(),
   },
   'run.abandoned': { v: 1, schema: z.object({ reason: z.string() }).strict() },
+  /**
+   * What an agent CLI said about its run, parsed from its JSON / JSONL output (null where it said
+   * nothing): recorded with the run's end, in the same transaction as process.exited.
+   */
+  'run.agent_reported': {
+    v: 1,
+    schema: z
+      .object({
+        provider: z.string().min(1),
+        cliVersion: z.string().nullable(),
+        model: z.string().nullable(),
+        sessionId: z.string().nullable(),
+        turns: z.number().int().nonnegative().nullable(),
+        durationMs: z.number().nonnegative().nullable(),
+        tokens: z
+          .object({
+            input: z.number().nonnegative().nullable(),
+            output: z.number().nonnegative().nullable(),
+            cacheRead: z.number().nonnegative().nullable(),
+            cacheWrite: z.number().nonnegative().nullable(),
+          })
+          .strict(),
+        costUsd: z.number().nonnegative().nullable(),
+        finalMessage: z.string().nullable(),
+        isError: z.boolean().nullable(),
+        parseError: z.string().nullable(),
+      })
+      .strict(),
+  },
   /** A run of a workflow loop: its workflow run (slot + attempt map to exactly this one). */
   'run.workflow_started': {
     v: 1,

@@ -13,7 +13,7 @@
  * `killProcess`, `finalize` (release the lease).
  */
 import { assign, setup } from 'xstate';
-import type { CommandTarget, LoopPolicies, Target } from '../events/catalog.js';
+import type { CommandTarget, EventData, LoopPolicies, Target } from '../events/catalog.js';
 import type { MachineEvent } from './events.js';
 
 export const RUN_MACHINE_ID = 'loops.run';
@@ -62,6 +62,8 @@ export interface RunContext {
   startedAt: string | null;
   finishedAt: string | null;
   durationMs: number | null;
+  /** What an agent CLI reported about the run (agent loops). */
+  agent: EventData<'run.agent_reported'> | null;
 }
 
 export type RunEvent = MachineEvent<
@@ -74,6 +76,7 @@ export type RunEvent = MachineEvent<
   | 'run.abandoned'
   | 'run.workflow_started'
   | 'run.workflow_ended'
+  | 'run.agent_reported'
 >;
 
 const initialContext: RunContext = {
@@ -100,6 +103,7 @@ const initialContext: RunContext = {
   startedAt: null,
   finishedAt: null,
   durationMs: null,
+  agent: null,
 };
 
 export const runMachine = setup({
@@ -222,6 +226,8 @@ export const runMachine = setup({
     },
     running: {
       on: {
+        // An agent CLI's own account of the run (model, session, tokens, cost), just before its exit.
+        'run.agent_reported': { actions: assign(({ event }) => ({ agent: event.data })) },
         'run.workflow_ended': [
           { guard: ({ event }) => event.data.status === 'succeeded', target: 'succeeded', actions: ['recordWorkflowEnd', 'recordEnd'] },
           { guard: ({ event }) => event.data.status === 'timed_out', target: 'timed_out', actions: ['recordWorkflowEnd', 'recordEnd'] },

@@ -11,7 +11,8 @@ const durationSql = `CAST(ROUND((julianday(?) - julianday(started_at)) * 8640000
 export const runsProjection: Projection = {
   name: 'loop_runs',
   // v2: rows keyed by claimed_position (the rowid, so newest-first needs no extra index).
-  version: 2,
+  // v3: what an agent CLI reported about the run (JSON), for agent loops.
+  version: 3,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loop_runs (
       -- Position of the run.claimed event: unique, in claim order, and the rowid.
@@ -39,6 +40,7 @@ export const runsProjection: Projection = {
       started_at      TEXT,
       finished_at     TEXT,
       duration_ms     INTEGER,
+      agent           TEXT,
       updated_at      TEXT NOT NULL,
       UNIQUE (loop_id, slot, attempt)
     )`,
@@ -55,6 +57,7 @@ export const runsProjection: Projection = {
     'run.abandoned',
     'run.workflow_started',
     'run.workflow_ended',
+    'run.agent_reported',
   ]),
   evolve(event: StoredEvent) {
     const id = event.streamId.slice('run:'.length);
@@ -140,6 +143,8 @@ export const runsProjection: Projection = {
           ),
         ];
       }
+      case 'run.agent_reported':
+        return [sql('UPDATE loop_runs SET agent = ?, updated_at = ? WHERE id = ?', JSON.stringify(event.data), event.at, id)];
       case 'run.workflow_ended': {
         const d = event.data as EventData<'run.workflow_ended'>;
         return [

@@ -29,3 +29,7 @@ export * from './workflow-files.js';
 export * from './workflow-queries.js';
 export * from './workflows.js';
 export * from './workflow-run.js';
+export * from './env.js';
+export * from './secrets.js';
+export * from './agents/index.js';
+export * from './agent-run.js';

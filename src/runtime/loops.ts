@@ -4,7 +4,10 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import type { EventData, LoopPolicies, Target } from '../events/catalog.js';
+import type { EventData, LoopAgentTarget, LoopPolicies, Target } from '../events/catalog.js';
+import { buildInvocation, isProviderId, PROVIDER_IDS, PROVIDERS } from './agents/index.js';
+import { extendPath } from './env.js';
+import { resolveExecutable } from './executor.js';
 import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../events/errors.js';
 import { currentMachines } from '../machines/registry.js';
 import { DurableActor } from './actor.js';
@@ -180,6 +183,90 @@ export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command'
 
 export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): LoopView {
   return createLoop(runtime, input, buildCommandTarget(input));
+}
+
+export interface AgentLoopFields {
+  provider: string;
+  /** Exactly one of prompt / promptFile. */
+  prompt?: string | null;
+  promptFile?: string | null;
+  model?: string | null;
+  agent?: string | null;
+  permissionMode?: string | null;
+  extraArgs?: string[];
+  /** `safe` (default: the CLI gets its own configuration directory under the data directory) or `none`. */
+  configIsolation?: string | null;
+  account?: string | null;
+  maxTurns?: string | number | null;
+  maxCostUsd?: string | number | null;
+  idleTimeout?: string | number | null;
+}
+
+export type CreateAgentLoopInput = Omit<CreateCommandLoopInput, 'command' | 'args' | 'shell'> & AgentLoopFields;
+
+/** Checks an agent target the way a run will use it (the adapter builds its argv now), and that its CLI is installed. */
+export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'schedule'>, baseDir = process.cwd()): LoopAgentTarget {
+  if (!isProviderId(input.provider)) {
+    throw new ValidationError(`--provider: unknown provider ${JSON.stringify(input.provider)}`, { hint: `one of: ${PROVIDER_IDS.join(', ')}` });
+  }
+  const provider = input.provider;
+  const hasPrompt = input.prompt !== undefined && input.prompt !== null;
+  const hasFile = input.promptFile !== undefined && input.promptFile !== null;
+  if (hasPrompt === hasFile) {
+    throw new ValidationError(hasPrompt ? '--prompt and --prompt-file: give one, not both' : 'an agent needs --prompt <text> or --prompt-file <path>', {
+      hint: "e.g. --prompt 'fix the failing tests' or --prompt-file ./prompts/nightly.md (read when each run starts)",
+    });
+  }
+  if (hasPrompt && input.prompt!.trim() === '') throw new ValidationError('--prompt: the prompt is empty');
+  const promptFile = hasFile ? (isAbsolute(input.promptFile!) ? input.promptFile! : resolve(baseDir, input.promptFile!)) : null;
+  if (promptFile !== null && !existsSync(promptFile)) {
+    throw new ValidationError(`--prompt-file: ${promptFile} does not exist`, { hint: 'the file is read when each run starts; create it first' });
+  }
+  if (input.account !== undefined && input.account !== null) {
+    throw new ValidationError('--account: credential profiles are not supported by this version yet', {
+      hint: 'leave --account out: the CLI then uses the credentials of the user running loops',
+    });
+  }
+  const command = buildCommandTarget({ command: 'agent', cwd: input.cwd ?? null, env: input.env ?? {} }, baseDir);
+  const isolation = input.configIsolation ?? 'safe';
+  if (isolation !== 'safe' && isolation !== 'none') {
+    throw new ValidationError(`--config-isolation: ${JSON.stringify(isolation)} is not safe or none`, { hint: 'safe (default) or none' });
+  }
+  const maxCost = input.maxCostUsd === undefined || input.maxCostUsd === null ? null : Number(input.maxCostUsd);
+  if (maxCost !== null && !(Number.isFinite(maxCost) && maxCost > 0)) {
+    throw new ValidationError(`--max-cost-usd: ${JSON.stringify(input.maxCostUsd)} is not a positive amount`, { hint: 'e.g. --max-cost-usd 2.50' });
+  }
+  const target: LoopAgentTarget = {
+    kind: 'agent',
+    provider,
+    prompt: hasPrompt ? input.prompt! : null,
+    promptFile,
+    model: input.model ?? null,
+    agent: input.agent ?? null,
+    cwd: command.kind === 'command' ? command.cwd : null,
+    env: input.env ?? {},
+    permissionMode: input.permissionMode ?? null,
+    extraArgs: input.extraArgs ?? [],
+    configIsolation: isolation,
+    account: null,
+    maxTurns: positiveCount(input.maxTurns ?? null, '--max-turns'),
+    maxCostUsd: maxCost,
+    idleTimeoutMs: toMs(input.idleTimeout ?? null, '--idle-timeout'),
+  };
+  // The adapter refuses what its CLI would (an unknown permission mode, a flag-like value).
+  buildInvocation(target, { prompt: 'check', promptFile: '/dev/null', isolatedConfigDir: isolation === 'safe' ? '/dev/null' : null, cwd: target.cwd });
+  const path = extendPath(process.env.PATH);
+  if (resolveExecutable(PROVIDERS[provider].binary, path, target.cwd) === null) {
+    throw new ValidationError(`the ${provider} CLI (${PROVIDERS[provider].binary}) is not installed: not found on PATH=${path}`, {
+      hint: `install it, or put it in one of these directories; see ${PROVIDERS[provider].docsUrl}`,
+    });
+  }
+  return target;
+}
+
+/** A loop whose runs run an AI coding-agent CLI (`loops create agent`). */
+export function createAgentLoop(runtime: Runtime, input: CreateAgentLoopInput): LoopView {
+  return createLoop(runtime, { ...input, command: 'unused' }, buildAgentTarget(input));
 }
 
 export type CreateWorkflowLoopInput = Omit<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env'> & {

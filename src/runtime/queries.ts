@@ -2,7 +2,7 @@
  * Read side: the projection tables as the API shapes the CLI and SDK return (camelCase).
  * Light on purpose — no zod, xstate or rxjs — so `loops list` starts fast.
  */
-import type { LoopPolicies, Schedule, Target, Timing } from '../events/catalog.js';
+import type { EventData, LoopPolicies, Schedule, Target, Timing } from '../events/catalog.js';
 import { cached, type Db } from '../events/db.js';
 import { AmbiguousError, NotFoundError } from '../events/errors.js';
 
@@ -49,6 +49,8 @@ export interface RunView {
   startedAt: string | null;
   finishedAt: string | null;
   durationMs: number | null;
+  /** What an agent CLI reported (agent loops): model, session, turns, tokens, cost, final message; null otherwise. */
+  agent: EventData<'run.agent_reported'> | null;
 }
 
 interface LoopRow {
@@ -95,6 +97,7 @@ interface RunRow {
   started_at: string | null;
   finished_at: string | null;
   duration_ms: number | null;
+  agent: string | null;
 }
 
 /** A loop row with its last run's current status (joined, not copied, so runs never rewrite loops). */
@@ -146,6 +149,7 @@ export function toRunView(row: RunRow): RunView {
     startedAt: row.started_at,
     finishedAt: row.finished_at,
     durationMs: row.duration_ms,
+    agent: row.agent === null || row.agent === undefined ? null : (JSON.parse(row.agent) as EventData<'run.agent_reported'>),
   };
 }
 

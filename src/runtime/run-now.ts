@@ -10,6 +10,8 @@ import { InvalidTransitionError, LeaseLostError } from '../events/errors.js';
 import { currentMachines } from '../machines/registry.js';
 import type { RunContext } from '../machines/run.js';
 import { DurableActor, type Effects } from './actor.js';
+import { agentReport, cliVersion, prepareAgent, type PreparedAgent } from './agent-run.js';
+import { PROVIDERS } from './agents/index.js';
 import { watchCancel } from './cancel.js';
 import type { TimerHandle } from './clock.js';
 import { SpawnFailedError, spawnProcess, type ProcessHandle } from './executor.js';
@@ -119,6 +121,8 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
 
   let handle: ProcessHandle | null = null;
   let workflowAbort: AbortController | null = null;
+  let agent: PreparedAgent | null = null;
+  let agentError: string | null = null;
   const files = runDir(runtime.dataDir, runId);
   const effects: Effects = {
     // Recorded in the same transaction as run.claimed: the intent is in the log before the spawn.
@@ -137,13 +141,32 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
           return { type: 'run.workflow_started', data: started };
         }
         const timeoutMs = loop.policies.timeoutMs;
+        const timeoutAt = timeoutMs === null ? null : new Date(clock.now() + timeoutMs).toISOString();
+        if (target.kind === 'agent') {
+          // The adapter's argv (the prompt is not in it where the CLI has another channel); a
+          // problem (an unreadable prompt file, a bad flag value) becomes the spawn's failure.
+          try {
+            agent = prepareAgent(runtime.dataDir, files, target);
+          } catch (error) {
+            agentError = (error as Error).message;
+          }
+          const data: EventData<'process.spawn_requested'> = {
+            command: agent?.invocation.command ?? PROVIDERS[target.provider].binary,
+            args: agent?.invocation.args ?? [],
+            shell: false,
+            cwd: target.cwd,
+            envKeys: Object.keys({ ...(agent?.env ?? {}), ...runEnv(context) }).sort(),
+            timeoutAt,
+          };
+          return { type: 'process.spawn_requested', data };
+        }
         const data: EventData<'process.spawn_requested'> = {
           command: target.command,
           args: target.args,
           shell: target.shell,
           cwd: target.cwd,
           envKeys: Object.keys(runEnv(snapshot.context as RunContext)).sort(),
-          timeoutAt: timeoutMs === null ? null : new Date(clock.now() + timeoutMs).toISOString(),
+          timeoutAt,
         };
         return { type: 'process.spawn_requested', data };
       },
@@ -180,17 +203,27 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
     },
     spawn: async (_params, actor) => {
       if (actor.snapshot.value !== 'spawning') return;
-      if (loop.target.kind !== 'command') return;
       const target = loop.target;
+      if (target.kind === 'workflow') return;
+      if (target.kind === 'agent' && agent === null) {
+        actor.record('process.spawn_failed', { error: agentError ?? 'the agent could not be prepared', code: 'EINVAL' }, fenced);
+        return;
+      }
       const context = actor.snapshot.context as RunContext;
       try {
         handle = await spawnProcess(
           {
-            command: target.command,
-            args: target.args,
-            shell: target.shell,
-            cwd: target.cwd,
-            env: runEnv(context),
+            ...(target.kind === 'agent'
+              ? {
+                  command: agent!.invocation.command,
+                  args: agent!.invocation.args,
+                  shell: false,
+                  cwd: target.cwd,
+                  env: { ...agent!.env, ...runEnv(context) },
+                  ...(agent!.invocation.stdin !== null ? { stdin: agent!.invocation.stdin } : {}),
+                  idleTimeoutMs: target.idleTimeoutMs,
+                }
+              : { command: target.command, args: target.args, shell: target.shell, cwd: target.cwd, env: runEnv(context) }),
             timeoutMs: loop.policies.timeoutMs,
             killGraceMs: loop.policies.killGraceMs,
             ...(options.tailBytes !== undefined ? { tailBytes: options.tailBytes } : {}),
@@ -217,7 +250,17 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       if ((actor.snapshot.context as RunContext).cancelRequested) started.cancel(cancelReason(actor));
       started.exited.then((exit) => {
         try {
-          actor.record('process.exited', exit, fenced);
+          if (target.kind === 'agent') {
+            // The agent's own account of the run goes into the transaction of its exit.
+            const report = agentReport(target.provider, join(files, 'stdout.log'), cliVersion(target.provider));
+            actor.recordAll(
+              [
+                { type: 'run.agent_reported', data: report },
+                { type: 'process.exited', data: exit },
+              ],
+              fenced,
+            );
+          } else actor.record('process.exited', exit, fenced);
         } catch (error) {
           actor.fail(error);
         }

@@ -138,6 +138,25 @@ export const runEv = {
       when,
     ),
   abandoned: (reason = 'runner lost the process', when = at(2000)) => ev('run.abandoned', { reason }, when),
+  agentReported: (data: Partial<EventData<'run.agent_reported'>> = {}, when = at(3000)) =>
+    ev(
+      'run.agent_reported',
+      {
+        provider: 'claude',
+        cliVersion: '2.0.0',
+        model: 'claude-sonnet-4-5',
+        sessionId: 'sess-1',
+        turns: 3,
+        durationMs: 1500,
+        tokens: { input: 10, output: 20, cacheRead: 5, cacheWrite: 0 },
+        costUsd: 0.01,
+        finalMessage: 'done',
+        isError: false,
+        parseError: null,
+        ...data,
+      },
+      when,
+    ),
   workflowStarted: (data: Partial<EventData<'run.workflow_started'>> = {}, when = at(1000)) =>
     ev('run.workflow_started', { wfRunId: 'wfrun_1', workflowId: 'wf_1', idempotencyKey: 'loop:loop_1:slot:1', ...data }, when),
   workflowEnded: (data: Partial<EventData<'run.workflow_ended'>> = {}, when = at(3000)) =>

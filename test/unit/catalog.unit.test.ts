@@ -29,6 +29,7 @@ describe('event catalogue', () => {
       runEv.cancelRequested('r'),
       runEv.exited(),
       runEv.abandoned(),
+      runEv.agentReported(),
       runEv.workflowStarted(),
       runEv.workflowEnded(),
       loopEv.expired(),

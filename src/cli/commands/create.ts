@@ -1,6 +1,6 @@
 import { UsageError } from '../../events/errors.js';
 import { describeSchedule } from '../../runtime/describe.js';
-import { createCommandLoop, createWorkflowLoop } from '../../runtime/loops.js';
+import { createAgentLoop, createCommandLoop, createWorkflowLoop } from '../../runtime/loops.js';
 import type { LoopView } from '../../runtime/queries.js';
 import { openRuntime } from '../../runtime/runtime.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
@@ -129,7 +129,8 @@ function printCreated(ctx: CliContext, loop: LoopView, nowMs: number): void {
   if (ctx.json) printJson(ctx, loop);
   else {
     const next = loop.nextRunAt ? `, next run ${relativeTime(loop.nextRunAt, nowMs)} (${loop.nextRunAt})` : '';
-    const what = loop.target.kind === 'workflow' ? ` runs workflow ${loop.target.workflowName}` : '';
+    const what =
+      loop.target.kind === 'workflow' ? ` runs workflow ${loop.target.workflowName}` : loop.target.kind === 'agent' ? ` runs ${loop.target.provider}` : '';
     ctx.out.write(`Created loop ${paint(ctx.color, 'bold', loop.name)} (${loop.id})${what}: ${describeSchedule(loop.schedule)}${next}\n`);
   }
 }
@@ -175,4 +176,82 @@ const createWorkflowCommand: CliCommand = {
   },
 };
 
-export const commands: Record<string, CliCommand> = { 'create command': createCommand, 'create workflow': createWorkflowCommand };
+const agentSpec: CommandSpec = {
+  name: 'create agent',
+  summary: 'Create a loop that runs an AI coding-agent CLI (claude, codex, cursor, …) on a schedule.',
+  description: [
+    'Providers: claude, codex, cursor (cursor-agent), opencode, gemini, codewith, aicopilot; the exact',
+    'command line each one gets is in docs/agents.md. The prompt reaches the CLI on stdin (closed',
+    'after it) or from a file, never in argv where the CLI has another way. What the CLI reports',
+    '(model, session, turns, tokens, cost, final message) is recorded with each run.',
+    '--config-isolation safe (default) gives the CLI its own configuration directory under the data',
+    "directory; none lets it use the user's. The CLI must be installed (checked on the effective PATH).",
+  ].join('\n'),
+  positionals: [{ name: 'name', required: true, description: 'unique loop name (letters, digits, . _ -)' }],
+  options: {
+    provider: { type: 'string', value: '<provider>', description: 'claude, codex, cursor, opencode, gemini, codewith or aicopilot (required)' },
+    prompt: { type: 'string', value: '<text>', description: 'the prompt' },
+    'prompt-file': { type: 'string', value: '<path>', description: 'a file holding the prompt, read when each run starts' },
+    model: { type: 'string', value: '<model>', description: 'the model to use' },
+    agent: { type: 'string', value: '<agent>', description: 'a named agent / profile of the CLI' },
+    'permission-mode': { type: 'string', value: '<mode>', description: "the CLI's permission / sandbox mode (see docs/agents.md)" },
+    'extra-arg': { type: 'string', multiple: true, value: '<arg>', description: 'an extra argument for the CLI, passed verbatim' },
+    'config-isolation': { type: 'string', value: '<mode>', description: 'safe (default) or none' },
+    'max-turns': { type: 'string', value: '<n>', description: 'stop after n agent turns (where the CLI supports it)' },
+    'max-cost-usd': { type: 'string', value: '<usd>', description: 'a budget per run in USD' },
+    'idle-timeout': { type: 'string', value: '<duration>', description: 'stop a run that prints nothing for this long' },
+    account: { type: 'string', value: '<profile>', description: 'a credentials profile (not supported yet)' },
+    cwd: spec.options.cwd!,
+    env: spec.options.env!,
+    timeout: spec.options.timeout!,
+    'kill-grace': spec.options['kill-grace']!,
+    ...Object.fromEntries(Object.entries(spec.options).filter(([k]) => !COMMAND_ONLY.has(k))),
+  },
+  examples: [
+    "loops create agent nightly-fix --provider codex --prompt-file ./prompts/fix.md --cwd ~/src/app --cron '0 2 * * *'",
+    "loops create agent review --provider claude --prompt 'review the last commit' --model sonnet --every 1h --idle-timeout 10m",
+  ],
+};
+
+const createAgentCommand: CliCommand = {
+  spec: agentSpec,
+  async run({ values, positionals }, ctx) {
+    const provider = values.provider as string | undefined;
+    if (provider === undefined) {
+      throw new UsageError('loops create agent: --provider is required', { hint: 'one of claude, codex, cursor, opencode, gemini, codewith, aicopilot' });
+    }
+    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+    try {
+      const loop = createAgentLoop(runtime, {
+        name: positionals[0]!,
+        provider,
+        prompt: (values.prompt as string | undefined) ?? null,
+        promptFile: (values['prompt-file'] as string | undefined) ?? null,
+        model: (values.model as string | undefined) ?? null,
+        agent: (values.agent as string | undefined) ?? null,
+        permissionMode: (values['permission-mode'] as string | undefined) ?? null,
+        extraArgs: (values['extra-arg'] as string[] | undefined) ?? [],
+        configIsolation: (values['config-isolation'] as string | undefined) ?? null,
+        account: (values.account as string | undefined) ?? null,
+        maxTurns: (values['max-turns'] as string | undefined) ?? null,
+        maxCostUsd: (values['max-cost-usd'] as string | undefined) ?? null,
+        idleTimeout: (values['idle-timeout'] as string | undefined) ?? null,
+        cwd: (values.cwd as string | undefined) ?? null,
+        env: parseEnv(values.env as string[] | undefined),
+        timeout: (values.timeout as string | undefined) ?? null,
+        killGrace: (values['kill-grace'] as string | undefined) ?? null,
+        ...loopOptions(values),
+      });
+      printCreated(ctx, loop, runtime.clock.now());
+      return EXIT.ok;
+    } finally {
+      runtime.close();
+    }
+  },
+};
+
+export const commands: Record<string, CliCommand> = {
+  'create command': createCommand,
+  'create workflow': createWorkflowCommand,
+  'create agent': createAgentCommand,
+};

@@ -51,18 +51,36 @@ const showSpec: CommandSpec = {
   name: 'show',
   summary: 'Show one loop: definition, schedule, state and recent runs.',
   positionals: [{ name: 'loop', required: true, description: 'loop name or id' }],
-  options: { json: JSON_OPTION },
+  options: {
+    reveal: { type: 'boolean', description: "show an agent's prompt and environment values (redacted otherwise)" },
+    json: JSON_OPTION,
+  },
 };
 
-function targetText(loop: LoopView): string[] {
+function targetText(loop: LoopView, reveal: boolean): string[] {
   const t = loop.target;
+  if (t.kind === 'agent') {
+    const prompt =
+      t.prompt === null ? `from ${t.promptFile}` : reveal ? JSON.stringify(t.prompt) : `(${t.prompt.length} characters; --reveal shows it)`;
+    const env = Object.keys(t.env);
+    return [
+      `agent       ${t.provider}${t.model ? `, model ${t.model}` : ''}${t.agent ? `, agent ${t.agent}` : ''}${t.permissionMode ? `, permission ${t.permissionMode}` : ''}, config ${t.configIsolation === 'safe' ? 'isolated' : 'shared'}`,
+      `prompt      ${prompt}`,
+      `cwd         ${t.cwd ?? '(the directory loops runs in)'}`,
+      ...(env.length ? [`env         ${Object.entries(t.env).map(([k, v]) => `${k}=${reveal ? quote(v) : '***'}`).join(' ')}`] : []),
+      ...(t.extraArgs.length ? [`extra args  ${t.extraArgs.map(quote).join(' ')}`] : []),
+      ...(t.maxTurns || t.maxCostUsd || t.idleTimeoutMs
+        ? [`budgets     ${[t.maxTurns ? `${t.maxTurns} turns` : null, t.maxCostUsd ? `$${t.maxCostUsd}` : null, t.idleTimeoutMs ? `idle ${formatDuration(t.idleTimeoutMs)}` : null].filter(Boolean).join(', ')}`]
+        : []),
+    ];
+  }
   if (t.kind === 'workflow') return [`workflow    ${t.workflowName} (${t.workflowId}), its latest version when each run starts`];
   const lines = t.shell
     ? [`command     ${t.command}   (run by /bin/sh)`]
     : [`command     ${[t.command, ...t.args].map(quote).join(' ')}   (no shell)`];
   lines.push(`cwd         ${t.cwd ?? '(the directory loops runs in)'}`);
   const env = Object.entries(t.env);
-  if (env.length) lines.push(`env         ${env.map(([k, v]) => `${k}=${quote(v)}`).join(' ')}`);
+  if (env.length) lines.push(`env         ${env.map(([k, v]) => `${k}=${reveal ? quote(v) : '***'}`).join(' ')}${reveal ? '' : '   (--reveal shows the values)'}`);
   return lines;
 }
 
@@ -70,15 +88,23 @@ function quote(s: string): string {
   return /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
+/** The loop as `show --json` prints it: environment values and an agent's prompt redacted unless revealed. */
+function redacted(loop: LoopView): LoopView {
+  const t = loop.target;
+  if (t.kind === 'workflow') return loop;
+  const env = Object.fromEntries(Object.keys(t.env).map((k) => [k, '***']));
+  return { ...loop, target: t.kind === 'agent' ? { ...t, env, prompt: t.prompt === null ? null : '***' } : { ...t, env } } as LoopView;
+}
+
 const show: CliCommand = {
   spec: showSpec,
-  async run({ positionals }, ctx) {
+  async run({ positionals, values }, ctx) {
     const reader = await openReader(ctx.dataDir);
     try {
       const loop = findLoop(reader.db, positionals[0]!, { includeRemoved: true });
       const runs = listRuns(reader.db, { loopId: loop.id, limit: 5 });
       if (ctx.json) {
-        printJson(ctx, loop);
+        printJson(ctx, values.reveal === true ? loop : redacted(loop));
         return EXIT.ok;
       }
       const c = ctx.color;
@@ -89,7 +115,7 @@ const show: CliCommand = {
         `schedule    ${describeSchedule(loop.schedule)}${loop.schedule.kind === 'cron' ? '' : ` (zone ${loop.timing.tz})`}`,
         ...(describeTiming(loop.timing) ? [`bounds      ${describeTiming(loop.timing)}`] : []),
         `next run    ${loop.nextRunAt ? `${when(loop.nextRunAt, ctx)}${ctx.out.isTTY ? ` (${loop.nextRunAt})` : ''}` : '-'}`,
-        ...targetText(loop),
+        ...targetText(loop, values.reveal === true),
         `policies    overlap ${loop.policies.overlap}, catch-up ${loop.policies.catchUp}${loop.policies.catchUpWindowMs ? ` within ${formatDuration(loop.policies.catchUpWindowMs)}` : ''}${loop.policies.catchUpLimit ? ` (at most ${loop.policies.catchUpLimit})` : ''}${loop.policies.attempts > 1 ? `, ${loop.policies.attempts} attempts (retry after ${formatDuration(loop.policies.retryDelayMs)}, ×${loop.policies.backoff}${loop.policies.maxRetryDelayMs ? `, at most ${formatDuration(loop.policies.maxRetryDelayMs)}` : ''})` : ''}`,
         `timeout     ${loop.policies.timeoutMs ? formatDuration(loop.policies.timeoutMs) : 'none'} (kill grace ${formatDuration(loop.policies.killGraceMs)})`,
         `created     ${when(loop.createdAt, ctx)}`,
