@@ -50,6 +50,8 @@ export const commandTargetSchema = z
     shell: z.boolean(),
     cwd: z.string().nullable(),
     env: z.record(z.string(), z.string()),
+    /** Names of variables passed from the runner's environment: their values are never stored, and are masked in output. */
+    secretEnv: z.array(z.string()).optional(),
   })
   .strict();
 /** A loop whose runs are runs of a workflow (the latest version when each run starts). */
@@ -81,6 +83,7 @@ export const agentTargetSchema = z
     maxCostUsd: z.number().positive().nullable(),
     /** No output for this long stops the run (recorded timed_out). */
     idleTimeoutMs: z.number().int().positive().nullable(),
+    secretEnv: z.array(z.string()).optional(),
   })
   .strict();
 export const targetSchema = z.discriminatedUnion('kind', [commandTargetSchema, workflowTargetSchema, agentTargetSchema]);

@@ -11,7 +11,8 @@ import { execa } from 'execa';
 import type { Clock, TimerHandle } from './clock.js';
 import { formatDuration } from './durations.js';
 import { extendPath } from './env.js';
-import { OutputFile, TailBuffer } from './output.js';
+import { maskFiles, OutputFile, TailBuffer } from './output.js';
+import { SecretMasker, StreamMasker } from './secrets.js';
 import { bootId, groupAlive, processStartTime, signalGroup } from './process-info.js';
 
 export interface SpawnSpec {
@@ -45,6 +46,11 @@ export interface SpawnSpec {
    * timeout; needs `stdoutFile`/`stderrFile`.
    */
   idleTimeoutMs?: number | null;
+  /**
+   * Secret values: masked as `***` (raw, JSON-escaped, percent-encoded, base64) in the output
+   * tails, the live output and — once the process ended — the output files.
+   */
+  secrets?: readonly string[];
   /** Live output, e.g. for `run-now --show-output`. */
   onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
   /**
@@ -175,12 +181,25 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
   const cap = spec.fileCapBytes ?? DEFAULT_FILE_CAP;
   const stdoutTail = new TailBuffer(tailBytes);
   const stderrTail = new TailBuffer(tailBytes);
-  const live = (stream: 'stdout' | 'stderr') => (spec.onOutput ? (chunk: Buffer) => spec.onOutput!(stream, chunk) : null);
+  const masker = spec.secrets && spec.secrets.length ? new SecretMasker(spec.secrets) : null;
+  const live = (stream: 'stdout' | 'stderr') => {
+    if (!spec.onOutput) return null;
+    if (!masker || masker.empty) return (chunk: Buffer) => spec.onOutput!(stream, chunk);
+    const stream$ = new StreamMasker(masker);
+    return (chunk: Buffer) => {
+      const out = stream$.push(chunk);
+      if (out.length) spec.onOutput!(stream, out);
+    };
+  };
   const stdoutOut = spec.stdoutFile ? new OutputFile(spec.stdoutFile, cap, stdoutTail, live('stdout')) : null;
   const stderrOut = spec.stderrFile ? new OutputFile(spec.stderrFile, cap, stderrTail, live('stderr')) : null;
   const closeOutputs = () => {
     stdoutOut?.close();
     stderrOut?.close();
+    // No secret stays in the run's files once the process ended.
+    if (masker && !masker.empty) {
+      for (const f of [spec.stdoutFile, spec.stderrFile]) if (f) maskFiles(f, masker);
+    }
   };
   let subprocess;
   try {
@@ -311,8 +330,8 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
           signal: sig,
           timedOut,
           cancelled: cancelled && !timedOut,
-          stdout: stdoutTail.toString(),
-          stderr: stderrTail.toString(),
+          stdout: masker ? masker.mask(stdoutTail.toString()) : stdoutTail.toString(),
+          stderr: masker ? masker.mask(stderrTail.toString()) : stderrTail.toString(),
           stdoutBytes: stdoutTail.total,
           stderrBytes: stderrTail.total,
           durationMs: Math.max(0, Math.round(clock.monotonic() - startedMono)),

@@ -32,6 +32,8 @@ export interface CreateCommandLoopInput {
   shell?: boolean;
   cwd?: string | null;
   env?: Record<string, string>;
+  /** Variables passed from the runner's environment as secrets (`--secret-env`): never stored, masked in output. */
+  secretEnv?: string[];
   schedule: ScheduleFlags;
   /** Duration text (`30s`) or ms. */
   timeout?: string | number | null;
@@ -151,7 +153,7 @@ function toMs(value: string | number | null | undefined, flag: string): number |
   return parseDuration(value, flag);
 }
 
-export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env'>, baseDir = process.cwd()): Target {
+export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env' | 'secretEnv'>, baseDir = process.cwd()): Target {
   const shell = input.shell ?? true;
   const command = input.command;
   const args = input.args ?? [];
@@ -178,7 +180,20 @@ export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command'
       throw new ValidationError(`--env: invalid variable name ${JSON.stringify(key)}`, { hint: 'use KEY=VALUE with KEY made of letters, digits and _' });
     }
   }
-  return { kind: 'command', command, args, shell, cwd, env };
+  const secretEnv = checkSecretEnv(input.secretEnv ?? [], env);
+  return { kind: 'command', command, args, shell, cwd, env, ...(secretEnv.length ? { secretEnv } : {}) };
+}
+
+function checkSecretEnv(names: string[], env: Record<string, string>): string[] {
+  for (const name of names) {
+    if (!ENV_KEY_RE.test(name)) {
+      throw new ValidationError(`--secret-env: invalid variable name ${JSON.stringify(name)}`, { hint: 'give the NAME of a variable set where the runs run (the daemon)' });
+    }
+    if (name in env) {
+      throw new ValidationError(`--secret-env ${name}: also given with --env, whose value would be stored`, { hint: `drop --env ${name}=…; the runs read ${name} from the runner's environment` });
+    }
+  }
+  return [...new Set(names)];
 }
 
 export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): LoopView {
@@ -227,7 +242,7 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
       hint: 'leave --account out: the CLI then uses the credentials of the user running loops',
     });
   }
-  const command = buildCommandTarget({ command: 'agent', cwd: input.cwd ?? null, env: input.env ?? {} }, baseDir);
+  const command = buildCommandTarget({ command: 'agent', cwd: input.cwd ?? null, env: input.env ?? {}, secretEnv: input.secretEnv ?? [] }, baseDir);
   const isolation = input.configIsolation ?? 'safe';
   if (isolation !== 'safe' && isolation !== 'none') {
     throw new ValidationError(`--config-isolation: ${JSON.stringify(isolation)} is not safe or none`, { hint: 'safe (default) or none' });
@@ -252,6 +267,7 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
     maxTurns: positiveCount(input.maxTurns ?? null, '--max-turns'),
     maxCostUsd: maxCost,
     idleTimeoutMs: toMs(input.idleTimeout ?? null, '--idle-timeout'),
+    ...(command.kind === 'command' && command.secretEnv ? { secretEnv: command.secretEnv } : {}),
   };
   // The adapter refuses what its CLI would (an unknown permission mode, a flag-like value).
   buildInvocation(target, { prompt: 'check', promptFile: '/dev/null', isolatedConfigDir: isolation === 'safe' ? '/dev/null' : null, cwd: target.cwd });

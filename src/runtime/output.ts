@@ -11,12 +11,14 @@ import {
   mkdirSync,
   openSync,
   readSync,
+  renameSync,
   statSync,
   truncateSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
 import { dirname } from 'node:path';
+import { StreamMasker, type SecretMasker } from './secrets.js';
 
 export class TailBuffer {
   private chunks: Buffer[] = [];
@@ -209,4 +211,34 @@ export function tailOfOutput(file: string, bytes = 64 * 1024): { text: string; t
     tail.push(buf);
   }
   return { text: tail.toString(), total };
+}
+
+/**
+ * Rewrites a run's output file (and its rotated part) with every secret masked, through a
+ * streaming masker (a secret split across two reads is still masked), then renames it into place.
+ */
+export function maskFiles(file: string, masker: SecretMasker): void {
+  for (const part of [`${file}.1`, file]) {
+    if (!existsSync(part)) continue;
+    const tmp = `${part}.masking`;
+    const input = openSync(part, 'r');
+    const output = openSync(tmp, 'w', 0o600);
+    try {
+      const stream = new StreamMasker(masker);
+      const buf = Buffer.allocUnsafe(1 << 20);
+      for (let pos = 0; ; ) {
+        const n = readSync(input, buf, 0, buf.length, pos);
+        if (n <= 0) break;
+        pos += n;
+        const out = stream.push(Buffer.from(buf.subarray(0, n)));
+        if (out.length) writeSync(output, out);
+      }
+      const rest = stream.flush();
+      if (rest.length) writeSync(output, rest);
+    } finally {
+      closeSync(input);
+      closeSync(output);
+    }
+    renameSync(tmp, part);
+  }
 }

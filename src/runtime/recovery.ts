@@ -12,7 +12,9 @@ import type { RunContext } from '../machines/run.js';
 import { DurableActor } from './actor.js';
 import { readStatusFile } from './executor.js';
 import { assertLeaseHeld, releaseLease, takeLease } from './leases.js';
-import { tailOfOutput } from './output.js';
+import { maskFiles, tailOfOutput } from './output.js';
+import { runSecrets } from './run-secrets.js';
+import { SecretMasker } from './secrets.js';
 import { runDir } from './paths.js';
 import { processRunning } from './process-info.js';
 import { findRun } from './queries.js';
@@ -102,6 +104,10 @@ export function finishRecovered(
   const status = context.pid === null ? null : readStatusFile(statusPath);
   let outcome: 'exited' | 'abandoned';
   if (status && actor.accepts('process.exited', {})) {
+    // The process wrote its output while no runner watched: mask its secrets now, in the files too.
+    const secrets = runSecrets(context.target && context.target.kind !== 'workflow' ? (context.target.secretEnv ?? []) : []);
+    const masker = secrets.length ? new SecretMasker(secrets) : null;
+    if (masker) for (const f of ['stdout.log', 'stderr.log']) maskFiles(join(files, f), masker);
     const stdout = tailOfOutput(join(files, 'stdout.log'));
     const stderr = tailOfOutput(join(files, 'stderr.log'));
     const endedAt = statSync(statusPath).mtimeMs;

@@ -12,6 +12,8 @@ import type { RunContext } from '../machines/run.js';
 import { DurableActor, type Effects } from './actor.js';
 import { agentReport, cliVersion, prepareAgent, type PreparedAgent } from './agent-run.js';
 import { PROVIDERS } from './agents/index.js';
+import { runSecrets } from './run-secrets.js';
+import { SecretMasker } from './secrets.js';
 import { watchCancel } from './cancel.js';
 import type { TimerHandle } from './clock.js';
 import { SpawnFailedError, spawnProcess, type ProcessHandle } from './executor.js';
@@ -209,6 +211,19 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
         actor.record('process.spawn_failed', { error: agentError ?? 'the agent could not be prepared', code: 'EINVAL' }, fenced);
         return;
       }
+      // Secrets come from this runner's environment, never from the log.
+      const secretNames = target.secretEnv ?? [];
+      const missing = secretNames.filter((n) => process.env[n] === undefined);
+      if (missing.length) {
+        actor.record(
+          'process.spawn_failed',
+          { error: `secret variable${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not set in the environment of runner ${runtime.runnerId}`, code: 'ENOENT' },
+          fenced,
+        );
+        return;
+      }
+      const secretEnv = Object.fromEntries(secretNames.map((n) => [n, process.env[n]!]));
+      const secrets = runSecrets(secretNames);
       const context = actor.snapshot.context as RunContext;
       try {
         handle = await spawnProcess(
@@ -219,11 +234,12 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
                   args: agent!.invocation.args,
                   shell: false,
                   cwd: target.cwd,
-                  env: { ...agent!.env, ...runEnv(context) },
+                  env: { ...agent!.env, ...secretEnv, ...runEnv(context) },
                   ...(agent!.invocation.stdin !== null ? { stdin: agent!.invocation.stdin } : {}),
                   idleTimeoutMs: target.idleTimeoutMs,
                 }
-              : { command: target.command, args: target.args, shell: target.shell, cwd: target.cwd, env: runEnv(context) }),
+              : { command: target.command, args: target.args, shell: target.shell, cwd: target.cwd, env: { ...secretEnv, ...runEnv(context) } }),
+            secrets,
             timeoutMs: loop.policies.timeoutMs,
             killGraceMs: loop.policies.killGraceMs,
             ...(options.tailBytes !== undefined ? { tailBytes: options.tailBytes } : {}),
@@ -253,6 +269,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
           if (target.kind === 'agent') {
             // The agent's own account of the run goes into the transaction of its exit.
             const report = agentReport(target.provider, join(files, 'stdout.log'), cliVersion(target.provider));
+            if (report.finalMessage !== null && secrets.length) report.finalMessage = new SecretMasker(secrets).mask(report.finalMessage);
             actor.recordAll(
               [
                 { type: 'run.agent_reported', data: report },

@@ -26,6 +26,7 @@ import { watchCancel } from './cancel.js';
 import type { TimerHandle } from './clock.js';
 import { readStatusFile, SpawnFailedError, spawnProcess, type ProcessHandle } from './executor.js';
 import { processRunning, signalGroup } from './process-info.js';
+import { runSecrets } from './run-secrets.js';
 import { tailOfOutput } from './output.js';
 import { newId } from './ids.js';
 import { assertLeaseHeld, releaseLease, renewLease, takeLease, type Lease } from './leases.js';
@@ -327,6 +328,19 @@ class WorkflowRunner {
       return;
     }
     const dir = this.stepDir(stepId, attempt);
+    // The spec's `secrets:` come from this runner's environment (never from the log) and are masked.
+    const names = c.spec!.secrets;
+    const missing = names.filter((n) => process.env[n] === undefined);
+    if (missing.length) {
+      this.record('step.spawn_failed', {
+        stepId,
+        attempt,
+        error: `secret variable${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not set in the environment of runner ${this.runtime.runnerId}`,
+        code: 'ENOENT',
+      });
+      return;
+    }
+    const secretEnv = Object.fromEntries(names.map((n) => [n, process.env[n]!]));
     let handle: ProcessHandle;
     try {
       handle = await spawnProcess(
@@ -335,7 +349,8 @@ class WorkflowRunner {
           args: request.args,
           shell: request.shell,
           cwd: request.cwd,
-          env: this.stepEnv(c, step, attempt),
+          env: { ...secretEnv, ...this.stepEnv(c, step, attempt) },
+          secrets: runSecrets(names),
           timeoutMs: step.timeoutMs,
           ...(this.options.tailBytes !== undefined ? { tailBytes: this.options.tailBytes } : {}),
           stdoutFile: join(dir, 'stdout.log'),

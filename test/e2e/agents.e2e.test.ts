@@ -3,7 +3,7 @@
  * (first on PATH): one loop per provider records session id, tokens and (where the CLI reports
  * it) cost; the prompt is never in any argv; the failure modes end as failed / timed_out.
  */
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -119,5 +119,64 @@ describe('agent failure modes and checks', () => {
     expect(text).not.toContain('abc123');
     expect(JSON.stringify(s.json(['show', 'quiet']))).not.toContain(MARKER);
     expect(s.run(['show', 'quiet', '--reveal']).stdout).toContain(MARKER);
+  });
+});
+
+describe('secrets', () => {
+  const SECRET = 'sk-test-S3CR3T-v4lue-9f8e7d';
+  const AUTH = 'anthropic-K3Y-0a1b2c3d4e';
+
+  function grepDataDir(dir: string, needles: string[]): string[] {
+    const hits: string[] = [];
+    const walk = (d: string) => {
+      for (const name of readdirSync(d)) {
+        const p = join(d, name);
+        if (statSync(p).isDirectory()) walk(p);
+        else {
+          const text = readFileSync(p).toString('latin1');
+          for (const n of needles) if (text.includes(n)) hits.push(`${p}: ${n}`);
+        }
+      }
+    };
+    walk(dir);
+    return hits;
+  }
+
+  it('a --secret-env value and an inherited auth variable are masked in tails, run files and events; a grep of the data directory finds neither', () => {
+    const { s, dir } = setup();
+    const script = join(dir, 'leak.sh');
+    writeFileSync(
+      script,
+      'echo "token=$MY_TOKEN"\nprintf %s "$MY_TOKEN" | base64\necho "{\\"k\\":\\"$MY_TOKEN\\"}" >&2\necho "auth=$ANTHROPIC_API_KEY"\nexit 1\n',
+      { mode: 0o755 },
+    );
+    const env = { MY_TOKEN: SECRET, ANTHROPIC_API_KEY: AUTH };
+    const created = s.run(['create', 'command', 'leak', '--cmd', script, '--secret-env', 'MY_TOKEN', '--manual'], env);
+    expect(created.code, created.stderr).toBe(0);
+    const r = s.run(['run-now', 'leak', '--json'], env);
+    expect(r.code).toBe(3);
+    const run = JSON.parse(r.stdout) as { id: string; stdout: string; stderr: string };
+    expect(run.stdout).toContain('token=***');
+    expect(run.stdout).toContain('auth=***');
+    expect(run.stderr).toContain('{"k":"***"}');
+    const needles = [SECRET, AUTH, Buffer.from(SECRET).toString('base64').slice(0, 20)];
+    expect(grepDataDir(s.dataDir, needles)).toEqual([]);
+    expect(s.run(['events', run.id]).stdout).not.toContain(SECRET);
+    // The secret is not stored with the loop either: a runner without it fails the run clearly.
+    const without = s.run(['run-now', 'leak', '--json'], { ANTHROPIC_API_KEY: AUTH });
+    expect(JSON.parse(without.stdout)).toMatchObject({ status: 'failed', error: expect.stringMatching(/secret variable MY_TOKEN not set in the environment of runner/) });
+    expect(s.run(['create', 'command', 'x', '--cmd', 'true', '--secret-env', 'A', '--env', 'A=1', '--manual']).code).toBe(2);
+  });
+
+  it('a workflow step prints a spec secret: masked in its files, events and tables', () => {
+    const { s, dir } = setup();
+    const file = join(dir, 'wf.yaml');
+    writeFileSync(file, 'name: sec\nsecrets: [MY_TOKEN]\nsteps:\n  - id: a\n    run: echo "t=$MY_TOKEN"\n');
+    s.run(['workflows', 'create', file]);
+    const r = s.run(['workflows', 'run', 'sec', '--json'], { MY_TOKEN: SECRET });
+    expect(r.code, r.stderr).toBe(0);
+    const id = (JSON.parse(r.stdout) as { id: string }).id;
+    expect(readFileSync(join(s.dataDir, 'runs', id, 'a', '1', 'stdout.log'), 'utf8')).toBe('t=***\n');
+    expect(grepDataDir(s.dataDir, [SECRET])).toEqual([]);
   });
 });

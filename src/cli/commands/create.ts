@@ -23,7 +23,13 @@ const spec: CommandSpec = {
     'no-shell': { type: 'boolean', description: 'run --cmd as an executable with --arg arguments, no shell' },
     arg: { type: 'string', multiple: true, value: '<arg>', description: 'an argument for --no-shell' },
     cwd: { type: 'string', value: '<dir>', description: 'working directory (must exist)' },
-    env: { type: 'string', multiple: true, value: '<KEY=VALUE>', description: 'an environment variable for the run' },
+    env: { type: 'string', multiple: true, value: '<KEY=VALUE>', description: 'an environment variable for the run (stored with the loop)' },
+    'secret-env': {
+      type: 'string',
+      multiple: true,
+      value: '<NAME>',
+      description: "a variable passed from the runner's environment as a secret: never stored, masked as *** in output",
+    },
     timeout: { type: 'string', value: '<duration>', description: 'kill the run after this long, e.g. 30s, 10m, 1h30m' },
     'kill-grace': { type: 'string', value: '<duration>', description: 'time between SIGTERM and SIGKILL on timeout or cancel (default 5s)' },
     description: { type: 'string', short: 'd', value: '<text>', description: 'a description' },
@@ -85,6 +91,7 @@ const createCommand: CliCommand = {
         shell: values['no-shell'] !== true,
         cwd: (values.cwd as string | undefined) ?? null,
         env,
+        secretEnv: (values['secret-env'] as string[] | undefined) ?? [],
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
         ...loopOptions(values),
@@ -135,7 +142,7 @@ function printCreated(ctx: CliContext, loop: LoopView, nowMs: number): void {
   }
 }
 
-const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'env', 'timeout', 'kill-grace']);
+const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'env', 'secret-env', 'timeout', 'kill-grace']);
 
 const workflowSpec: CommandSpec = {
   name: 'create workflow',
@@ -203,6 +210,7 @@ const agentSpec: CommandSpec = {
     account: { type: 'string', value: '<profile>', description: 'a credentials profile (not supported yet)' },
     cwd: spec.options.cwd!,
     env: spec.options.env!,
+    'secret-env': spec.options['secret-env']!,
     timeout: spec.options.timeout!,
     'kill-grace': spec.options['kill-grace']!,
     ...Object.fromEntries(Object.entries(spec.options).filter(([k]) => !COMMAND_ONLY.has(k))),
@@ -238,6 +246,7 @@ const createAgentCommand: CliCommand = {
         idleTimeout: (values['idle-timeout'] as string | undefined) ?? null,
         cwd: (values.cwd as string | undefined) ?? null,
         env: parseEnv(values.env as string[] | undefined),
+        secretEnv: (values['secret-env'] as string[] | undefined) ?? [],
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
         ...loopOptions(values),
