@@ -357,6 +357,14 @@ export const eventSchemas = {
       .strict(),
   },
 
+  // ── account stream: account:<id> ──────────────────────────────────────────
+  /** A credentials profile for an agent CLI: a directory the CLI's configuration variable points at. */
+  'account.added': {
+    v: 1,
+    schema: z.object({ accountId: z.string().min(1), name: z.string().min(1), tool: z.string().min(1), dir: z.string().min(1) }).strict(),
+  },
+  'account.removed': { v: 1, schema: z.object({ reason }).strict() },
+
   // ── workflow spec stream: workflow:<id> ─────────────────────────────────
   /** Version 1 of a workflow spec, normalised (see workflow-spec.ts); `sourceFile` is where it was read from. */
   'workflow.created': {

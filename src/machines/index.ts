@@ -5,3 +5,4 @@ export * from './registry.js';
 export * from './fold.js';
 export * from './workflow.js';
 export * from './workflow-run.js';
+export * from './account.js';

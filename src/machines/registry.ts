@@ -6,6 +6,7 @@
 import type { AnyStateMachine } from 'xstate';
 import { LOOP_MACHINE_ID, LOOP_MACHINE_VERSION, loopMachine } from './loop.js';
 import { RUN_MACHINE_ID, RUN_MACHINE_VERSION, runMachine } from './run.js';
+import { ACCOUNT_MACHINE_ID, ACCOUNT_MACHINE_VERSION, accountMachine } from './account.js';
 import { WORKFLOW_MACHINE_ID, WORKFLOW_MACHINE_VERSION, workflowMachine } from './workflow.js';
 import { WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine } from './workflow-run.js';
 
@@ -17,6 +18,7 @@ export interface MachineRef {
 const machines = new Map<string, AnyStateMachine>([
   [`${LOOP_MACHINE_ID}@${LOOP_MACHINE_VERSION}`, loopMachine],
   [`${RUN_MACHINE_ID}@${RUN_MACHINE_VERSION}`, runMachine],
+  [`${ACCOUNT_MACHINE_ID}@${ACCOUNT_MACHINE_VERSION}`, accountMachine],
   [`${WORKFLOW_MACHINE_ID}@${WORKFLOW_MACHINE_VERSION}`, workflowMachine],
   [`${WORKFLOW_RUN_MACHINE_ID}@${WORKFLOW_RUN_MACHINE_VERSION}`, workflowRunMachine],
 ]);
@@ -24,6 +26,7 @@ const machines = new Map<string, AnyStateMachine>([
 export const currentMachines = {
   loop: { id: LOOP_MACHINE_ID, version: LOOP_MACHINE_VERSION },
   run: { id: RUN_MACHINE_ID, version: RUN_MACHINE_VERSION },
+  account: { id: ACCOUNT_MACHINE_ID, version: ACCOUNT_MACHINE_VERSION },
   workflow: { id: WORKFLOW_MACHINE_ID, version: WORKFLOW_MACHINE_VERSION },
   workflowRun: { id: WORKFLOW_RUN_MACHINE_ID, version: WORKFLOW_RUN_MACHINE_VERSION },
 } as const satisfies Record<string, MachineRef>;

@@ -1,4 +1,5 @@
 import type { InlineHandler, StoredEvent } from '../events/types.js';
+import { accountsProjection } from './accounts.js';
 import { loopsProjection } from './loops.js';
 import { runsProjection } from './runs.js';
 import { bufferedSlotsProjection, pendingRetriesProjection, slotDecisionsProjection } from './slots.js';
@@ -15,6 +16,7 @@ export const projections: ReadonlyArray<Projection> = [
   workflowsProjection,
   workflowVersionsProjection,
   workflowRunsProjection,
+  accountsProjection,
 ];
 
 /** One inline handler applying every projection that handles the event. */

@@ -51,6 +51,8 @@ export interface SpawnSpec {
    * tails, the live output and — once the process ended — the output files.
    */
   secrets?: readonly string[];
+  /** Inherited variables removed before `env` is applied (an account's run drops the others' credentials). */
+  unsetEnv?: readonly string[];
   /** Live output, e.g. for `run-now --show-output`. */
   onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
   /**
@@ -163,7 +165,11 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
   // The effective PATH: the inherited one (or the run's own) plus the user bin directories, so a
   // daemon started by systemd finds the CLIs the user's shell finds.
   const path = extendPath(spec.env.PATH ?? process.env.PATH);
-  const env = { ...spec.env, PATH: path };
+  const unset = new Set(spec.unsetEnv ?? []);
+  const inherited = unset.size
+    ? Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined && !unset.has(e[0])))
+    : null;
+  const env = { ...(inherited ?? {}), ...spec.env, PATH: path };
   if (spec.statusFile) {
     // Under the wrapper a missing program would only be the shell's exit 127: check first.
     if (spec.cwd && !existsSync(spec.cwd)) throw new SpawnFailedError(`working directory ${spec.cwd} does not exist`, 'ENOENT');
@@ -207,7 +213,8 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
       shell,
       cwd: spec.cwd ?? undefined,
       env,
-      extendEnv: true,
+      // With variables to drop, the environment is built here from a filtered copy of ours.
+      extendEnv: inherited === null,
       ...(spec.stdin !== undefined ? { input: spec.stdin } : { stdin: 'ignore' as const }),
       // A file descriptor when the stream goes to a file (then subprocess.stdout is null); the cast
       // keeps execa's overloads simple — the stream handlers below are optional-chained.

@@ -6,6 +6,7 @@ import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import type { EventData, LoopAgentTarget, LoopPolicies, Target } from '../events/catalog.js';
 import { buildInvocation, isProviderId, PROVIDER_IDS, PROVIDERS } from './agents/index.js';
+import { resolveAccountEnv } from './accounts.js';
 import { extendPath } from './env.js';
 import { resolveExecutable } from './executor.js';
 import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../events/errors.js';
@@ -237,11 +238,6 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
   if (promptFile !== null && !existsSync(promptFile)) {
     throw new ValidationError(`--prompt-file: ${promptFile} does not exist`, { hint: 'the file is read when each run starts; create it first' });
   }
-  if (input.account !== undefined && input.account !== null) {
-    throw new ValidationError('--account: credential profiles are not supported by this version yet', {
-      hint: 'leave --account out: the CLI then uses the credentials of the user running loops',
-    });
-  }
   const command = buildCommandTarget({ command: 'agent', cwd: input.cwd ?? null, env: input.env ?? {}, secretEnv: input.secretEnv ?? [] }, baseDir);
   const isolation = input.configIsolation ?? 'safe';
   if (isolation !== 'safe' && isolation !== 'none') {
@@ -263,7 +259,7 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
     permissionMode: input.permissionMode ?? null,
     extraArgs: input.extraArgs ?? [],
     configIsolation: isolation,
-    account: null,
+    account: input.account ?? null,
     maxTurns: positiveCount(input.maxTurns ?? null, '--max-turns'),
     maxCostUsd: maxCost,
     idleTimeoutMs: toMs(input.idleTimeout ?? null, '--idle-timeout'),
@@ -282,7 +278,10 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
 
 /** A loop whose runs run an AI coding-agent CLI (`loops create agent`). */
 export function createAgentLoop(runtime: Runtime, input: CreateAgentLoopInput): LoopView {
-  return createLoop(runtime, { ...input, command: 'unused' }, buildAgentTarget(input));
+  const target = buildAgentTarget(input);
+  // The profile must resolve now (registered, or through an external accounts command).
+  if (target.account !== null) resolveAccountEnv(runtime.db, target.provider, target.account);
+  return createLoop(runtime, { ...input, command: 'unused' }, target);
 }
 
 export type CreateWorkflowLoopInput = Omit<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env'> & {

@@ -11,7 +11,8 @@ import { currentMachines } from '../machines/registry.js';
 import type { RunContext } from '../machines/run.js';
 import { DurableActor, type Effects } from './actor.js';
 import { agentReport, cliVersion, prepareAgent, type PreparedAgent } from './agent-run.js';
-import { PROVIDERS } from './agents/index.js';
+import { resolveAccountEnv } from './accounts.js';
+import { AUTH_ENV_VARS, PROVIDERS } from './agents/index.js';
 import { runSecrets } from './run-secrets.js';
 import { SecretMasker } from './secrets.js';
 import { watchCancel } from './cancel.js';
@@ -223,6 +224,17 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
         return;
       }
       const secretEnv = Object.fromEntries(secretNames.map((n) => [n, process.env[n]!]));
+      // An account: its credentials replace every inherited one; a profile that does not resolve
+      // fails the run before the CLI starts.
+      let accountEnv: Record<string, string> | null = null;
+      if (target.kind === 'agent' && target.account !== null) {
+        try {
+          accountEnv = resolveAccountEnv(db, target.provider, target.account);
+        } catch (error) {
+          actor.record('process.spawn_failed', { error: (error as Error).message, code: 'EACCOUNT' }, fenced);
+          return;
+        }
+      }
       const secrets = runSecrets(secretNames);
       const context = actor.snapshot.context as RunContext;
       try {
@@ -234,7 +246,8 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
                   args: agent!.invocation.args,
                   shell: false,
                   cwd: target.cwd,
-                  env: { ...agent!.env, ...secretEnv, ...runEnv(context) },
+                  env: { ...agent!.env, ...(accountEnv ?? {}), ...secretEnv, ...runEnv(context) },
+                  ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
                   ...(agent!.invocation.stdin !== null ? { stdin: agent!.invocation.stdin } : {}),
                   idleTimeoutMs: target.idleTimeoutMs,
                 }

@@ -3,7 +3,7 @@
  * (first on PATH): one loop per provider records session id, tokens and (where the CLI reports
  * it) cost; the prompt is never in any argv; the failure modes end as failed / timed_out.
  */
-import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -178,5 +178,32 @@ describe('secrets', () => {
     const id = (JSON.parse(r.stdout) as { id: string }).id;
     expect(readFileSync(join(s.dataDir, 'runs', id, 'a', '1', 'stdout.log'), 'utf8')).toBe('t=***\n');
     expect(grepDataDir(s.dataDir, [SECRET])).toEqual([]);
+  });
+});
+
+describe('accounts', () => {
+  it('--account routes the run to the profile: its directory replaces every inherited credential; a missing profile fails before the CLI starts', () => {
+    const { s, dir, log, env } = setup();
+    const profile = join(dir, 'claude-work');
+    mkdirSync(profile);
+    expect(s.run(['accounts', 'add', 'work', '--tool', 'claude', '--dir', profile]).code).toBe(0);
+    expect(s.json<Array<{ name: string }>>(['accounts', 'list']).map((a) => a.name)).toEqual(['work']);
+    const missing = s.run(['create', 'agent', 'nope', '--provider', 'claude', '--prompt', 'x', '--account', 'ghost', '--manual'], env);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/account ghost is not registered/);
+    expect(s.run(['create', 'agent', 'w', '--provider', 'claude', '--prompt', 'x', '--account', 'work', '--manual'], env).code).toBe(0);
+    const inherited = { ...env, ANTHROPIC_API_KEY: 'inherited-key-1234', CLAUDE_CONFIG_DIR: '/home/someone/.claude' };
+    const r = s.run(['run-now', 'w', '--json'], inherited);
+    expect(r.code, r.stderr).toBe(0);
+    const call = JSON.parse(readFileSync(log, 'utf8').trim().split('\n').at(-1)!) as { env: Record<string, string | undefined> };
+    expect(call.env.CLAUDE_CONFIG_DIR).toBe(profile);
+    expect(call.env.ANTHROPIC_API_KEY).toBeUndefined();
+    // The profile goes away: the next run fails before the CLI starts.
+    const calls = readFileSync(log, 'utf8').trim().split('\n').length;
+    expect(s.run(['accounts', 'remove', 'work']).code).toBe(0);
+    const after = s.run(['run-now', 'w', '--json'], inherited);
+    expect(after.code).toBe(3);
+    expect(JSON.parse(after.stdout)).toMatchObject({ status: 'failed', error: expect.stringMatching(/account work is not registered/) });
+    expect(readFileSync(log, 'utf8').trim().split('\n').length).toBe(calls);
   });
 });

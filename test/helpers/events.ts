@@ -284,3 +284,10 @@ export const wfrunEv = {
   cancelRequested: (reason: string | null = null, when = at(500)) => ev('wfrun.cancel_requested', { reason }, when),
   timedOut: (timeoutMs = 60_000, when = at(60_000)) => ev('wfrun.timed_out', { timeoutMs }, when),
 };
+
+// ── accounts (account stream) ────────────────────────────────────────────────
+export const accountEv = {
+  added: (data: Partial<EventData<'account.added'>> = {}, when = at(0)) =>
+    ev('account.added', { accountId: 'acct_1', name: 'work', tool: 'claude', dir: '/home/u/.claude-work', ...data }, when),
+  removed: (reason: string | null = null, when = at(1000)) => ev('account.removed', { reason }, when),
+};

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { eventSchemas, isEventType, schemaVersion, upcast, validateEventData, type EventType } from '../../src/events/catalog.js';
 import { LoopsError, ValidationError, isLoopsError, ConcurrencyConflictError } from '../../src/events/errors.js';
-import { loopEv, runEv, slotEv, wfrunEv, workflowEv } from '../helpers/events.js';
+import { loopEv, runEv, slotEv, wfrunEv, workflowEv, accountEv } from '../helpers/events.js';
 
 function messageOf(type: string, data: unknown): string {
   try {
@@ -30,6 +30,8 @@ describe('event catalogue', () => {
       runEv.exited(),
       runEv.abandoned(),
       runEv.agentReported(),
+      accountEv.added(),
+      accountEv.removed(),
       runEv.workflowStarted(),
       runEv.workflowEnded(),
       loopEv.expired(),

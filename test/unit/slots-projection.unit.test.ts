@@ -40,7 +40,7 @@ beforeEach(() => {
 
 describe('slot_decisions projection', () => {
   it('is registered after loops and loop_runs, and handles the slot decision events only', () => {
-    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions', 'pending_retries', 'buffered_slots', 'workflows', 'workflow_versions', 'workflow_runs']);
+    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions', 'pending_retries', 'buffered_slots', 'workflows', 'workflow_versions', 'workflow_runs', 'accounts']);
     expect(findProjection('slot_decisions')).toBe(slotDecisionsProjection);
     expect([...slotDecisionsProjection.handles].sort()).toEqual(['slot.buffered', 'slot.coalesced', 'slot.fired', 'slot.missed', 'slot.retry_scheduled', 'slot.skipped']);
     const created = storedStream(loopMachine, 'loop:loop_1', [loopEv.created()], positions)[0]!;

@@ -207,7 +207,7 @@ const agentSpec: CommandSpec = {
     'max-turns': { type: 'string', value: '<n>', description: 'stop after n agent turns (where the CLI supports it)' },
     'max-cost-usd': { type: 'string', value: '<usd>', description: 'a budget per run in USD' },
     'idle-timeout': { type: 'string', value: '<duration>', description: 'stop a run that prints nothing for this long' },
-    account: { type: 'string', value: '<profile>', description: 'a credentials profile (not supported yet)' },
+    account: { type: 'string', value: '<profile>', description: 'run under a credentials profile (loops accounts add); inherited credentials are dropped' },
     cwd: spec.options.cwd!,
     env: spec.options.env!,
     'secret-env': spec.options['secret-env']!,
