@@ -122,6 +122,30 @@ export const loopPoliciesSchema = z
   .strict();
 export type LoopPolicies = z.infer<typeof loopPoliciesSchema>;
 
+/** What an agent CLI reported about a run (null where it said nothing). */
+export const agentReportSchema = z
+  .object({
+    provider: z.string().min(1),
+    cliVersion: z.string().nullable(),
+    model: z.string().nullable(),
+    sessionId: z.string().nullable(),
+    turns: z.number().int().nonnegative().nullable(),
+    durationMs: z.number().nonnegative().nullable(),
+    tokens: z
+      .object({
+        input: z.number().nonnegative().nullable(),
+        output: z.number().nonnegative().nullable(),
+        cacheRead: z.number().nonnegative().nullable(),
+        cacheWrite: z.number().nonnegative().nullable(),
+      })
+      .strict(),
+    costUsd: z.number().nonnegative().nullable(),
+    finalMessage: z.string().nullable(),
+    isError: z.boolean().nullable(),
+    parseError: z.string().nullable(),
+  })
+  .strict();
+
 const reason = z.string().nullable();
 
 export const eventSchemas = {
@@ -321,28 +345,7 @@ export const eventSchemas = {
    */
   'run.agent_reported': {
     v: 1,
-    schema: z
-      .object({
-        provider: z.string().min(1),
-        cliVersion: z.string().nullable(),
-        model: z.string().nullable(),
-        sessionId: z.string().nullable(),
-        turns: z.number().int().nonnegative().nullable(),
-        durationMs: z.number().nonnegative().nullable(),
-        tokens: z
-          .object({
-            input: z.number().nonnegative().nullable(),
-            output: z.number().nonnegative().nullable(),
-            cacheRead: z.number().nonnegative().nullable(),
-            cacheWrite: z.number().nonnegative().nullable(),
-          })
-          .strict(),
-        costUsd: z.number().nonnegative().nullable(),
-        finalMessage: z.string().nullable(),
-        isError: z.boolean().nullable(),
-        parseError: z.string().nullable(),
-      })
-      .strict(),
+    schema: agentReportSchema,
   },
   /** A run of a workflow loop: its workflow run (slot + attempt map to exactly this one). */
   'run.workflow_started': {
@@ -463,6 +466,8 @@ export const eventSchemas = {
         durationMs: z.number().int().nonnegative(),
         error: z.string().nullable(),
         outputs: z.record(z.string(), z.string()),
+        /** An agent step: what its CLI reported. */
+        agent: agentReportSchema.nullable().optional(),
       })
       .strict(),
   },

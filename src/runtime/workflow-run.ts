@@ -13,7 +13,7 @@
 import type { AnyMachineSnapshot } from 'xstate';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import type { EventData } from '../events/catalog.js';
+import type { EventData, LoopAgentTarget } from '../events/catalog.js';
 import { LeaseLostError, LoopsError, UsageError } from '../events/errors.js';
 import type { StoredEvent } from '../events/types.js';
 import { renderTemplate, type StepView } from '../events/workflow-expr.js';
@@ -27,6 +27,10 @@ import type { TimerHandle } from './clock.js';
 import { readStatusFile, SpawnFailedError, spawnProcess, type ProcessHandle } from './executor.js';
 import { processRunning, signalGroup } from './process-info.js';
 import { runSecrets } from './run-secrets.js';
+import { resolveAccountEnv } from './accounts.js';
+import { agentReport, cliVersion, prepareAgent, type PreparedAgent } from './agent-run.js';
+import { AUTH_ENV_VARS, isProviderId } from './agents/index.js';
+import { SecretMasker } from './secrets.js';
 import { tailOfOutput } from './output.js';
 import { newId } from './ids.js';
 import { assertLeaseHeld, releaseLease, renewLease, takeLease, type Lease } from './leases.js';
@@ -220,6 +224,8 @@ class WorkflowRunner {
   }
 
   private batch: Array<{ type: string; data: unknown }> = [];
+  /** Agent steps prepared with their intent, by `<step>#<attempt>`, until spawned. */
+  private readonly agents = new Map<string, { target: LoopAgentTarget; prepared: PreparedAgent } | { error: string }>();
 
   /**
    * Records process facts (spawned, exited) in batches: the ones that arrive in the same turn of
@@ -298,7 +304,45 @@ class WorkflowRunner {
     const envKeys = Object.keys(this.stepEnv(c, step, attempt)).sort();
     const cwd = target.cwd === null ? null : render(target.cwd);
     if (target.type !== 'command') {
-      return { stepId, attempt, command: target.provider, args: [], shell: false, cwd, envKeys, timeoutAt: null };
+      // The adapter's argv (the prompt, with outputs substituted, goes on stdin); a problem becomes
+      // the step's spawn failure.
+      const key = `${stepId}#${attempt}`;
+      try {
+        if (!isProviderId(target.provider)) throw new Error(`unknown provider ${JSON.stringify(target.provider)}`);
+        const prompt = render(target.prompt ?? readFileSync(target.promptFile!, 'utf8'));
+        const loopTarget: LoopAgentTarget = {
+          kind: 'agent',
+          provider: target.provider,
+          prompt,
+          promptFile: null,
+          model: target.model,
+          agent: target.agent,
+          cwd,
+          env: {},
+          permissionMode: target.permissionMode,
+          extraArgs: target.extraArgs,
+          configIsolation: target.configIsolation,
+          account: target.account,
+          maxTurns: target.maxTurns,
+          maxCostUsd: target.maxCostUsd,
+          idleTimeoutMs: target.idleTimeoutMs,
+        };
+        const prepared = prepareAgent(this.runtime.dataDir, this.stepDir(stepId, attempt), loopTarget);
+        this.agents.set(key, { target: loopTarget, prepared });
+        return {
+          stepId,
+          attempt,
+          command: prepared.invocation.command,
+          args: prepared.invocation.args,
+          shell: false,
+          cwd,
+          envKeys: [...new Set([...envKeys, ...Object.keys(prepared.env)])].sort(),
+          timeoutAt: step.timeoutMs === null ? null : new Date(this.runtime.clock.now() + step.timeoutMs).toISOString(),
+        };
+      } catch (error) {
+        this.agents.set(key, { error: (error as Error).message });
+        return { stepId, attempt, command: target.provider, args: [], shell: false, cwd, envKeys, timeoutAt: null };
+      }
     }
     return {
       stepId,
@@ -318,16 +362,26 @@ class WorkflowRunner {
     const { stepId, attempt } = request;
     const c = this.context;
     const step = c.spec!.steps.find((s) => s.id === stepId)!;
-    if (step.target.type !== 'command') {
-      this.record('step.spawn_failed', {
-        stepId,
-        attempt,
-        error: `agent steps (provider ${step.target.provider}) cannot run yet: the agent target is not built in this version`,
-        code: 'ENOTSUP',
-      });
-      return;
-    }
     const dir = this.stepDir(stepId, attempt);
+    let agent: { target: LoopAgentTarget; prepared: PreparedAgent } | null = null;
+    let accountEnv: Record<string, string> | null = null;
+    if (step.target.type !== 'command') {
+      const entry = this.agents.get(`${stepId}#${attempt}`);
+      this.agents.delete(`${stepId}#${attempt}`);
+      if (!entry || 'error' in entry) {
+        this.record('step.spawn_failed', { stepId, attempt, error: entry?.error ?? 'the agent step could not be prepared', code: 'EINVAL' });
+        return;
+      }
+      agent = entry;
+      if (agent.target.account !== null) {
+        try {
+          accountEnv = resolveAccountEnv(this.runtime.db, agent.target.provider, agent.target.account);
+        } catch (error) {
+          this.record('step.spawn_failed', { stepId, attempt, error: (error as Error).message, code: 'EACCOUNT' });
+          return;
+        }
+      }
+    }
     // The spec's `secrets:` come from this runner's environment (never from the log) and are masked.
     const names = c.spec!.secrets;
     const missing = names.filter((n) => process.env[n] === undefined);
@@ -349,7 +403,10 @@ class WorkflowRunner {
           args: request.args,
           shell: request.shell,
           cwd: request.cwd,
-          env: { ...secretEnv, ...this.stepEnv(c, step, attempt) },
+          env: { ...(agent?.prepared.env ?? {}), ...(accountEnv ?? {}), ...secretEnv, ...this.stepEnv(c, step, attempt) },
+          ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
+          ...(agent?.prepared.invocation.stdin != null ? { stdin: agent.prepared.invocation.stdin } : {}),
+          ...(agent ? { idleTimeoutMs: agent.target.idleTimeoutMs } : {}),
           secrets: runSecrets(names),
           timeoutMs: step.timeoutMs,
           ...(this.options.tailBytes !== undefined ? { tailBytes: this.options.tailBytes } : {}),
@@ -374,7 +431,19 @@ class WorkflowRunner {
     if ((now.cancelRequested || now.timedOut) && !now.steps[stepId]!.afterStop) handle.cancel(now.cancelReason ?? 'workflow stopping');
     void handle.exited.then((exit) => {
       this.handles.delete(stepId);
-      this.recordSoon('step.exited', { stepId, attempt, ...exit, outputs: readOutputs(join(dir, 'output')) } satisfies EventData<'step.exited'>);
+      let report: EventData<'run.agent_reported'> | null = null;
+      if (agent) {
+        report = agentReport(agent.target.provider, join(dir, 'stdout.log'), cliVersion(agent.target.provider));
+        const secrets = runSecrets(names);
+        if (report.finalMessage !== null && secrets.length) report.finalMessage = new SecretMasker(secrets).mask(report.finalMessage);
+      }
+      this.recordSoon('step.exited', {
+        stepId,
+        attempt,
+        ...exit,
+        outputs: readOutputs(join(dir, 'output')),
+        ...(report ? { agent: report } : {}),
+      } satisfies EventData<'step.exited'>);
     });
   }
 

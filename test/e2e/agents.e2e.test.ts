@@ -207,3 +207,35 @@ describe('accounts', () => {
     expect(readFileSync(log, 'utf8').trim().split('\n').length).toBe(calls);
   });
 });
+
+describe('agent steps in workflows', () => {
+  it('an agent step gets its prompt with earlier outputs substituted, on stdin; its report is in the step event', () => {
+    const { s, dir, log, env } = setup();
+    const file = join(dir, 'wf.yaml');
+    writeFileSync(
+      file,
+      `name: fixer
+steps:
+  - id: test
+    run: echo "summary=3 failing" >> "$LOOPS_OUTPUT"
+  - id: fix
+    needs: test
+    agent:
+      provider: claude
+      prompt: "${MARKER}: tests say \${{ steps.test.outputs.summary }}"
+`,
+    );
+    expect(s.run(['workflows', 'create', file], env).code).toBe(0);
+    const r = s.run(['workflows', 'run', 'fixer', '--json'], env);
+    expect(r.code, r.stderr).toBe(0);
+    const id = (JSON.parse(r.stdout) as { id: string }).id;
+    const calls = readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { argv: string[]; prompt: string | null });
+    const call = calls.find((c) => c.prompt?.includes(MARKER))!;
+    expect(call.prompt).toContain(`${MARKER}: tests say 3 failing`);
+    for (const c of calls) expect(c.argv.join(' ')).not.toContain(MARKER);
+    const events = s.json<Array<{ type: string; data: { stepId?: string; agent?: { sessionId: string | null } } }>>(['events', id]);
+    const exited = events.find((e) => e.type === 'step.exited' && e.data.stepId === 'fix')!;
+    expect(exited.data.agent!.sessionId).toEqual(expect.any(String));
+    expect(s.run(['replay', id]).code).toBe(0);
+  });
+});
