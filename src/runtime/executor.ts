@@ -13,7 +13,7 @@ import { formatDuration } from './durations.js';
 import { extendPath } from './env.js';
 import { maskFiles, OutputFile, TailBuffer } from './output.js';
 import { SecretMasker, StreamMasker } from './secrets.js';
-import { bootId, groupAlive, processStartTime, signalGroup } from './process-info.js';
+import { bootId, descendants, groupAlive, isSameProcessAlive, processGroup, processStartTime, signalGroup } from './process-info.js';
 
 export interface SpawnSpec {
   command: string;
@@ -261,11 +261,19 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
   let leaderExited = false;
   let killTimer: TimerHandle | null = null;
 
+  // Descendants that left the run's process group (setsid / their own group), found while the
+  // leader lives: they are stopped with the group.
+  const strays = new Map<number, string | null>();
   const terminateGroup = () => {
+    for (const child of descendants(pid)) {
+      if (processGroup(child) !== pid && !strays.has(child)) strays.set(child, processStartTime(child));
+    }
     signalGroup(pid, 'SIGTERM');
+    for (const [child, start] of strays) if (isSameProcessAlive(child, start)) signalProcess(child, 'SIGTERM');
     if (killTimer === null) {
       killTimer = clock.setTimeout(() => {
         signalGroup(pid, 'SIGKILL');
+        for (const [child, start] of strays) if (isSameProcessAlive(child, start)) signalProcess(child, 'SIGKILL');
       }, grace);
     }
   };
@@ -428,4 +436,12 @@ function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string, 
   }
   if (code === 'EACCES') return `permission denied: ${spec.command} is not executable`;
   return `could not start ${spec.command}: ${cause}`;
+}
+
+function signalProcess(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // gone
+  }
 }

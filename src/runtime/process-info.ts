@@ -3,7 +3,7 @@
  * (+ boot id). Linux reads /proc; elsewhere `ps -o lstart=` is used.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 let cachedBootId: string | null | undefined;
 
@@ -78,5 +78,52 @@ export function processRunning(pid: number, startTime: string | null): boolean {
     return state !== 'Z' && state !== 'X';
   } catch {
     return false;
+  }
+}
+
+/**
+ * Every living descendant of `pid` (children, their children, …), from /proc on Linux; [] elsewhere
+ * or when /proc cannot be read. A descendant that started its own process group or session (an
+ * agent CLI's helper daemon) is not reached by signalling the run's group: stopping a run signals
+ * these too. Read while the leader is alive — after its death its orphans belong to init.
+ */
+export function descendants(pid: number): number[] {
+  if (process.platform !== 'linux') return [];
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const children = new Map<number, number[]>();
+  for (const name of entries) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = children.get(ppid);
+      if (list) list.push(Number(name));
+      else children.set(ppid, [Number(name)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out: number[] = [];
+  const stack = [...(children.get(pid) ?? [])];
+  while (stack.length) {
+    const next = stack.pop()!;
+    out.push(next);
+    stack.push(...(children.get(next) ?? []));
+  }
+  return out;
+}
+
+/** The process group of a process, or null. */
+export function processGroup(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+  } catch {
+    return null;
   }
 }

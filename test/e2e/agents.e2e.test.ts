@@ -3,11 +3,12 @@
  * (first on PATH): one loop per provider records session id, tokens and (where the CLI reports
  * it) cost; the prompt is never in any argv; the failure modes end as failed / timed_out.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { FIXTURES, Sandbox } from './cli-helpers.js';
+import { waitFor } from '../helpers/wait.js';
+import { FIXTURES, pidAlive, Sandbox } from './cli-helpers.js';
 
 const sandboxes: Sandbox[] = [];
 afterAll(() => {
@@ -237,5 +238,21 @@ steps:
     const exited = events.find((e) => e.type === 'step.exited' && e.data.stepId === 'fix')!;
     expect(exited.data.agent!.sessionId).toEqual(expect.any(String));
     expect(s.run(['replay', id]).code).toBe(0);
+  });
+});
+
+describe('cancel reaches descendants in other process groups', () => {
+  it('an agent whose helper left the process group: after cancel the helper is gone too', async () => {
+    const { s, dir, env } = setup();
+    const pidFile = join(dir, 'child.pid');
+    s.run(['create', 'agent', 'spawner', '--provider', 'claude', '--prompt', 'x', '--manual', '--kill-grace', '1s'], env);
+    const fg = s.start(['run-now', 'spawner'], { ...env, FAKE_AGENT_MODE: 'spawn-child', FAKE_AGENT_CHILD_PID_FILE: pidFile });
+    await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').length > 0, 10_000, 'the detached helper to start');
+    const child = Number(readFileSync(pidFile, 'utf8'));
+    expect(pidAlive(child)).toBe(true);
+    const run = s.json<Array<{ id: string; status: string }>>(['runs', 'spawner'])[0]!;
+    expect(s.run(['cancel', run.id]).code).toBe(0);
+    expect((await fg.exited).code).toBe(5);
+    await waitFor(() => !pidAlive(child), 5000, `helper ${child} to be gone`);
   });
 });
