@@ -55,7 +55,16 @@ export function cliVersion(provider: ProviderId, path = extendPath(process.env.P
   return version;
 }
 
-/** Parses the run's stdout file (and its rotated part) chunk by chunk into the agent's report. */
+/** The report from a parser that was fed the whole stdout while the CLI ran (see SpawnSpec.stdoutSink). */
+export function reportFrom(parser: AgentOutputParser, provider: ProviderId, version: string | null): EventData<'run.agent_reported'> {
+  return toEvent(parser.end(), provider, version);
+}
+
+/**
+ * Parses the run's stdout file (and its rotated part) chunk by chunk into the agent's report —
+ * for a run whose process ended while no runner fed a parser (recovery); past the file cap the
+ * beginning of the output is gone, and with it what the CLI said first (a session id).
+ */
 export function agentReport(provider: ProviderId, stdoutFile: string, version: string | null): EventData<'run.agent_reported'> {
   const parser = new AgentOutputParser(provider);
   const buf = Buffer.allocUnsafe(1 << 20);
@@ -77,7 +86,10 @@ export function agentReport(provider: ProviderId, stdoutFile: string, version: s
       closeSync(fd);
     }
   }
-  const r = parser.end();
+  return toEvent(parser.end(), provider, version);
+}
+
+function toEvent(r: ReturnType<AgentOutputParser['end']>, provider: ProviderId, version: string | null): EventData<'run.agent_reported'> {
   return {
     provider,
     cliVersion: version,

@@ -53,6 +53,11 @@ export interface SpawnSpec {
   secrets?: readonly string[];
   /** Inherited variables removed before `env` is applied (an account's run drops the others' credentials). */
   unsetEnv?: readonly string[];
+  /**
+   * Every byte of stdout, in order, as the runner reads it (an agent's JSONL parser): unlike the
+   * files, which keep only the end past their cap, this sees the whole stream. Not masked.
+   */
+  stdoutSink?: (chunk: Buffer) => void;
   /** Live output, e.g. for `run-now --show-output`. */
   onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
   /**
@@ -197,7 +202,10 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
       if (out.length) spec.onOutput!(stream, out);
     };
   };
-  const stdoutOut = spec.stdoutFile ? new OutputFile(spec.stdoutFile, cap, stdoutTail, live('stdout')) : null;
+  const liveStdout = live('stdout');
+  const sink = spec.stdoutSink;
+  const stdoutConsumer = sink ? (chunk: Buffer) => (sink(chunk), liveStdout?.(chunk)) : liveStdout;
+  const stdoutOut = spec.stdoutFile ? new OutputFile(spec.stdoutFile, cap, stdoutTail, stdoutConsumer) : null;
   const stderrOut = spec.stderrFile ? new OutputFile(spec.stderrFile, cap, stderrTail, live('stderr')) : null;
   const closeOutputs = () => {
     stdoutOut?.close();
@@ -248,6 +256,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
   stderrOut?.follow();
   subprocess.stdout?.on('data', (chunk: Buffer) => {
     stdoutTail.push(chunk);
+    spec.stdoutSink?.(chunk);
     spec.onOutput?.('stdout', chunk);
   });
   subprocess.stderr?.on('data', (chunk: Buffer) => {

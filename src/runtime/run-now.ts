@@ -10,9 +10,9 @@ import { InvalidTransitionError, LeaseLostError } from '../events/errors.js';
 import { currentMachines } from '../machines/registry.js';
 import type { RunContext } from '../machines/run.js';
 import { DurableActor, type Effects } from './actor.js';
-import { agentReport, cliVersion, prepareAgent, type PreparedAgent } from './agent-run.js';
+import { cliVersion, prepareAgent, reportFrom, type PreparedAgent } from './agent-run.js';
 import { resolveAccountEnv } from './accounts.js';
-import { AUTH_ENV_VARS, PROVIDERS } from './agents/index.js';
+import { AgentOutputParser, AUTH_ENV_VARS, PROVIDERS } from './agents/index.js';
 import { runSecrets } from './run-secrets.js';
 import { SecretMasker } from './secrets.js';
 import { watchCancel } from './cancel.js';
@@ -224,6 +224,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
         return;
       }
       const secretEnv = Object.fromEntries(secretNames.map((n) => [n, process.env[n]!]));
+      const parser = target.kind === 'agent' ? new AgentOutputParser(target.provider) : null;
       // An account: its credentials replace every inherited one; a profile that does not resolve
       // fails the run before the CLI starts.
       let accountEnv: Record<string, string> | null = null;
@@ -250,6 +251,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
                   ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
                   ...(agent!.invocation.stdin !== null ? { stdin: agent!.invocation.stdin } : {}),
                   idleTimeoutMs: target.idleTimeoutMs,
+                  stdoutSink: (chunk: Buffer) => parser!.push(chunk),
                 }
               : { command: target.command, args: target.args, shell: target.shell, cwd: target.cwd, env: { ...secretEnv, ...runEnv(context) } }),
             secrets,
@@ -281,7 +283,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
         try {
           if (target.kind === 'agent') {
             // The agent's own account of the run goes into the transaction of its exit.
-            const report = agentReport(target.provider, join(files, 'stdout.log'), cliVersion(target.provider));
+            const report = reportFrom(parser!, target.provider, cliVersion(target.provider));
             if (report.finalMessage !== null && secrets.length) report.finalMessage = new SecretMasker(secrets).mask(report.finalMessage);
             actor.recordAll(
               [

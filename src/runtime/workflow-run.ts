@@ -28,8 +28,8 @@ import { readStatusFile, SpawnFailedError, spawnProcess, type ProcessHandle } fr
 import { processRunning, signalGroup } from './process-info.js';
 import { runSecrets } from './run-secrets.js';
 import { resolveAccountEnv } from './accounts.js';
-import { agentReport, cliVersion, prepareAgent, type PreparedAgent } from './agent-run.js';
-import { AUTH_ENV_VARS, isProviderId } from './agents/index.js';
+import { cliVersion, prepareAgent, reportFrom, type PreparedAgent } from './agent-run.js';
+import { AgentOutputParser, AUTH_ENV_VARS, isProviderId } from './agents/index.js';
 import { SecretMasker } from './secrets.js';
 import { tailOfOutput } from './output.js';
 import { newId } from './ids.js';
@@ -395,6 +395,7 @@ class WorkflowRunner {
       return;
     }
     const secretEnv = Object.fromEntries(names.map((n) => [n, process.env[n]!]));
+    const parser = agent ? new AgentOutputParser(agent.target.provider) : null;
     let handle: ProcessHandle;
     try {
       handle = await spawnProcess(
@@ -406,7 +407,7 @@ class WorkflowRunner {
           env: { ...(agent?.prepared.env ?? {}), ...(accountEnv ?? {}), ...secretEnv, ...this.stepEnv(c, step, attempt) },
           ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
           ...(agent?.prepared.invocation.stdin != null ? { stdin: agent.prepared.invocation.stdin } : {}),
-          ...(agent ? { idleTimeoutMs: agent.target.idleTimeoutMs } : {}),
+          ...(agent ? { idleTimeoutMs: agent.target.idleTimeoutMs, stdoutSink: (chunk: Buffer) => parser!.push(chunk) } : {}),
           secrets: runSecrets(names),
           timeoutMs: step.timeoutMs,
           ...(this.options.tailBytes !== undefined ? { tailBytes: this.options.tailBytes } : {}),
@@ -433,7 +434,7 @@ class WorkflowRunner {
       this.handles.delete(stepId);
       let report: EventData<'run.agent_reported'> | null = null;
       if (agent) {
-        report = agentReport(agent.target.provider, join(dir, 'stdout.log'), cliVersion(agent.target.provider));
+        report = reportFrom(parser!, agent.target.provider, cliVersion(agent.target.provider));
         const secrets = runSecrets(names);
         if (report.finalMessage !== null && secrets.length) report.finalMessage = new SecretMasker(secrets).mask(report.finalMessage);
       }

@@ -256,3 +256,18 @@ describe('cancel reaches descendants in other process groups', () => {
     await waitFor(() => !pidAlive(child), 5000, `helper ${child} to be gone`);
   });
 });
+
+describe('huge agent output', () => {
+  it('60 MB of JSONL: the run is recorded (report parsed from the files), the files stay capped, nothing crashes', () => {
+    const { s, env } = setup();
+    s.run(['create', 'agent', 'chatty', '--provider', 'codex', '--prompt', 'x', '--manual'], env);
+    const r = s.run(['run-now', 'chatty', '--json'], { ...env, FAKE_AGENT_MODE: 'huge', FAKE_AGENT_HUGE_BYTES: String(60 * 1024 * 1024) });
+    expect(r.code, r.stderr).toBe(0);
+    const run = JSON.parse(r.stdout) as AgentRun & { stdoutBytes: number };
+    expect(run.stdoutBytes).toBeGreaterThan(60 * 1024 * 1024);
+    expect(run.agent!.sessionId).toEqual(expect.any(String));
+    const dir = join(s.dataDir, 'runs', run.id);
+    const size = (f: string) => (existsSync(join(dir, f)) ? statSync(join(dir, f)).size : 0);
+    expect(size('stdout.log') + size('stdout.log.1')).toBeLessThanOrEqual(2 * 16 * 1024 * 1024 + 1024 * 1024);
+  });
+});
