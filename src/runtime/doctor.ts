@@ -191,13 +191,15 @@ interface DatabaseResult {
   checks: DoctorCheck[];
   /** Open and usable for the loop checks, or null. */
   db: Db | null;
+  /** Which loops exist is known: the database is usable, or there is none yet (so there are no loops). */
+  known: boolean;
 }
 
 function checkDatabase(dataDir: string, dataDirExists: boolean): DatabaseResult {
   const file = databaseFile(dataDir);
   const base = { id: 'database', title: 'database', neededBy: [] as string[] };
   if (!dataDirExists || !existsSync(file)) {
-    return { db: null, checks: [{ ...base, status: 'warn', detail: `${file} does not exist yet (no loop was created)`, hint: 'create a loop: loops create command <name> --cmd <command> --every 1h' }] };
+    return { db: null, known: true, checks: [{ ...base, status: 'warn', detail: `${file} does not exist yet (no loop was created)`, hint: 'create a loop: loops create command <name> --cmd <command> --every 1h' }] };
   }
   let db: Db;
   try {
@@ -206,6 +208,7 @@ function checkDatabase(dataDir: string, dataDirExists: boolean): DatabaseResult 
     if (error instanceof FormatVersionError) {
       return {
         db: null,
+        known: false,
         checks: [
           { ...base, status: 'ok', detail: `${file} opens` },
           { id: 'log-format', title: 'log format', status: 'fail', detail: error.message, ...(error.hint ? { hint: error.hint } : {}), neededBy: [] },
@@ -214,6 +217,7 @@ function checkDatabase(dataDir: string, dataDirExists: boolean): DatabaseResult 
     }
     return {
       db: null,
+      known: false,
       checks: [
         {
           ...base,
@@ -254,7 +258,7 @@ function checkDatabase(dataDir: string, dataDirExists: boolean): DatabaseResult 
   }
   if (!usable) {
     db.close();
-    return { db: null, checks };
+    return { db: null, known: false, checks };
   }
   const pbase = { id: 'projections', title: 'projections', neededBy: [] as string[] };
   const stale = staleProjections(db);
@@ -272,19 +276,20 @@ function checkDatabase(dataDir: string, dataDirExists: boolean): DatabaseResult 
         hint: 'the log may hold events this version cannot read (upgrade loops); the log itself is untouched',
       });
       db.close();
-      return { db: null, checks };
+      return { db: null, known: false, checks };
     }
   }
-  return { db, checks };
+  return { db, known: true, checks };
 }
 
 // ── daemon ──────────────────────────────────────────────────────────────────────────────────────────
 
-function checkDaemon(dataDir: string, info: DaemonInfo | null, now: number, scheduled: LoopView[], envRead: boolean): DoctorCheck {
-  const base = { id: 'daemon', title: 'daemon', neededBy: scheduled.map((l) => l.name) };
+function checkDaemon(dataDir: string, info: DaemonInfo | null, now: number, scheduled: LoopView[] | null, envRead: boolean): DoctorCheck {
+  const base = { id: 'daemon', title: 'daemon', neededBy: (scheduled ?? []).map((l) => l.name) };
   if (!info) {
     const stale = readPidFile(dataDir);
     const staleNote = stale ? ` (stale pid file of pid ${stale.pid})` : '';
+    if (scheduled === null) return { ...base, status: 'warn', detail: `not running${staleNote}; whether a loop needs it is unknown: the database cannot be read` };
     if (scheduled.length === 0) {
       return { ...base, status: 'ok', detail: `not running${staleNote}; no active loop is scheduled (manual loops run with loops run-now)` };
     }
@@ -326,14 +331,16 @@ interface Needs {
   scheduled: string[];
 }
 
-function checkProvider(provider: ProviderId, needs: Needs, here: RunEnv, daemon: RunEnv | null): DoctorCheck {
+function checkProvider(provider: ProviderId, needs: Needs, here: RunEnv, daemon: RunEnv | null, known: boolean): DoctorCheck {
   const info = PROVIDERS[provider];
   const title = info.binary === provider ? `${provider} CLI` : `${provider} CLI (${info.binary})`;
   const base = { id: `cli:${provider}`, title, neededBy: needs.all };
   const found = resolveExecutable(info.binary, here.path, null);
   const usedBy = needs.all.length ? `; used by ${list(needs.all)}` : '';
   if (found === null) {
-    if (needs.all.length === 0) return { ...base, status: 'ok', detail: 'not installed (no active loop uses it)' };
+    if (needs.all.length === 0) {
+      return { ...base, status: 'ok', detail: known ? 'not installed (no active loop uses it)' : 'not installed (which loops need it is unknown: the database cannot be read)' };
+    }
     return {
       ...base,
       status: 'fail',
@@ -392,7 +399,9 @@ function accountProblem(accounts: AccountRow[], provider: ProviderId, profile: s
     if (account.tool !== provider) {
       return { status: 'fail', text: `account ${profile} is for ${account.tool}, not ${provider}`, hint: `loops accounts add <name> --tool ${provider} --dir <path>` };
     }
-    if (!isDirectory(account.dir)) return { status: 'fail', text: `account ${profile}: its directory ${account.dir} does not exist` };
+    if (!isDirectory(account.dir)) {
+      return { status: 'fail', text: `account ${profile}: its directory ${account.dir} does not exist`, hint: `recreate it, or loops accounts remove ${profile} and add it again` };
+    }
     return null;
   }
   const external = resolveExecutable('accounts', here.path, null);
@@ -411,7 +420,6 @@ function accountProblem(accounts: AccountRow[], provider: ProviderId, profile: s
 // ── active loops ────────────────────────────────────────────────────────────────────────────────────
 
 interface LoopContext {
-  db: Db;
   here: RunEnv;
   /** The daemon's environment, when known and the loop is scheduled (the daemon runs it). */
   daemon: RunEnv | null;
@@ -491,7 +499,10 @@ function commandLoopProblems(target: CommandTarget, ctx: LoopContext): { problem
   if (cwd) problems.push(cwd);
   const exe = executableProblems(target, envs);
   problems.push(...exe.problems, ...secretProblems(target.secretEnv ?? [], ctx.here, ctx.daemon));
-  const what = target.shell ? `shell command (/bin/sh)` : `${target.command}${exe.resolved && exe.resolved !== target.command ? ` → ${exe.resolved}` : ''}`;
+  const text = target.command.replace(/\s+/g, ' ').trim();
+  const what = target.shell
+    ? `sh -c ${JSON.stringify(text.length > 40 ? `${text.slice(0, 39)}…` : text)}`
+    : `${target.command}${exe.resolved && exe.resolved !== target.command ? ` (${exe.resolved})` : ''}`;
   return { problems, summary: `${what}${target.cwd ? `, cwd ${target.cwd}` : ''}` };
 }
 
@@ -531,7 +542,7 @@ function agentLoopProblems(target: LoopAgentTarget, ctx: LoopContext): { problem
     if (p) problems.push(p);
   }
   problems.push(...secretProblems(target.secretEnv ?? [], ctx.here, ctx.daemon));
-  const summary = `${target.provider}${hereFile ? ` (${hereFile})` : ''}${target.cwd ? `, cwd ${target.cwd}` : ''}${target.promptFile ? `, prompt file ${target.promptFile}` : ''}${target.account ? `, account ${target.account}` : ''}`;
+  const summary = `${target.provider}${hereFile ? ` at ${hereFile}` : ''}${target.cwd ? `, cwd ${target.cwd}` : ''}${target.promptFile ? `, prompt file ${target.promptFile}` : ''}${target.account ? `, account ${target.account}` : ''}`;
   return { problems, summary };
 }
 
@@ -635,7 +646,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   const dir = checkDataDir(options.dataDir);
   checks.push(dir.check);
   // Not a directory: there is no database to look at.
-  const database: DatabaseResult = dir.check.status === 'fail' && !dir.exists ? { checks: [], db: null } : checkDatabase(options.dataDir, dir.exists);
+  const database: DatabaseResult = dir.check.status === 'fail' && !dir.exists ? { checks: [], db: null, known: false } : checkDatabase(options.dataDir, dir.exists);
   checks.push(...database.checks);
   const db = database.db;
   try {
@@ -648,7 +659,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     const info = dir.exists ? runningDaemon(options.dataDir) : null;
     const daemonVars = info ? readEnv(info.pid) : null;
     const daemon = info && daemonVars ? runEnv(`the daemon's environment (pid ${info.pid})`, daemonVars, daemonVars.HOME ?? home) : null;
-    checks.push(checkDaemon(options.dataDir, info, now, scheduled, daemon !== null));
+    checks.push(checkDaemon(options.dataDir, info, now, database.known ? scheduled : null, daemon !== null));
 
     if (db) {
       const inactive = loops.filter((l) => l.status !== 'active' && l.status !== 'removed');
@@ -666,7 +677,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
 
     for (const provider of PROVIDER_IDS) {
       const users = active.filter((l) => providersOf(l, workflows.get(l.id) ?? null).includes(provider));
-      checks.push(checkProvider(provider, { all: users.map((l) => l.name), scheduled: users.filter(isScheduled).map((l) => l.name) }, here, daemon));
+      checks.push(checkProvider(provider, { all: users.map((l) => l.name), scheduled: users.filter(isScheduled).map((l) => l.name) }, here, daemon, database.known));
     }
 
     const accounts = db ? registeredAccounts(db) : [];
@@ -678,7 +689,6 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     for (const loop of active) {
       checks.push(
         checkLoop(loop, {
-          db: db!,
           here,
           daemon: isScheduled(loop) ? daemon : null,
           accounts,
@@ -689,5 +699,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   } finally {
     db?.close();
   }
-  return { ok: !checks.some((c) => c.status === 'fail'), checks };
+  // One key order for every check, for --json readers.
+  const ordered = checks.map(({ id, title, status, detail, hint, neededBy }) => ({ id, title, status, detail, ...(hint ? { hint } : {}), neededBy }));
+  return { ok: !ordered.some((c) => c.status === 'fail'), checks: ordered };
 }
