@@ -97,3 +97,12 @@ export function truncate(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
+
+/** Tokens (in/out) and cost an agent CLI reported for a run, for tables: `12.3k/4.1k $0.0421`. */
+export function agentUsage(agent: { tokens: { input: number | null; output: number | null }; costUsd: number | null } | null): string {
+  if (!agent) return '-';
+  const k = (n: number | null) => (n === null ? '?' : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
+  const tokens = agent.tokens.input === null && agent.tokens.output === null ? '' : `${k(agent.tokens.input)}/${k(agent.tokens.output)}`;
+  const cost = agent.costUsd === null ? '' : `$${agent.costUsd.toFixed(4)}`;
+  return [tokens, cost].filter(Boolean).join(' ') || '-';
+}

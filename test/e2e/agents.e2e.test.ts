@@ -271,3 +271,17 @@ describe('huge agent output', () => {
     expect(size('stdout.log') + size('stdout.log.1')).toBeLessThanOrEqual(2 * 16 * 1024 * 1024 + 1024 * 1024);
   });
 });
+
+describe('cost and tokens in tables', () => {
+  it('runs and show print tokens and cost for agent runs', () => {
+    const { s, env } = setup();
+    s.run(['create', 'agent', 'costly', '--provider', 'claude', '--prompt', 'x', '--manual'], env);
+    expect(s.run(['run-now', 'costly'], env).code).toBe(0);
+    const runs = s.run(['runs', 'costly']).stdout;
+    expect(runs).toContain('TOKENS/COST');
+    expect(runs).toMatch(/\$0\.0421/);
+    const show = s.run(['show', 'costly']).stdout;
+    expect(show).toMatch(/\$0\.0421/);
+    expect(show).toContain('7f3c2a9e-5d41-4b8e-9c6a-2e1f0b3d4a55');
+  });
+});

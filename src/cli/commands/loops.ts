@@ -5,7 +5,7 @@ import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import { durationText, paint, printJson, statusColor, table, when } from '../render.js';
+import { agentUsage, durationText, paint, printJson, statusColor, table, when } from '../render.js';
 
 const listSpec: CommandSpec = {
   name: 'list',
@@ -127,13 +127,14 @@ const show: CliCommand = {
         ctx.out.write('\nRecent runs:\n');
         ctx.out.write(
           table(
-            ['RUN', 'STATUS', 'STARTED', 'DURATION', 'EXIT'],
+            ['RUN', 'STATUS', 'STARTED', 'DURATION', 'EXIT', ...(loop.target.kind === 'agent' ? ['TOKENS/COST', 'SESSION'] : [])],
             runs.map((r) => [
               r.id,
               paint(c, statusColor(r.status), r.status),
               when(r.startedAt ?? r.claimedAt, ctx),
               durationText(r.durationMs),
               r.exitCode === null ? (r.signal ?? '-') : String(r.exitCode),
+              ...(loop.target.kind === 'agent' ? [agentUsage(r.agent), r.agent?.sessionId ?? '-'] : []),
             ]),
             c,
           ),

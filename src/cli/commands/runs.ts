@@ -3,7 +3,7 @@ import { openReader } from '../../runtime/store.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import { durationText, paint, printJson, statusColor, table, truncate, when } from '../render.js';
+import { agentUsage, durationText, paint, printJson, statusColor, table, truncate, when } from '../render.js';
 
 const STATUSES = ['claimed', 'spawning', 'running', 'succeeded', 'failed', 'timed_out', 'cancelled', 'abandoned'];
 
@@ -40,9 +40,11 @@ const runs: CliCommand = {
         ctx.err.write(loop ? `No runs of ${loop.name} yet (loops run-now ${loop.name} runs it).\n` : 'No runs yet.\n');
         return EXIT.ok;
       }
+      // Agent runs also show what the CLI used: tokens in/out and cost.
+      const agents = list.some((r) => r.agent !== null);
       ctx.out.write(
         table(
-          ['RUN', 'LOOP', 'STATUS', 'TRIGGER', 'ATTEMPT', 'STARTED', 'DURATION', 'EXIT', 'ERROR'],
+          ['RUN', 'LOOP', 'STATUS', 'TRIGGER', 'ATTEMPT', 'STARTED', 'DURATION', 'EXIT', ...(agents ? ['TOKENS/COST'] : []), 'ERROR'],
           list.map((r) => [
             r.id,
             r.loopName,
@@ -52,6 +54,7 @@ const runs: CliCommand = {
             when(r.startedAt ?? r.claimedAt, ctx),
             durationText(r.durationMs),
             r.exitCode === null ? (r.signal ?? '-') : String(r.exitCode),
+            ...(agents ? [agentUsage(r.agent)] : []),
             r.error ? truncate(r.error, 60) : '',
           ]),
           ctx.color,
