@@ -148,6 +148,39 @@ export const agentReportSchema = z
 
 const reason = z.string().nullable();
 
+/** What a process event says, shared by a run's process.* events and a workflow step's step.* events. */
+const spawnRequestShape = {
+  command: z.string(),
+  args: z.array(z.string()),
+  shell: z.boolean(),
+  cwd: z.string().nullable(),
+  /** Names only: values may be secrets and are not logged. */
+  envKeys: z.array(z.string()),
+  /** Absolute deadline for the hard timeout, null for none. */
+  timeoutAt: isoInstant.nullable(),
+};
+const spawnedShape = {
+  pid: z.number().int().positive(),
+  pgid: z.number().int().positive(),
+  /** Process start time as the OS reports it (Linux: clock ticks since boot), for identity checks. */
+  startTime: z.string().nullable(),
+  bootId: z.string().nullable(),
+};
+const exitShape = {
+  exitCode: z.number().int().nullable(),
+  signal: z.string().nullable(),
+  timedOut: z.boolean(),
+  cancelled: z.boolean(),
+  /** Tail of stdout (UTF-8, at most the configured number of bytes). */
+  stdout: z.string(),
+  stderr: z.string(),
+  stdoutBytes: z.number().int().nonnegative(),
+  stderrBytes: z.number().int().nonnegative(),
+  durationMs: z.number().int().nonnegative(),
+  error: z.string().nullable(),
+};
+const stepShape = { stepId: z.string().min(1), attempt: z.number().int().positive() };
+
 export const eventSchemas = {
   // ── loop stream: loop:<id> ──────────────────────────────────────────────
   'loop.created': {
@@ -288,56 +321,14 @@ export const eventSchemas = {
       })
       .strict(),
   },
-  'process.spawn_requested': {
-    v: 1,
-    schema: z
-      .object({
-        command: z.string(),
-        args: z.array(z.string()),
-        shell: z.boolean(),
-        cwd: z.string().nullable(),
-        /** Names only: values may be secrets and are not logged. */
-        envKeys: z.array(z.string()),
-        /** Absolute deadline for the hard timeout, null for none. */
-        timeoutAt: isoInstant.nullable(),
-      })
-      .strict(),
-  },
-  'process.spawned': {
-    v: 1,
-    schema: z
-      .object({
-        pid: z.number().int().positive(),
-        pgid: z.number().int().positive(),
-        /** Process start time as the OS reports it (Linux: clock ticks since boot), for identity checks. */
-        startTime: z.string().nullable(),
-        bootId: z.string().nullable(),
-      })
-      .strict(),
-  },
+  'process.spawn_requested': { v: 1, schema: z.object(spawnRequestShape).strict() },
+  'process.spawned': { v: 1, schema: z.object(spawnedShape).strict() },
   'process.spawn_failed': {
     v: 1,
     schema: z.object({ error: z.string(), code: z.string().nullable() }).strict(),
   },
   'run.cancel_requested': { v: 1, schema: z.object({ reason }).strict() },
-  'process.exited': {
-    v: 1,
-    schema: z
-      .object({
-        exitCode: z.number().int().nullable(),
-        signal: z.string().nullable(),
-        timedOut: z.boolean(),
-        cancelled: z.boolean(),
-        /** Tail of stdout (UTF-8, at most the configured number of bytes). */
-        stdout: z.string(),
-        stderr: z.string(),
-        stdoutBytes: z.number().int().nonnegative(),
-        stderrBytes: z.number().int().nonnegative(),
-        durationMs: z.number().int().nonnegative(),
-        error: z.string().nullable(),
-      })
-      .strict(),
-  },
+  'process.exited': { v: 1, schema: z.object(exitShape).strict() },
   'run.abandoned': { v: 1, schema: z.object({ reason: z.string() }).strict() },
   /**
    * What an agent CLI said about its run, parsed from its JSON / JSONL output (null where it said
@@ -418,32 +409,9 @@ export const eventSchemas = {
   /** The intent to start attempt `attempt` of a step, with its rendered command line (env: names only). */
   'step.spawn_requested': {
     v: 1,
-    schema: z
-      .object({
-        stepId: z.string().min(1),
-        attempt: z.number().int().positive(),
-        command: z.string(),
-        args: z.array(z.string()),
-        shell: z.boolean(),
-        cwd: z.string().nullable(),
-        envKeys: z.array(z.string()),
-        timeoutAt: isoInstant.nullable(),
-      })
-      .strict(),
+    schema: z.object({ ...stepShape, ...spawnRequestShape }).strict(),
   },
-  'step.spawned': {
-    v: 1,
-    schema: z
-      .object({
-        stepId: z.string().min(1),
-        attempt: z.number().int().positive(),
-        pid: z.number().int().positive(),
-        pgid: z.number().int().positive(),
-        startTime: z.string().nullable(),
-        bootId: z.string().nullable(),
-      })
-      .strict(),
-  },
+  'step.spawned': { v: 1, schema: z.object({ ...stepShape, ...spawnedShape }).strict() },
   'step.spawn_failed': {
     v: 1,
     schema: z.object({ stepId: z.string().min(1), attempt: z.number().int().positive(), error: z.string(), code: z.string().nullable() }).strict(),
@@ -453,18 +421,8 @@ export const eventSchemas = {
     v: 1,
     schema: z
       .object({
-        stepId: z.string().min(1),
-        attempt: z.number().int().positive(),
-        exitCode: z.number().int().nullable(),
-        signal: z.string().nullable(),
-        timedOut: z.boolean(),
-        cancelled: z.boolean(),
-        stdout: z.string(),
-        stderr: z.string(),
-        stdoutBytes: z.number().int().nonnegative(),
-        stderrBytes: z.number().int().nonnegative(),
-        durationMs: z.number().int().nonnegative(),
-        error: z.string().nullable(),
+        ...stepShape,
+        ...exitShape,
         outputs: z.record(z.string(), z.string()),
         /** An agent step: what its CLI reported. */
         agent: agentReportSchema.nullable().optional(),
