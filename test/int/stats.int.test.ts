@@ -1,0 +1,432 @@
+/**
+ * `runStats` (loops stats) on a real SQLite runtime:
+ *  - real runs through runNow — command loops that succeed, fail and time out, and agent loops
+ *    against the fake CLIs in test/fixtures/agents (first on PATH) — summed as the runs report them
+ *    (the sums agree with the runs' own RunViews; a CLI that reports no cost does not count as 0);
+ *  - runs written the way a runner writes them on a SimulatedClock, for exact numbers: the --since
+ *    window, still-running, cancelled and abandoned runs, medians, removed loops, the total row.
+ */
+import { delimiter } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import type { EventData } from '../../src/events/catalog.js';
+import { AmbiguousError, NotFoundError, UsageError } from '../../src/events/errors.js';
+import { currentMachines } from '../../src/machines/registry.js';
+import { DurableActor } from '../../src/runtime/actor.js';
+import { SimulatedClock } from '../../src/runtime/clock.js';
+import { newId } from '../../src/runtime/ids.js';
+import { changeLoopState, createAgentLoop, createCommandLoop } from '../../src/runtime/loops.js';
+import { listRuns, type LoopView, type RunView } from '../../src/runtime/queries.js';
+import { runNow } from '../../src/runtime/run-now.js';
+import type { Runtime } from '../../src/runtime/runtime.js';
+import { parseSince, runStats, type LoopStats } from '../../src/runtime/stats.js';
+import { fixture } from '../helpers/fixtures.js';
+import { expectLogConsistent } from '../helpers/invariants.js';
+import { useRuntime } from '../helpers/tmp.js';
+
+/** Puts the fake agent CLIs first on PATH (and sets extra variables) for the current test. */
+function withEnv(vars: Record<string, string>): void {
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, vars);
+  onTestFinished(() => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+}
+const fakesFirst = () => ({ PATH: `${fixture('agents')}${delimiter}${process.env.PATH ?? ''}` });
+
+function byName(loops: LoopStats[], name: string): LoopStats {
+  const found = loops.find((l) => l.name === name);
+  expect(found, `loop ${name} in the stats`).toBeDefined();
+  return found!;
+}
+
+const sum = (values: Array<number | null | undefined>) =>
+  values.some((v) => v !== null && v !== undefined) ? values.reduce<number>((a, v) => a + (v ?? 0), 0) : null;
+
+function median(values: number[]): number | null {
+  if (values.length === 0) return null;
+  const s = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return Math.round(s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2);
+}
+
+describe('runStats over real runs', () => {
+  it('sums command and agent runs as they were recorded; a CLI without a cost is not counted as $0', async () => {
+    withEnv(fakesFirst());
+    const runtime = await useRuntime();
+    const manual = { manual: true, tz: 'UTC' };
+    createCommandLoop(runtime, { name: 'ok', command: 'echo hi', schedule: manual });
+    createCommandLoop(runtime, { name: 'bad', command: 'echo oops >&2; exit 3', schedule: manual });
+    createCommandLoop(runtime, { name: 'slow', command: 'sleep 10', schedule: manual, timeout: '300ms', killGrace: '200ms' });
+    createAgentLoop(runtime, { name: 'review', provider: 'claude', prompt: 'review the diff', schedule: manual });
+    createAgentLoop(runtime, { name: 'fix', provider: 'codex', prompt: 'fix the tests', schedule: manual, model: 'gpt-5-codex' });
+    createCommandLoop(runtime, { name: 'idle', command: 'true', schedule: manual });
+
+    for (let i = 0; i < 3; i++) expect((await runNow(runtime, 'ok')).status).toBe('succeeded');
+    expect((await runNow(runtime, 'bad')).status).toBe('failed');
+    expect((await runNow(runtime, 'slow')).status).toBe('timed_out');
+    expect((await runNow(runtime, 'review')).status).toBe('succeeded');
+    expect((await runNow(runtime, 'review')).status).toBe('succeeded');
+    expect((await runNow(runtime, 'fix')).status).toBe('succeeded');
+    // A CLI that fails without JSON: an agent run with a report of nulls (no cost, no tokens).
+    withEnv({ FAKE_AGENT_MODE: 'nojson' });
+    expect((await runNow(runtime, 'review')).status).toBe('failed');
+
+    const report = runStats(runtime.db);
+    expect(report.since).toBeNull();
+    // Every loop not removed, in name order, runs or not.
+    expect(report.loops.map((l) => l.name)).toEqual(['bad', 'fix', 'idle', 'ok', 'review', 'slow']);
+
+    const runs = listRuns(runtime.db, { limit: 1000 });
+    const of = (name: string) => runs.filter((r) => r.loopName === name);
+    // Each loop's numbers agree with its runs' own views.
+    for (const l of report.loops) {
+      const mine = of(l.name);
+      expect(l.runs).toBe(mine.length);
+      expect(l.totalDurationMs).toBe(sum(mine.map((r) => r.durationMs)));
+      expect(l.medianDurationMs).toBe(median(mine.map((r) => r.durationMs!)));
+    }
+    expect(byName(report.loops, 'ok')).toMatchObject({ runs: 3, succeeded: 3, failed: 0, running: 0, successRate: 1 });
+    expect(byName(report.loops, 'bad')).toMatchObject({ runs: 1, succeeded: 0, failed: 1, successRate: 0 });
+    expect(byName(report.loops, 'slow')).toMatchObject({ runs: 1, timedOut: 1, successRate: 0 });
+    expect(byName(report.loops, 'idle')).toMatchObject({
+      runs: 0,
+      successRate: null,
+      totalDurationMs: null,
+      medianDurationMs: null,
+      agent: { runs: 0, turns: null, costUsd: null, costRuns: 0, providers: [], models: [], seen: [] },
+    });
+    expect(byName(report.loops, 'ok').agent).toMatchObject({ runs: 0, turns: null, tokens: { input: null }, costUsd: null });
+
+    // The agent numbers are the sums of what each run's CLI reported.
+    const agentSums = (list: RunView[]) => ({
+      turns: sum(list.map((r) => r.agent?.turns)),
+      tokens: {
+        input: sum(list.map((r) => r.agent?.tokens.input)),
+        output: sum(list.map((r) => r.agent?.tokens.output)),
+        cacheRead: sum(list.map((r) => r.agent?.tokens.cacheRead)),
+        cacheWrite: sum(list.map((r) => r.agent?.tokens.cacheWrite)),
+      },
+    });
+    const review = byName(report.loops, 'review');
+    const reviewRuns = of('review');
+    expect(reviewRuns.filter((r) => r.agent?.costUsd !== null && r.agent?.costUsd !== undefined)).toHaveLength(2);
+    expect(review).toMatchObject({ runs: 3, succeeded: 2, failed: 1, successRate: 2 / 3 });
+    expect(review.agent).toMatchObject({
+      runs: 3,
+      ...agentSums(reviewRuns),
+      costRuns: 2,
+      providers: ['claude'],
+      models: ['claude-sonnet-4-5-20250929'],
+      // The run without JSON named no model, nor did the loop.
+      seen: [
+        { provider: 'claude', model: null },
+        { provider: 'claude', model: 'claude-sonnet-4-5-20250929' },
+      ],
+    });
+    expect(review.agent.costUsd).toBeCloseTo(sum(reviewRuns.map((r) => r.agent?.costUsd))!, 9);
+    expect(review.agent.costUsd).toBeCloseTo(2 * 0.0421335, 9);
+    expect(review.agent.turns).toBeGreaterThan(0);
+
+    // codex reports tokens but no cost: the cost is unknown (null), not $0.
+    const fix = byName(report.loops, 'fix');
+    expect(fix.agent).toMatchObject({ runs: 1, ...agentSums(of('fix')), costUsd: null, costRuns: 0, providers: ['codex'] });
+    expect(fix.agent.tokens.input).toBeGreaterThan(0);
+    // The model the CLI reported, else the one the loop asked for.
+    expect(fix.agent.models).toEqual([of('fix')[0]!.agent!.model ?? 'gpt-5-codex']);
+
+    // The total: over all runs; the cost over the runs that had one.
+    expect(report.total).toMatchObject({
+      loops: 6,
+      runs: 9,
+      succeeded: 6,
+      failed: 2,
+      timedOut: 1,
+      cancelled: 0,
+      abandoned: 0,
+      running: 0,
+      successRate: 6 / 9,
+      totalDurationMs: sum(runs.map((r) => r.durationMs)),
+      medianDurationMs: median(runs.map((r) => r.durationMs!)),
+      agent: { runs: 4, costRuns: 2, ...agentSums(runs), providers: ['claude', 'codex'] },
+    });
+    expect(report.total.agent.costUsd).toBeCloseTo(review.agent.costUsd!, 9);
+
+    // One loop by name, id or id prefix.
+    const one = runStats(runtime.db, { loop: 'review' });
+    expect(one.loops).toHaveLength(1);
+    expect(one.loops[0]).toEqual(review);
+    expect(one.total).toMatchObject({ loops: 1, runs: 3, agent: { costRuns: 2 } });
+    expect(runStats(runtime.db, { loop: review.loopId }).loops[0]).toEqual(review);
+    expect(runStats(runtime.db, { loop: review.loopId.slice(0, 20) }).loops[0]).toEqual(review);
+    expect(() => runStats(runtime.db, { loop: 'nope' })).toThrow(NotFoundError);
+    expect(() => runStats(runtime.db, { loop: 'loop_' })).toThrow(AmbiguousError);
+    expectLogConsistent(runtime);
+  });
+});
+
+// ── Exact numbers: runs written the way a runner writes them, on a simulated clock ─────────────
+
+const T0 = Date.parse('2026-03-01T12:00:00.000Z');
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+type Outcome =
+  | { end: 'exit'; exitCode: number; durationMs: number; timedOut?: boolean; agent?: Partial<EventData<'run.agent_reported'>> }
+  | { end: 'running' }
+  | { end: 'abandoned'; afterMs: number }
+  | { end: 'cancelled-before-start' };
+
+const report = (overrides: Partial<EventData<'run.agent_reported'>>): EventData<'run.agent_reported'> => ({
+  provider: 'claude',
+  cliVersion: '2.1.31',
+  model: null,
+  sessionId: null,
+  turns: null,
+  durationMs: null,
+  tokens: { input: null, output: null, cacheRead: null, cacheWrite: null },
+  costUsd: null,
+  finalMessage: null,
+  isError: null,
+  parseError: null,
+  ...overrides,
+});
+
+/** A run of `loop` claimed now, ended as told (the clock moves by the run's duration). */
+function recordRun(runtime: Runtime, clock: SimulatedClock, loop: LoopView, outcome: Outcome): string {
+  const runId = newId('run', clock.now());
+  const actor = DurableActor.create(runtime, `run:${runId}`, 'run', currentMachines.run);
+  actor.record('run.claimed', {
+    runId,
+    loopId: loop.id,
+    loopName: loop.name,
+    slot: `manual:${runId}`,
+    scheduledFor: new Date(clock.now()).toISOString(),
+    attempt: 1,
+    trigger: 'manual',
+    target: loop.target,
+    policies: loop.policies,
+    runnerId: runtime.runnerId,
+    leaseToken: 1,
+  });
+  if (outcome.end === 'cancelled-before-start') {
+    actor.record('run.cancel_requested', { reason: 'not now' });
+    return runId;
+  }
+  actor.record('process.spawn_requested', { command: 'x', args: [], shell: true, cwd: null, envKeys: [], timeoutAt: null });
+  actor.record('process.spawned', { pid: 4242, pgid: 4242, startTime: null, bootId: null });
+  if (outcome.end === 'running') return runId;
+  if (outcome.end === 'abandoned') {
+    clock.advance(outcome.afterMs);
+    actor.record('run.abandoned', { reason: 'runner gone' });
+    return runId;
+  }
+  clock.advance(outcome.durationMs);
+  const exited = {
+    exitCode: outcome.timedOut ? null : outcome.exitCode,
+    signal: outcome.timedOut ? 'SIGTERM' : null,
+    timedOut: outcome.timedOut ?? false,
+    cancelled: false,
+    stdout: '',
+    stderr: '',
+    stdoutBytes: 0,
+    stderrBytes: 0,
+    durationMs: outcome.durationMs,
+    error: outcome.exitCode === 0 ? null : 'exited',
+  };
+  actor.recordAll([
+    ...(outcome.agent ? [{ type: 'run.agent_reported', data: report(outcome.agent) }] : []),
+    { type: 'process.exited', data: exited },
+  ]);
+  return runId;
+}
+
+describe('runStats: windows and outcomes (simulated clock)', () => {
+  async function setup() {
+    withEnv(fakesFirst());
+    const clock = new SimulatedClock(T0);
+    const runtime = await useRuntime({ clock });
+    const manual = { manual: true, tz: 'UTC' };
+    const job = createCommandLoop(runtime, { name: 'job', command: 'true', schedule: manual });
+    const agent = createAgentLoop(runtime, { name: 'agent', provider: 'claude', prompt: 'x', schedule: manual, model: 'claude-opus-4-1' });
+    const gone = createCommandLoop(runtime, { name: 'gone', command: 'true', schedule: manual });
+    return { clock, runtime, job, agent, gone };
+  }
+
+  it('counts every outcome, takes medians of ended runs, and cuts the window at --since', async () => {
+    const { clock, runtime, job, agent, gone } = await setup();
+    // Day 0: an old run of `gone`, which is then removed, and two old job runs.
+    recordRun(runtime, clock, gone, { end: 'exit', exitCode: 0, durationMs: 5000 });
+    changeLoopState(runtime, 'gone', 'remove');
+    recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 100_000 });
+    recordRun(runtime, clock, job, { end: 'exit', exitCode: 1, durationMs: 100_000 });
+    clock.advance(2 * DAY);
+    const cut = clock.now();
+    // Day 2 on: the window.
+    recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 100 });
+    recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 300 });
+    recordRun(runtime, clock, job, { end: 'exit', exitCode: 2, durationMs: 200 });
+    recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 1000, timedOut: true });
+    recordRun(runtime, clock, job, { end: 'abandoned', afterMs: 400 });
+    recordRun(runtime, clock, job, { end: 'cancelled-before-start' });
+    recordRun(runtime, clock, job, { end: 'running' });
+    const full = { input: 1000, output: 200, cacheRead: 5000, cacheWrite: 300 };
+    recordRun(runtime, clock, agent, { end: 'exit', exitCode: 0, durationMs: 60_000, agent: { model: 'claude-opus-4-1', turns: 4, tokens: full, costUsd: 0.1 } });
+    recordRun(runtime, clock, agent, { end: 'exit', exitCode: 0, durationMs: 30_000, agent: { model: 'claude-opus-4-1', turns: 2, tokens: full, costUsd: 0.2 } });
+    recordRun(runtime, clock, agent, {
+      end: 'exit',
+      exitCode: 0,
+      durationMs: 90_000,
+      agent: { model: 'claude-sonnet-4-5', turns: 3, tokens: { ...full, cacheWrite: null }, costUsd: null },
+    });
+    recordRun(runtime, clock, agent, { end: 'exit', exitCode: 1, durationMs: 10_000, agent: {} }); // no JSON: all null
+    recordRun(runtime, clock, agent, { end: 'running' }); // no report yet
+
+    const all = runStats(runtime.db);
+    expect(all.loops.map((l) => [l.name, l.status, l.runs])).toEqual([
+      ['agent', 'active', 5],
+      ['gone', 'removed', 1],
+      ['job', 'active', 9],
+    ]);
+
+    const since = new Date(cut).toISOString();
+    const win = runStats(runtime.db, { since });
+    expect(win.since).toBe(since);
+    // The removed loop has no run in the window: not listed.
+    expect(win.loops.map((l) => l.name)).toEqual(['agent', 'job']);
+    const job2 = byName(win.loops, 'job');
+    expect(job2).toEqual({
+      loopId: job.id,
+      name: 'job',
+      status: 'active',
+      runs: 7,
+      succeeded: 2,
+      failed: 1,
+      timedOut: 1,
+      cancelled: 1,
+      abandoned: 1,
+      running: 1,
+      successRate: 2 / 6,
+      // 100 + 300 + 200 + 1000 + 400 (abandoned after 400 ms) + 0 (cancelled before it started)
+      totalDurationMs: 2000,
+      // sorted 0, 100, 200, 300, 400, 1000 → (200 + 300) / 2
+      medianDurationMs: 250,
+      agent: { runs: 0, turns: null, tokens: { input: null, output: null, cacheRead: null, cacheWrite: null }, costUsd: null, costRuns: 0, providers: [], models: [], seen: [] },
+    });
+    const agent2 = byName(win.loops, 'agent');
+    expect(agent2).toMatchObject({ runs: 5, succeeded: 3, failed: 1, running: 1, successRate: 3 / 4, totalDurationMs: 190_000, medianDurationMs: 45_000 });
+    expect(agent2.agent).toEqual({
+      runs: 5,
+      turns: 9,
+      tokens: { input: 3000, output: 600, cacheRead: 15000, cacheWrite: 600 },
+      costUsd: 0.3, // exactly: the sum is rounded to nano-dollars (0.1 + 0.2)
+      costRuns: 2,
+      providers: ['claude'],
+      // The running run (no report) counts the loop's model; the all-null report too.
+      models: ['claude-opus-4-1', 'claude-sonnet-4-5'],
+      seen: [
+        { provider: 'claude', model: 'claude-opus-4-1' },
+        { provider: 'claude', model: 'claude-sonnet-4-5' },
+      ],
+    });
+    expect(win.total).toMatchObject({
+      loops: 2,
+      runs: 12,
+      succeeded: 5,
+      failed: 2,
+      timedOut: 1,
+      cancelled: 1,
+      abandoned: 1,
+      running: 2,
+      successRate: 5 / 10,
+      totalDurationMs: 192_000,
+      // 0 100 200 300 400 1000 10000 30000 60000 90000 → (400 + 1000) / 2
+      medianDurationMs: 700,
+      agent: { runs: 5, turns: 9, costUsd: 0.3, costRuns: 2 },
+    });
+
+    // The boundary is inclusive; a moment later the first run in the window drops out.
+    expect(runStats(runtime.db, { since: new Date(cut + 1).toISOString() }).total.runs).toBe(11);
+    // A removed loop, named, is shown — even with no run in the window.
+    expect(runStats(runtime.db, { loop: gone.id }).loops).toMatchObject([{ name: 'gone', status: 'removed', runs: 1, succeeded: 1 }]);
+    expect(runStats(runtime.db, { loop: gone.id, since }).loops).toMatchObject([{ name: 'gone', status: 'removed', runs: 0 }]);
+    expect(runStats(runtime.db, { loop: gone.id, since }).total).toMatchObject({ loops: 1, runs: 0, successRate: null });
+    // A window with no runs at all: the live loops with zeros.
+    const empty = runStats(runtime.db, { since: new Date(clock.now() + 1).toISOString() });
+    expect(empty.loops.map((l) => [l.name, l.runs])).toEqual([
+      ['agent', 0],
+      ['job', 0],
+    ]);
+    expect(empty.total).toMatchObject({ runs: 0, successRate: null, totalDurationMs: null, medianDurationMs: null, agent: { runs: 0, costUsd: null } });
+    expectLogConsistent(runtime);
+  });
+
+  it('a run started after --since counts even when it was claimed before it', async () => {
+    const { clock, runtime, job } = await setup();
+    const runId = newId('run', clock.now());
+    const actor = DurableActor.create(runtime, `run:${runId}`, 'run', currentMachines.run);
+    actor.record('run.claimed', {
+      runId,
+      loopId: job.id,
+      loopName: job.name,
+      slot: `manual:${runId}`,
+      scheduledFor: new Date(clock.now()).toISOString(),
+      attempt: 1,
+      trigger: 'manual',
+      target: job.target,
+      policies: job.policies,
+      runnerId: runtime.runnerId,
+      leaseToken: 1,
+    });
+    clock.advance(1000);
+    const since = new Date(clock.now()).toISOString();
+    expect(runStats(runtime.db, { since }).total.runs).toBe(0); // claimed before, not started yet
+    actor.record('process.spawn_requested', { command: 'x', args: [], shell: true, cwd: null, envKeys: [], timeoutAt: null });
+    expect(runStats(runtime.db, { since }).total).toMatchObject({ runs: 1, running: 1 });
+  });
+});
+
+describe('parseSince', () => {
+  const now = Date.parse('2026-05-08T10:00:00.000Z');
+  it('takes a duration as that long ago, and an ISO time', async () => {
+    expect(await parseSince('7d', now)).toBe('2026-05-01T10:00:00.000Z');
+    expect(await parseSince('24h', now)).toBe('2026-05-07T10:00:00.000Z');
+    expect(await parseSince('1h30m', now)).toBe('2026-05-08T08:30:00.000Z');
+    expect(await parseSince('2026-05-01T07:00Z', now)).toBe('2026-05-01T07:00:00.000Z');
+    expect(await parseSince('2026-05-01T09:00+02:00', now)).toBe('2026-05-01T07:00:00.000Z');
+    expect(await parseSince('2026-05-08T10:00:00.000Z', now)).toBe('2026-05-08T10:00:00.000Z');
+    // Without an offset: the system time zone (like --at).
+    const local = await parseSince('2026-05-01', now);
+    expect(Math.abs(Date.parse(local) - Date.parse('2026-05-01T00:00:00Z'))).toBeLessThanOrEqual(14 * HOUR);
+  });
+
+  it('refuses what is neither, an impossible date, and the future', async () => {
+    await expect(parseSince('bogus', now)).rejects.toThrow(UsageError);
+    await expect(parseSince('bogus', now)).rejects.toThrow(/--since: "bogus" is neither a time nor a duration/);
+    await expect(parseSince('7', now)).rejects.toThrow(/neither a time nor a duration/);
+    await expect(parseSince('', now)).rejects.toThrow(UsageError);
+    await expect(parseSince('2026-02-31', now)).rejects.toThrow(/--since: "2026-02-31" is not a valid date and time/);
+    await expect(parseSince('2026-05-09T00:00Z', now)).rejects.toThrow(/--since: 2026-05-09T00:00:00.000Z is in the future/);
+    await expect(parseSince('100000w', now)).rejects.toThrow(/too far back/);
+  });
+});
+
+describe('stats formatting (for people)', () => {
+  it('costs in dollars to a hundredth of a cent, tokens with separators, rates that never round to 100% or 0%', async () => {
+    const { num, percent, usd } = await import('../../src/cli/commands/stats.js');
+    expect(usd(0.0421335)).toBe('$0.0421');
+    expect(usd(0)).toBe('$0.0000');
+    expect(usd(1234.5)).toBe('$1,234.5000');
+    expect(usd(0.00001)).toBe('<$0.0001');
+    expect(num(1234567)).toBe('1,234,567');
+    expect(num(null)).toBe('-');
+    expect(percent(1)).toBe('100%');
+    expect(percent(0.75)).toBe('75%');
+    expect(percent(2 / 3)).toBe('66.7%');
+    expect(percent(0.9996)).toBe('99.9%');
+    expect(percent(0.0001)).toBe('0.1%');
+    expect(percent(0)).toBe('0%');
+  });
+});
