@@ -380,7 +380,8 @@ export function workflowVersion(db: Db, workflowId: string, version: number): Wo
     version,
   );
   if (!row) {
-    const latest = cached<[string], { n: number | null }>(db, 'SELECT MAX(version) AS n FROM workflow_versions WHERE workflow_id = ?').get(
+    // Only for the hint: the latest version there is (versions are appended through the stream's compare-and-set).
+    const latest = cached<[string], { n: number | null }>(db, 'SELECT version AS n FROM workflow_versions WHERE workflow_id = ? ORDER BY version DESC LIMIT 1').get(
       workflowId,
     )?.n;
     throw new NotFoundError(`workflow ${workflowId} has no version ${version}`, {

@@ -143,7 +143,13 @@ async function follow(ctx: CliContext, label: string, starter: Starter): Promise
       ctx.err.write(`${drawn ? `\x1b[${drawn}A` : ''}${lines.map((l) => `\x1b[2K${l}`).join('\n')}\n`);
       drawn = lines.length;
     };
-    const timer = live ? setInterval(draw, 100) : null;
+    // The live view redraws itself every 100 ms on a terminal (the screen, not the database).
+    let timer: NodeJS.Timeout | null = null;
+    const tick = () => {
+      draw();
+      timer = setTimeout(tick, 100);
+    };
+    if (live) timer = setTimeout(tick, 100);
     const reported = new Map<string, string>();
     try {
       const { run, started } = await starter(runtime, {
@@ -165,7 +171,8 @@ async function follow(ctx: CliContext, label: string, starter: Starter): Promise
           }
         },
       });
-      if (timer) clearInterval(timer);
+      if (timer) clearTimeout(timer);
+      timer = null;
       if (live) draw();
       if (!started && !ctx.json) ctx.err.write(`already ran as ${run.id}\n`);
       if (ctx.json) printJson(ctx, run);
@@ -175,7 +182,7 @@ async function follow(ctx: CliContext, label: string, starter: Starter): Promise
       }
       return exitCodeForRunStatus(run.status);
     } finally {
-      if (timer) clearInterval(timer);
+      if (timer) clearTimeout(timer);
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
       runtime.close();
