@@ -8,6 +8,19 @@ import { sql, stateName, type Projection } from './types.js';
 
 const durationSql = `CAST(ROUND((julianday(?) - julianday(started_at)) * 86400000) AS INTEGER)`;
 
+/** The run ended without a process exit to record (spawn failed, abandoned, its workflow run ended). */
+function endWith(status: string | null, error: string | null, at: string, id: string) {
+  return sql(
+    `UPDATE loop_runs SET status = ?, error = ?, finished_at = ?, duration_ms = ${durationSql}, updated_at = ? WHERE id = ?`,
+    status,
+    error,
+    at,
+    at,
+    at,
+    id,
+  );
+}
+
 export const runsProjection: Projection = {
   name: 'loop_runs',
   // v2: rows keyed by claimed_position (the rowid, so newest-first needs no extra index).
@@ -95,17 +108,7 @@ export const runsProjection: Projection = {
       }
       case 'process.spawn_failed': {
         const d = event.data as EventData<'process.spawn_failed'>;
-        return [
-          sql(
-            `UPDATE loop_runs SET status = ?, error = ?, finished_at = ?, duration_ms = ${durationSql}, updated_at = ? WHERE id = ?`,
-            status,
-            d.error,
-            event.at,
-            event.at,
-            event.at,
-            id,
-          ),
-        ];
+        return [endWith(status, d.error, event.at, id)];
       }
       case 'run.cancel_requested': {
         const d = event.data as EventData<'run.cancel_requested'>;
@@ -147,31 +150,11 @@ export const runsProjection: Projection = {
         return [sql('UPDATE loop_runs SET agent = ?, updated_at = ? WHERE id = ?', JSON.stringify(event.data), event.at, id)];
       case 'run.workflow_ended': {
         const d = event.data as EventData<'run.workflow_ended'>;
-        return [
-          sql(
-            `UPDATE loop_runs SET status = ?, error = ?, finished_at = ?, duration_ms = ${durationSql}, updated_at = ? WHERE id = ?`,
-            status,
-            d.error,
-            event.at,
-            event.at,
-            event.at,
-            id,
-          ),
-        ];
+        return [endWith(status, d.error, event.at, id)];
       }
       case 'run.abandoned': {
         const d = event.data as EventData<'run.abandoned'>;
-        return [
-          sql(
-            `UPDATE loop_runs SET status = ?, error = ?, finished_at = ?, duration_ms = ${durationSql}, updated_at = ? WHERE id = ?`,
-            status,
-            d.reason,
-            event.at,
-            event.at,
-            event.at,
-            id,
-          ),
-        ];
+        return [endWith(status, d.reason, event.at, id)];
       }
       default:
         return [];

@@ -2,7 +2,7 @@ import { UsageError } from '../../events/errors.js';
 import { describeSchedule } from '../../runtime/describe.js';
 import { createAgentLoop, createCommandLoop, createWorkflowLoop } from '../../runtime/loops.js';
 import type { LoopView } from '../../runtime/queries.js';
-import { openRuntime } from '../../runtime/runtime.js';
+import { openRuntime, type Runtime } from '../../runtime/runtime.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -82,9 +82,8 @@ const createCommand: CliCommand = {
       throw new UsageError('loops create command: --cmd is required', { hint: "e.g. --cmd 'echo hello'" });
     }
     const env = parseEnv(values.env as string[] | undefined);
-    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
-    try {
-      const loop = createCommandLoop(runtime, {
+    return createAndPrint(ctx, (runtime) =>
+      createCommandLoop(runtime, {
         name: positionals[0]!,
         command: cmd,
         args: (values.arg as string[] | undefined) ?? [],
@@ -95,12 +94,8 @@ const createCommand: CliCommand = {
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
         ...loopOptions(values),
-      });
-      printCreated(ctx, loop, runtime.clock.now());
-      return EXIT.ok;
-    } finally {
-      runtime.close();
-    }
+      }),
+    );
   },
 };
 
@@ -130,6 +125,17 @@ function loopOptions(values: Record<string, unknown>) {
     maxRetryDelay: (values['max-retry-delay'] as string | undefined) ?? null,
     lease: (values.lease as string | undefined) ?? null,
   };
+}
+
+/** Opens the runtime, creates the loop, prints it (or its JSON). */
+async function createAndPrint(ctx: CliContext, create: (runtime: Runtime) => LoopView): Promise<number> {
+  const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+  try {
+    printCreated(ctx, create(runtime), runtime.clock.now());
+    return EXIT.ok;
+  } finally {
+    runtime.close();
+  }
 }
 
 function printCreated(ctx: CliContext, loop: LoopView, nowMs: number): void {
@@ -172,14 +178,9 @@ const createWorkflowCommand: CliCommand = {
     if (workflow === undefined) {
       throw new UsageError('loops create workflow: --workflow is required', { hint: 'the name of a workflow stored with loops workflows create <file>' });
     }
-    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
-    try {
-      const loop = createWorkflowLoop(runtime, { name: positionals[0]!, workflow, ...loopOptions(values) });
-      printCreated(ctx, loop, runtime.clock.now());
-      return EXIT.ok;
-    } finally {
-      runtime.close();
-    }
+    return createAndPrint(ctx, (runtime) =>
+      createWorkflowLoop(runtime, { name: positionals[0]!, workflow, ...loopOptions(values) }),
+    );
   },
 };
 
@@ -228,9 +229,8 @@ const createAgentCommand: CliCommand = {
     if (provider === undefined) {
       throw new UsageError('loops create agent: --provider is required', { hint: 'one of claude, codex, cursor, opencode, gemini, codewith, aicopilot' });
     }
-    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
-    try {
-      const loop = createAgentLoop(runtime, {
+    return createAndPrint(ctx, (runtime) =>
+      createAgentLoop(runtime, {
         name: positionals[0]!,
         provider,
         prompt: (values.prompt as string | undefined) ?? null,
@@ -250,12 +250,8 @@ const createAgentCommand: CliCommand = {
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
         ...loopOptions(values),
-      });
-      printCreated(ctx, loop, runtime.clock.now());
-      return EXIT.ok;
-    } finally {
-      runtime.close();
-    }
+      }),
+    );
   },
 };
 
