@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EventData, LoopAgentTarget } from '../events/catalog.js';
-import { AgentOutputParser, buildInvocation, parseVersionOutput, PROVIDERS, type AgentInvocation, type ProviderId } from './agents/index.js';
+import { AgentOutputParser, buildInvocation, enforcedLimits, limitExceeded, parseVersionOutput, PROVIDERS, type AgentInvocation, type ProviderId } from './agents/index.js';
 import { extendPath } from './env.js';
 import { resolveExecutable } from './executor.js';
 
@@ -62,19 +62,39 @@ export function reportFrom(parser: AgentOutputParser, provider: ProviderId, vers
 
 /**
  * Parses the run's stdout file (and its rotated part) chunk by chunk into the agent's report —
- * for a run whose process ended while no runner fed a parser (recovery); past the file cap the
- * beginning of the output is gone, and with it what the CLI said first (a session id).
+ * for a run whose process ended while no runner fed a parser (recovery). Past the file cap the
+ * beginning of the output is gone from those, and with it what the CLI said first (its session
+ * id, its model): when the report lacks them, they are taken from the kept head
+ * (`<file>.head`, see OutputFile), parsed on its own — only those two fields, so nothing the head
+ * shares with the rotated part (tokens, cost, turns) is counted twice.
  */
 export function agentReport(provider: ProviderId, stdoutFile: string, version: string | null): EventData<'run.agent_reported'> {
-  const parser = new AgentOutputParser(provider);
   const buf = Buffer.allocUnsafe(1 << 20);
-  for (const file of [`${stdoutFile}.1`, stdoutFile]) {
+  const parser = new AgentOutputParser(provider);
+  feedFiles(parser, [`${stdoutFile}.1`, stdoutFile], buf);
+  const report = { ...parser.end() };
+  if (report.sessionId === null || report.model === null) {
+    const head = new AgentOutputParser(provider);
+    if (feedFiles(head, [`${stdoutFile}.head`], buf)) {
+      const first = head.end();
+      report.sessionId ??= first.sessionId;
+      report.model ??= first.model;
+    }
+  }
+  return toEvent(report, provider, version);
+}
+
+/** Pushes the files that exist, in order, through the parser, one `buf` at a time; whether any did. */
+function feedFiles(parser: AgentOutputParser, files: string[], buf: Buffer): boolean {
+  let any = false;
+  for (const file of files) {
     let fd: number;
     try {
       fd = openSync(file, 'r');
     } catch {
       continue;
     }
+    any = true;
     try {
       for (let pos = 0; ; ) {
         const n = readSync(fd, buf, 0, buf.length, pos);
@@ -86,7 +106,7 @@ export function agentReport(provider: ProviderId, stdoutFile: string, version: s
       closeSync(fd);
     }
   }
-  return toEvent(parser.end(), provider, version);
+  return any;
 }
 
 function toEvent(r: ReturnType<AgentOutputParser['end']>, provider: ProviderId, version: string | null): EventData<'run.agent_reported'> {
@@ -102,5 +122,19 @@ function toEvent(r: ReturnType<AgentOutputParser['end']>, provider: ProviderId, 
     finalMessage: r.finalMessage === null ? null : r.finalMessage.length > 65_536 ? `${r.finalMessage.slice(0, 65_536)}…` : r.finalMessage,
     isError: r.isError,
     parseError: r.parseError,
+  };
+}
+
+/**
+ * The executor's stdout sink for an agent run (SpawnSpec.stdoutSink): feeds the parser and, for the
+ * limits loops enforces itself (the CLI has no flag for them but reports them), asks the executor
+ * to stop the run once a reported figure goes over its limit.
+ */
+export function agentSink(parser: AgentOutputParser, target: Pick<LoopAgentTarget, 'provider' | 'maxTurns' | 'maxCostUsd'>): (chunk: Buffer) => string | void {
+  const limits = enforcedLimits(target);
+  if (limits === null) return (chunk) => parser.push(chunk);
+  return (chunk) => {
+    parser.push(chunk);
+    return limitExceeded(target.provider, parser.progress(), limits) ?? undefined;
   };
 }

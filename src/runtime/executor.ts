@@ -56,8 +56,10 @@ export interface SpawnSpec {
   /**
    * Every byte of stdout, in order, as the runner reads it (an agent's JSONL parser): unlike the
    * files, which keep only the end past their cap, this sees the whole stream. Not masked.
+   * Returning a string stops the process group (SIGTERM, SIGKILL after the grace period) for that
+   * reason — an agent over its budget; the exit then records the reason as its error.
    */
-  stdoutSink?: (chunk: Buffer) => void;
+  stdoutSink?: (chunk: Buffer) => void | string;
   /** Live output, e.g. for `run-now --show-output`. */
   onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
   /**
@@ -204,7 +206,17 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
   };
   const liveStdout = live('stdout');
   const sink = spec.stdoutSink;
-  const stdoutConsumer = sink ? (chunk: Buffer) => (sink(chunk), liveStdout?.(chunk)) : liveStdout;
+  // Set once a sink asked to stop the run (see SpawnSpec.stdoutSink); acted on once the process runs.
+  let stopReason: string | null = null;
+  let stopNow: (() => void) | null = null;
+  const feedSink = (chunk: Buffer) => {
+    const stop = sink!(chunk);
+    if (typeof stop === 'string' && stopReason === null) {
+      stopReason = stop;
+      stopNow?.();
+    }
+  };
+  const stdoutConsumer = sink ? (chunk: Buffer) => (feedSink(chunk), liveStdout?.(chunk)) : liveStdout;
   const stdoutOut = spec.stdoutFile ? new OutputFile(spec.stdoutFile, cap, stdoutTail, stdoutConsumer) : null;
   const stderrOut = spec.stderrFile ? new OutputFile(spec.stderrFile, cap, stderrTail, live('stderr')) : null;
   const closeOutputs = () => {
@@ -256,7 +268,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
   stderrOut?.follow();
   subprocess.stdout?.on('data', (chunk: Buffer) => {
     stdoutTail.push(chunk);
-    spec.stdoutSink?.(chunk);
+    if (sink) feedSink(chunk);
     spec.onOutput?.('stdout', chunk);
   });
   subprocess.stderr?.on('data', (chunk: Buffer) => {
@@ -304,7 +316,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
       if (total !== seen) {
         seen = total;
         lastChange = clock.monotonic();
-      } else if (clock.monotonic() - lastChange >= idleMs) {
+      } else if (clock.monotonic() - lastChange >= idleMs && stopReason === null) {
         idle = true;
         timedOut = true;
         terminateGroup();
@@ -315,10 +327,19 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
     check();
   }
 
+  // A sink's stop (an agent over budget): acted on while the leader lives and nothing else stops it.
+  let stopActed = false;
+  stopNow = () => {
+    if (leaderExited || cancelled || timedOut || stopActed) return;
+    stopActed = true;
+    terminateGroup();
+  };
+  if (stopReason !== null) stopNow();
+
   const timeoutTimer =
     spec.timeoutMs !== null
       ? clock.setTimeout(() => {
-          if (leaderExited) return;
+          if (leaderExited || stopReason !== null) return;
           timedOut = true;
           terminateGroup();
         }, spec.timeoutMs)
@@ -349,6 +370,8 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
         closeOutputs();
         const exitCode = code;
         const sig = signal ?? null;
+        // A stop asked for by the sink counts only when it was acted on before the leader ended.
+        const stopped = stopActed ? stopReason : null;
         resolve({
           exitCode,
           signal: sig,
@@ -359,9 +382,11 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
           stdoutBytes: stdoutTail.total,
           stderrBytes: stderrTail.total,
           durationMs: Math.max(0, Math.round(clock.monotonic() - startedMono)),
-          error: idle
+          error: stopped
+            ? `${stopped}${sig ? `; process killed by ${sig}` : exitCode !== null ? `; it then exited with code ${exitCode}` : ''}`
+            : idle
             ? `no output for ${formatDuration(spec.idleTimeoutMs!)} (idle timeout)${sig ? `; process killed by ${sig}` : ''}`
-            : describeExit({ exitCode, signal: sig, timedOut, cancelled, cancelReason, timeoutMs: spec.timeoutMs }),
+            : notFoundHint(describeExit({ exitCode, signal: sig, timedOut, cancelled, cancelReason, timeoutMs: spec.timeoutMs }), spec.shell && exitCode === 127, path),
         });
       };
       // Streams normally close right after exit; a grandchild that escaped the group may keep
@@ -434,6 +459,11 @@ function describeExit(x: {
   if (x.signal) return `killed by signal ${x.signal}`;
   if (x.exitCode !== null && x.exitCode !== 0) return `exited with code ${x.exitCode}`;
   return null;
+}
+
+/** A shell's exit 127 is its "command not found": say so, with the PATH it searched. */
+function notFoundHint(error: string | null, shell127: boolean, path: string): string | null {
+  return shell127 && error !== null ? `${error} (the shell's "command not found"; searched PATH=${path})` : error;
 }
 
 function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string, path: string): string {

@@ -20,6 +20,9 @@ import {
 import { dirname } from 'node:path';
 import { StreamMasker, type SecretMasker } from './secrets.js';
 
+/** How much of the beginning of a run's output file is kept past the cap (`<file>.head`). */
+export const HEAD_BYTES = 64 * 1024;
+
 export class TailBuffer {
   private chunks: Buffer[] = [];
   private held = 0;
@@ -73,6 +76,11 @@ export class TailBuffer {
  * rotation the two files hold at most 2 × cap. When nothing is following (no
  * live output), a burst larger than the tail is skipped rather than read, so following costs
  * at most the tail's size per read however much the process writes.
+ *
+ * The beginning survives the cap: just before the first rotation, the file's first `headBytes`
+ * (cut back to the last newline in that range, when there is one) are copied to `<file>.head`,
+ * once — later rotations leave it alone. It holds what a process says first (an agent CLI's
+ * session id and model, what a command was starting to do).
  */
 export class OutputFile {
   /** The descriptor to hand to the child (`O_APPEND`); the runner closes its copy after spawn. */
@@ -89,6 +97,7 @@ export class OutputFile {
     readonly capBytes: number,
     readonly tail: TailBuffer,
     private readonly onChunk: ((chunk: Buffer) => void) | null = null,
+    readonly headBytes = HEAD_BYTES,
   ) {
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     this.writeFd = openSync(path, 'a', 0o600);
@@ -155,6 +164,7 @@ export class OutputFile {
 
   /** Keeps the last `cap` bytes read so far in `<file>.1` and empties the file. */
   private rotate(): void {
+    if (this.rotatedBytes === 0) this.keepHead();
     const from = Math.max(0, this.offset - this.capBytes);
     const out = openSync(`${this.path}.1`, 'w', 0o600);
     try {
@@ -171,6 +181,37 @@ export class OutputFile {
     truncateSync(this.path, 0);
     this.rotatedBytes += this.offset;
     this.offset = 0;
+  }
+
+  /**
+   * Before the first rotation: the file's first `headBytes`, cut back to the last newline in them
+   * (a whole line or nothing is cut), into `<file>.head`. Created exclusively: a head already there
+   * (an earlier runner's, for the same file) is the real beginning and is kept.
+   */
+  private keepHead(): void {
+    if (this.headBytes <= 0) return;
+    const buf = Buffer.allocUnsafe(Math.min(this.headBytes, this.offset));
+    let got = 0;
+    while (got < buf.length) {
+      const n = readSync(this.readFd, buf, got, buf.length - got, got);
+      if (n <= 0) break;
+      got += n;
+    }
+    if (got === 0) return;
+    const newline = buf.lastIndexOf(0x0a, got - 1);
+    const keep = newline >= 0 ? newline + 1 : got;
+    let out: number;
+    try {
+      out = openSync(`${this.path}.head`, 'wx', 0o600);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return;
+      throw error;
+    }
+    try {
+      writeSync(out, buf, 0, keep);
+    } finally {
+      closeSync(out);
+    }
   }
 
   /** Final read, then stops following. An empty file that never rotated is removed. */
@@ -214,11 +255,12 @@ export function tailOfOutput(file: string, bytes = 64 * 1024): { text: string; t
 }
 
 /**
- * Rewrites a run's output file (and its rotated part) with every secret masked, through a
- * streaming masker (a secret split across two reads is still masked), then renames it into place.
+ * Rewrites a run's output file (and its rotated part and kept head) with every secret masked,
+ * through a streaming masker (a secret split across two reads is still masked), then renames it
+ * into place.
  */
 export function maskFiles(file: string, masker: SecretMasker): void {
-  for (const part of [`${file}.1`, file]) {
+  for (const part of [`${file}.head`, `${file}.1`, file]) {
     if (!existsSync(part)) continue;
     const tmp = `${part}.masking`;
     const input = openSync(part, 'r');

@@ -9,7 +9,9 @@ import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } fro
 import { join } from 'node:path';
 import { cached } from '../events/db.js';
 import type { RunContext } from '../machines/run.js';
+import type { EventData } from '../events/catalog.js';
 import { DurableActor } from './actor.js';
+import { agentReport, cliVersion } from './agent-run.js';
 import { readStatusFile } from './executor.js';
 import { assertLeaseHeld, releaseLease, takeLease } from './leases.js';
 import { maskFiles, tailOfOutput } from './output.js';
@@ -114,9 +116,20 @@ export function finishRecovered(
     const started = context.startedAt ? Date.parse(context.startedAt) : endedAt;
     const timedOut = options.timedOut === true;
     const how = status.signal ? `killed by signal ${status.signal}` : status.exitCode === 0 ? null : `exited with code ${status.exitCode}`;
-    actor.record(
-      'process.exited',
+    // An agent's own account of the run, parsed from its files (the head kept past the cap
+    // supplies the session id and model when the rotation dropped them).
+    const target = context.target;
+    const agentEvents: Array<{ type: 'run.agent_reported'; data: EventData<'run.agent_reported'> }> = [];
+    if (target?.kind === 'agent') {
+      const reported = agentReport(target.provider, join(files, 'stdout.log'), cliVersion(target.provider));
+      if (reported.finalMessage !== null && masker) reported.finalMessage = masker.mask(reported.finalMessage);
+      agentEvents.push({ type: 'run.agent_reported', data: reported });
+    }
+    actor.recordAll([
+      ...agentEvents,
       {
+        type: 'process.exited',
+        data: {
         exitCode: status.exitCode,
         signal: status.signal,
         timedOut,
@@ -131,9 +144,9 @@ export function finishRecovered(
           : how
             ? `${how} (recorded from its exit-status file after runner ${context.runnerId} stopped)`
             : null,
+        },
       },
-      takeOver,
-    );
+    ], takeOver);
     outcome = 'exited';
   } else {
     actor.record(

@@ -10,7 +10,7 @@ import { InvalidTransitionError, LeaseLostError } from '../events/errors.js';
 import { currentMachines } from '../machines/registry.js';
 import type { RunContext } from '../machines/run.js';
 import { DurableActor, type Effects } from './actor.js';
-import { cliVersion, prepareAgent, reportFrom, type PreparedAgent } from './agent-run.js';
+import { agentSink, cliVersion, prepareAgent, reportFrom, type PreparedAgent } from './agent-run.js';
 import { resolveAccountEnv } from './accounts.js';
 import { AgentOutputParser, AUTH_ENV_VARS, PROVIDERS } from './agents/index.js';
 import { runSecrets } from './run-secrets.js';
@@ -251,7 +251,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
                   ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
                   ...(agent!.invocation.stdin !== null ? { stdin: agent!.invocation.stdin } : {}),
                   idleTimeoutMs: target.idleTimeoutMs,
-                  stdoutSink: (chunk: Buffer) => parser!.push(chunk),
+                  stdoutSink: agentSink(parser!, target),
                 }
               : { command: target.command, args: target.args, shell: target.shell, cwd: target.cwd, env: { ...secretEnv, ...runEnv(context) } }),
             secrets,

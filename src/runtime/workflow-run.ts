@@ -28,10 +28,10 @@ import { readStatusFile, SpawnFailedError, spawnProcess, type ProcessHandle } fr
 import { processRunning, signalGroup } from './process-info.js';
 import { runSecrets } from './run-secrets.js';
 import { resolveAccountEnv } from './accounts.js';
-import { cliVersion, prepareAgent, reportFrom, type PreparedAgent } from './agent-run.js';
+import { agentReport, agentSink, cliVersion, prepareAgent, reportFrom, type PreparedAgent } from './agent-run.js';
 import { AgentOutputParser, AUTH_ENV_VARS, isProviderId } from './agents/index.js';
 import { SecretMasker } from './secrets.js';
-import { tailOfOutput } from './output.js';
+import { maskFiles, tailOfOutput } from './output.js';
 import { newId } from './ids.js';
 import { assertLeaseHeld, releaseLease, renewLease, takeLease, type Lease } from './leases.js';
 import { runDir } from './paths.js';
@@ -407,7 +407,7 @@ class WorkflowRunner {
           env: { ...(agent?.prepared.env ?? {}), ...(accountEnv ?? {}), ...secretEnv, ...this.stepEnv(c, step, attempt) },
           ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
           ...(agent?.prepared.invocation.stdin != null ? { stdin: agent.prepared.invocation.stdin } : {}),
-          ...(agent ? { idleTimeoutMs: agent.target.idleTimeoutMs, stdoutSink: (chunk: Buffer) => parser!.push(chunk) } : {}),
+          ...(agent ? { idleTimeoutMs: agent.target.idleTimeoutMs, stdoutSink: agentSink(parser!, agent.target) } : {}),
           secrets: runSecrets(names),
           timeoutMs: step.timeoutMs,
           ...(this.options.tailBytes !== undefined ? { tailBytes: this.options.tailBytes } : {}),
@@ -453,9 +453,15 @@ class WorkflowRunner {
     const dir = this.stepDir(stepId, attempt);
     const status = readStatusFile(join(dir, 'exit-status'));
     if (!status) return false;
-    const stdout = tailOfOutput(join(dir, 'stdout.log'));
-    const stderr = tailOfOutput(join(dir, 'stderr.log'));
+    const { masker, stdout, stderr } = this.maskedTails(dir);
     const endedAt = statSync(join(dir, 'exit-status')).mtimeMs;
+    // An agent step's report, parsed from its files (see agentReport).
+    const target = this.context.spec!.steps.find((s) => s.id === stepId)?.target;
+    let agent: EventData<'run.agent_reported'> | null = null;
+    if (target && target.type !== 'command' && isProviderId(target.provider)) {
+      agent = agentReport(target.provider, join(dir, 'stdout.log'), cliVersion(target.provider));
+      if (agent.finalMessage !== null && masker) agent.finalMessage = masker.mask(agent.finalMessage);
+    }
     const what = status.signal ? `killed by signal ${status.signal}` : status.exitCode === 0 ? null : `exited with code ${status.exitCode}`;
     this.record('step.exited', {
       stepId,
@@ -471,8 +477,20 @@ class WorkflowRunner {
       durationMs: Math.max(0, Math.round(endedAt - (startedAt ? Date.parse(startedAt) : endedAt))),
       error: what ? `${what} (${how})` : null,
       outputs: readOutputs(join(dir, 'output')),
+      ...(agent ? { agent } : {}),
     } satisfies EventData<'step.exited'>);
     return true;
+  }
+
+  /**
+   * The output tails of a step process that wrote while no runner of it watched: its secrets are
+   * masked first, in the files too, so nothing unmasked reaches an event.
+   */
+  private maskedTails(dir: string) {
+    const secrets = runSecrets(this.context.spec!.secrets);
+    const masker = secrets.length ? new SecretMasker(secrets) : null;
+    if (masker) for (const f of ['stdout.log', 'stderr.log']) maskFiles(join(dir, f), masker);
+    return { masker, stdout: tailOfOutput(join(dir, 'stdout.log')), stderr: tailOfOutput(join(dir, 'stderr.log')) };
   }
 
   /** Watches a step process this runner did not start until it ends, then records its end. */
@@ -493,6 +511,7 @@ class WorkflowRunner {
         if (cancelled) {
           const dir = this.stepDir(stepId, attempt);
           const status = readStatusFile(join(dir, 'exit-status'));
+          const { stdout, stderr } = this.maskedTails(dir);
           this.record('step.exited', {
             stepId,
             attempt,
@@ -500,10 +519,10 @@ class WorkflowRunner {
             signal: status?.signal ?? 'SIGTERM',
             timedOut: false,
             cancelled: true,
-            stdout: tailOfOutput(join(dir, 'stdout.log')).text,
-            stderr: tailOfOutput(join(dir, 'stderr.log')).text,
-            stdoutBytes: tailOfOutput(join(dir, 'stdout.log')).total,
-            stderrBytes: tailOfOutput(join(dir, 'stderr.log')).total,
+            stdout: stdout.text,
+            stderr: stderr.text,
+            stdoutBytes: stdout.total,
+            stderrBytes: stderr.total,
             durationMs: 0,
             error: `cancelled: ${this.context.cancelReason ?? 'workflow stopping'}`,
             outputs: {},

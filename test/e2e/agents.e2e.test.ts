@@ -209,6 +209,61 @@ describe('accounts', () => {
   });
 });
 
+describe('limits loops enforces from what the CLI reports', () => {
+  it('--max-cost-usd on opencode (no budget flag): the run is stopped once the reported cost passes it, recorded failed with why', () => {
+    const { s, log, env } = setup();
+    const created = s.run(['create', 'agent', 'spender', '--provider', 'opencode', '--prompt', 'x', '--manual', '--max-cost-usd', '0.05', '--kill-grace', '1s'], env);
+    expect(created.code, created.stderr).toBe(0);
+    const r = s.run(['run-now', 'spender', '--json'], { ...env, FAKE_AGENT_MODE: 'spend' });
+    expect(r.code).toBe(3);
+    const run = JSON.parse(r.stdout) as AgentRun;
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatch(/^over budget: opencode reported a cost of \$0\.0\d+ so far, above the limit of \$0\.0500 \(max cost\); stopped by loops; process killed by SIGTERM$/);
+    // Each step costs $0.0123: stopped at the first report over $0.05, not 2000 steps later.
+    expect(run.agent!.costUsd).toBeGreaterThan(0.05);
+    expect(run.agent!.costUsd).toBeLessThan(0.2);
+    expect(run.agent!.sessionId).toEqual(expect.any(String));
+    const pid = (JSON.parse(readFileSync(log, 'utf8').trim().split('\n').at(-1)!) as { pid: number }).pid;
+    expect(pidAlive(pid)).toBe(false);
+    expect(s.run(['replay', run.id]).code).toBe(0);
+  });
+
+  it('max-turns on an opencode workflow step: stopped once a turn over the limit is reported; the step and the run fail', () => {
+    const { s, dir, env } = setup();
+    const file = join(dir, 'wf.yaml');
+    writeFileSync(
+      file,
+      `name: capped
+steps:
+  - id: fix
+    timeout: 60s
+    agent:
+      provider: opencode
+      prompt: fix it
+      max-turns: 3
+`,
+    );
+    expect(s.run(['workflows', 'create', file], env).code).toBe(0);
+    const r = s.run(['workflows', 'run', 'capped', '--json'], { ...env, FAKE_AGENT_MODE: 'spend' });
+    expect(r.code).not.toBe(0);
+    const id = (JSON.parse(r.stdout) as { id: string }).id;
+    const events = s.json<Array<{ type: string; data: { stepId?: string; error?: string | null; agent?: { turns: number | null } } }>>(['events', id]);
+    const exited = events.find((e) => e.type === 'step.exited' && e.data.stepId === 'fix')!;
+    // The runner reads the output in batches: the first check may already see more than 4 turns.
+    expect(exited.data.error).toMatch(/^over the turn limit: opencode reported \d+ turns so far, above the limit of 3 \(max turns\); stopped by loops/);
+    expect(exited.data.agent!.turns).toBeGreaterThan(3);
+    expect(exited.data.agent!.turns).toBeLessThan(50);
+  });
+
+  it('a limit the CLI can neither take nor report is refused at create', () => {
+    const { s, env } = setup();
+    const r = s.run(['create', 'agent', 'g', '--provider', 'gemini', '--prompt', 'x', '--manual', '--max-turns', '3'], env);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('gemini: maxTurns is not supported: gemini has no flag that limits turns and does not report them as it goes');
+    expect(s.json<unknown[]>(['list'])).toEqual([]);
+  });
+});
+
 describe('agent steps in workflows', () => {
   it('an agent step gets its prompt with earlier outputs substituted, on stdin; its report is in the step event', () => {
     const { s, dir, log, env } = setup();

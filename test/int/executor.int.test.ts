@@ -36,6 +36,13 @@ describe('executor: exit status and output', () => {
     expect(exit).toMatchObject({ exitCode: 3, signal: null, stderr: 'oops\n', error: 'exited with code 3' });
   });
 
+  it('shell form: a command the shell does not find (exit 127) says so, with the PATH searched', async () => {
+    const { exit } = await run({ command: 'definitely-not-installed-7c1e --flag', shell: true });
+    expect(exit.exitCode).toBe(127);
+    expect(exit.error).toMatch(/^exited with code 127 \(the shell's "command not found"; searched PATH=.*\)$/);
+    expect(exit.stderr).toContain('definitely-not-installed-7c1e');
+  });
+
   it('argv form passes arguments verbatim, with no shell interpretation', async () => {
     const args = ['$HOME', 'a;b', '`id`', 'x y', '*', "it's", '$(echo no)', ''];
     const { exit } = await run({ command: fixture('report.mjs'), args });
@@ -315,5 +322,24 @@ describe('executor: stdin and the idle watchdog (agent CLIs)', () => {
     });
     expect(exit).toMatchObject({ exitCode: 0, timedOut: false, error: null });
     expect(exit.stdout).toBe('1\n2\n3\n4\n5\n6\n7\n8\n');
+  });
+
+  it('a stdout sink that returns a reason stops the group: not a timeout or a cancel, the reason is the error', async () => {
+    const dir = tempDir();
+    const seen: string[] = [];
+    const { handle, exit } = await run({
+      command: 'echo started; echo over; sleep 30',
+      shell: true,
+      killGraceMs: 500,
+      stdoutFile: join(dir, 'stdout.log'),
+      stderrFile: join(dir, 'stderr.log'),
+      stdoutSink: (chunk) => {
+        seen.push(chunk.toString());
+        return seen.join('').includes('over') ? 'over budget: test' : undefined;
+      },
+    });
+    expect(exit).toMatchObject({ exitCode: null, signal: 'SIGTERM', timedOut: false, cancelled: false, error: 'over budget: test; process killed by SIGTERM' });
+    expect(exit.durationMs).toBeLessThan(5000);
+    await waitForGroupGone(handle.pgid);
   });
 });

@@ -14,7 +14,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { filter, firstValueFrom } from 'rxjs';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -26,7 +28,7 @@ import { SimulatedClock } from '../../src/runtime/clock.js';
 import { Daemon, pidFile, runningDaemon } from '../../src/runtime/daemon.js';
 import { newId } from '../../src/runtime/ids.js';
 import { assertLeaseHeld, takeLease } from '../../src/runtime/leases.js';
-import { createCommandLoop } from '../../src/runtime/loops.js';
+import { createAgentLoop, createCommandLoop } from '../../src/runtime/loops.js';
 import { bootId, processStartTime } from '../../src/runtime/process-info.js';
 import { findLoop, findRun, type LoopView } from '../../src/runtime/queries.js';
 import { recoverRuns } from '../../src/runtime/recovery.js';
@@ -232,6 +234,48 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     // Not a second later: the missing lease alone makes the run stale.
     expect(recoverRuns(runtime).abandoned).toEqual([runId]);
     expectAbandoned(runtime, runId, new RegExp(`runner ${OLD}`));
+  });
+});
+
+describe('recoverRuns: an agent run whose process ended while no runner watched', () => {
+  it('its exit and the CLI\'s report are recorded from its files; the session id comes from the head kept past the cap', async () => {
+    const { clock, runtime, old, die } = await setup();
+    const fakes = join(dirname(fileURLToPath(import.meta.url)), '../fixtures/agents');
+    const path = process.env.PATH;
+    process.env.PATH = `${fakes}:${path ?? ''}`;
+    onTestFinished(() => void (process.env.PATH = path));
+    const agent = createAgentLoop(runtime, { name: 'fixer', provider: 'claude', prompt: 'fix it', schedule: { manual: true } });
+    const proc = await deadProcess();
+    const runId = strandRun(old, agent, proc);
+    // What the CLI wrote while its runner was gone: the head (init: session, model) kept at the
+    // first rotation, then only the end of the output, with the result line.
+    const session = '7f3c2a9e-5d41-4b8e-9c6a-2e1f0b3d4a55';
+    const dir = join(runtime.dataDir, 'runs', runId);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'stdout.log.head'), `${JSON.stringify({ type: 'system', subtype: 'init', session_id: session, model: 'claude-sonnet-4-5' })}\n`);
+    writeFileSync(
+      join(dir, 'stdout.log'),
+      `{"type":"assistant","message":{"content":[{"type":"text","text":"partial line from befo\n${JSON.stringify({
+        type: 'result',
+        subtype: 'success',
+        is_error: false,
+        num_turns: 4,
+        duration_ms: 9000,
+        result: 'Done.',
+        session_id: session,
+        total_cost_usd: 0.25,
+        usage: { input_tokens: 10, output_tokens: 20, cache_read_input_tokens: 30, cache_creation_input_tokens: 40 },
+      })}\n`,
+    );
+    writeFileSync(join(dir, 'stderr.log'), '');
+    writeFileSync(join(dir, 'exit-status'), 'exit 0\n');
+    die();
+    clock.advance(TTL + 1);
+    expect(recoverRuns(runtime).exited).toEqual([runId]);
+    const run = findRun(runtime.db, runId);
+    expect(run).toMatchObject({ status: 'succeeded', exitCode: 0 });
+    expect(run.agent).toMatchObject({ provider: 'claude', sessionId: session, model: 'claude-sonnet-4-5', turns: 4, costUsd: 0.25, finalMessage: 'Done.' });
+    expect(eventTypes(runtime.log, `run:${runId}`).slice(-2)).toEqual(['run.agent_reported', 'process.exited']);
   });
 });
 

@@ -14,6 +14,8 @@ import {
   PROVIDER_IDS,
   PROVIDERS,
   buildInvocation,
+  enforcedLimits,
+  limitExceeded,
   parseVersionOutput,
   providerInfo,
   type AgentInvocation,
@@ -269,8 +271,8 @@ describe('buildInvocation: exact argv', () => {
     const rejects: Array<[string, Partial<AgentTarget>, string]> = [
       ['cursor', { agent: 'x' }, 'cursor: agent is not supported: cursor-agent has no named agents or profiles'],
       ['gemini', { agent: 'x' }, 'gemini: agent is not supported: gemini has no named agents or profiles'],
-      ['codex', { maxTurns: 3 }, 'codex: maxTurns is not supported: codex has no flag that limits turns'],
-      ['opencode', { maxTurns: 3 }, 'opencode: maxTurns is not supported: opencode has no flag that limits turns'],
+      ['codex', { maxTurns: 3 }, 'codex: maxTurns is not supported: codex has no flag that limits turns and does not report them as it goes, so the limit could not be enforced'],
+      ['gemini', { maxTurns: 3 }, 'gemini: maxTurns is not supported: gemini has no flag that limits turns and does not report them as it goes, so the limit could not be enforced'],
       ['codex', { maxCostUsd: 1 }, 'codex: maxCostUsd is not supported: codex has no budget flag and does not report its cost, so the budget could not be enforced'],
       ['cursor', { maxCostUsd: 1 }, 'cursor: maxCostUsd is not supported: cursor-agent has no budget flag and does not report its cost, so the budget could not be enforced'],
       ['gemini', { maxCostUsd: 1 }, 'gemini: maxCostUsd is not supported: gemini has no budget flag and does not report its cost, so the budget could not be enforced'],
@@ -292,6 +294,34 @@ describe('buildInvocation: exact argv', () => {
     );
     const empty = errorOf(() => buildInvocation(target('claude'), { ...ctx, prompt: '  \n' }));
     expect((empty as ValidationError).message).toBe('claude: the prompt is empty');
+  });
+});
+
+describe('limits loops enforces itself', () => {
+  it('only those the CLI has no flag for and reports as it goes', () => {
+    expect(enforcedLimits({ provider: 'opencode', maxCostUsd: 2, maxTurns: 5 })).toEqual({ maxCostUsd: 2, maxTurns: 5 });
+    expect(enforcedLimits({ provider: 'opencode', maxCostUsd: null, maxTurns: null })).toBeNull();
+    // claude and aicopilot get --max-budget-usd / --max-turns: the CLI enforces them.
+    expect(enforcedLimits({ provider: 'claude', maxCostUsd: 2, maxTurns: 5 })).toBeNull();
+    expect(enforcedLimits({ provider: 'aicopilot', maxCostUsd: 2, maxTurns: null })).toBeNull();
+    expect(enforcedLimits({ provider: 'codex', maxCostUsd: null, maxTurns: null })).toBeNull();
+    // opencode takes maxTurns now (enforced from its steps); the adapter passes no flag for it.
+    expect(buildInvocation(target('opencode', { maxTurns: 4, maxCostUsd: 1 }), ctx).args).toEqual(['run', '--format', 'json']);
+  });
+
+  it('says which limit was passed, by how much, and that loops stopped the run', () => {
+    const limits = { maxCostUsd: 0.05, maxTurns: 3 };
+    expect(limitExceeded('opencode', { costUsd: 0.05, turns: 3 }, limits)).toBeNull();
+    expect(limitExceeded('opencode', { costUsd: null, turns: null }, limits)).toBeNull();
+    expect(limitExceeded('opencode', { costUsd: 0.0615, turns: 3 }, limits)).toBe(
+      'over budget: opencode reported a cost of $0.0615 so far, above the limit of $0.0500 (max cost); stopped by loops',
+    );
+    expect(limitExceeded('opencode', { costUsd: 0.01, turns: 4 }, limits)).toBe(
+      'over the turn limit: opencode reported 4 turns so far, above the limit of 3 (max turns); stopped by loops',
+    );
+    expect(limitExceeded('opencode', { costUsd: 12.5, turns: 1 }, { maxCostUsd: 10, maxTurns: null })).toBe(
+      'over budget: opencode reported a cost of $12.50 so far, above the limit of $10.00 (max cost); stopped by loops',
+    );
   });
 });
 
@@ -555,6 +585,23 @@ describe('AgentOutputParser', () => {
       finalMessage: null,
       parseError: 'no final result in the output: the CLI stopped before reporting one',
     });
+  });
+
+  it('progress: the cost and turns reported so far, while the output streams', () => {
+    const parser = new AgentOutputParser('opencode');
+    expect(parser.progress()).toEqual({ costUsd: null, turns: null });
+    const lines = transcriptOf('opencode').toString().split('\n');
+    parser.push(lines.slice(0, 3).join('\n') + '\n');
+    expect(parser.progress()).toEqual({ costUsd: 0.0123, turns: 1 });
+    parser.push(lines.slice(3).join('\n'));
+    expect(parser.progress()).toEqual({ costUsd: 0.0165, turns: 2 });
+    // claude reports its turns and cost only in the final result.
+    const claude = new AgentOutputParser('claude');
+    const cl = transcriptOf('claude').toString().split('\n').filter(Boolean);
+    claude.push(cl.slice(0, -1).join('\n') + '\n');
+    expect(claude.progress()).toEqual({ costUsd: null, turns: null });
+    claude.push(cl[cl.length - 1]! + '\n');
+    expect(claude.progress().costUsd).toBeGreaterThan(0);
   });
 
   it('gemini: the final message is the assistant text after the last tool call; pretty-printed json works too', () => {

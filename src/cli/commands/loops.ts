@@ -1,3 +1,4 @@
+import { enforcedLimits } from '../../runtime/agents/providers.js';
 import { describeSchedule, describeTiming } from '../../runtime/describe.js';
 import { formatDuration } from '../../runtime/durations.js';
 import { findLoop, listLoops, listRuns, type LoopView } from '../../runtime/queries.js';
@@ -57,6 +58,19 @@ const showSpec: CommandSpec = {
   },
 };
 
+/** An agent loop's limits, and who enforces each: the CLI (a flag) or loops (from what the CLI reports). */
+function limitsText(t: Extract<LoopView['target'], { kind: 'agent' }>): string {
+  const byLoops = enforcedLimits(t);
+  const who = (enforced: boolean) => (enforced ? ' (enforced by loops)' : ' (by the CLI)');
+  return [
+    t.maxTurns ? `max ${t.maxTurns} turns${who(byLoops?.maxTurns != null)}` : null,
+    t.maxCostUsd ? `max $${t.maxCostUsd} per run${who(byLoops?.maxCostUsd != null)}` : null,
+    t.idleTimeoutMs ? `idle timeout ${formatDuration(t.idleTimeoutMs)}` : null,
+  ]
+    .filter(Boolean)
+    .join(', ');
+}
+
 function targetText(loop: LoopView, reveal: boolean): string[] {
   const t = loop.target;
   if (t.kind === 'agent') {
@@ -69,9 +83,7 @@ function targetText(loop: LoopView, reveal: boolean): string[] {
       `cwd         ${t.cwd ?? '(the directory loops runs in)'}`,
       ...(env.length ? [`env         ${Object.entries(t.env).map(([k, v]) => `${k}=${reveal ? quote(v) : '***'}`).join(' ')}`] : []),
       ...(t.extraArgs.length ? [`extra args  ${t.extraArgs.map(quote).join(' ')}`] : []),
-      ...(t.maxTurns || t.maxCostUsd || t.idleTimeoutMs
-        ? [`budgets     ${[t.maxTurns ? `${t.maxTurns} turns` : null, t.maxCostUsd ? `$${t.maxCostUsd}` : null, t.idleTimeoutMs ? `idle ${formatDuration(t.idleTimeoutMs)}` : null].filter(Boolean).join(', ')}`]
-        : []),
+      ...(t.maxTurns || t.maxCostUsd || t.idleTimeoutMs ? [`limits      ${limitsText(t)}`] : []),
     ];
   }
   if (t.kind === 'workflow') return [`workflow    ${t.workflowName} (${t.workflowId}), its latest version when each run starts`];

@@ -414,6 +414,15 @@ export class AgentOutputParser {
     }
   }
 
+  /**
+   * What the output reported so far that counts against a budget: the cost in USD and the turns
+   * (for the providers whose counted events are turns), each null while nothing was reported.
+   */
+  progress(): { costUsd: number | null; turns: number | null } {
+    const x = this.x;
+    return { costUsd: x.costUsd, turns: x.turns ?? (COUNTS_TURNS.has(this.format) && x.turnCount > 0 ? x.turnCount : null) };
+  }
+
   end(): AgentReport {
     if (this.ended) return this.ended;
     if (this.pendingBytes > 0 || this.skipping) this.finishLine(true);

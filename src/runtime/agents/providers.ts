@@ -36,8 +36,10 @@ export interface ProviderSupports {
   maxTurns: boolean;
   /** A CLI flag caps the cost in USD. */
   maxCostUsd: boolean;
-  /** The output reports the cost in USD, so loops can enforce `maxCostUsd` itself. */
+  /** The output reports the cost in USD (opencode: per step, as it goes — so loops can enforce `maxCostUsd` itself). */
   reportsCost: boolean;
+  /** The output reports each turn as it ends (opencode: steps), so loops can enforce `maxTurns` itself. */
+  reportsTurns: boolean;
   /** A CLI flag selects the model. */
   model: boolean;
   /** A CLI flag selects a named agent / profile. */
@@ -99,7 +101,7 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderInfo>> = {
     promptVia: 'stdin',
     output: 'jsonl',
     transcript: 'claude-stream-json',
-    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: true, maxCostUsd: true, reportsCost: true, model: true, agent: true, permissionMode: true },
+    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: true, maxCostUsd: true, reportsTurns: false, reportsCost: true, model: true, agent: true, permissionMode: true },
     permissionFlag: '--permission-mode',
     permissionModes: CLAUDE_PERMISSION_MODES,
     permissionModesStrict: false,
@@ -119,7 +121,7 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderInfo>> = {
     promptVia: 'stdin',
     output: 'jsonl',
     transcript: 'codex-exec-jsonl',
-    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsCost: false, model: true, agent: true, permissionMode: true },
+    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsTurns: false, reportsCost: false, model: true, agent: true, permissionMode: true },
     permissionFlag: '--sandbox',
     permissionModes: CODEX_SANDBOX_MODES,
     permissionModesStrict: false,
@@ -139,7 +141,7 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderInfo>> = {
     promptVia: 'stdin',
     output: 'jsonl',
     transcript: 'cursor-stream-json',
-    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsCost: false, model: true, agent: false, permissionMode: true },
+    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsTurns: false, reportsCost: false, model: true, agent: false, permissionMode: true },
     permissionFlag: '--force / --mode',
     permissionModes: ['default', 'force', 'yolo', 'bypassPermissions', 'plan', 'ask'],
     permissionModesStrict: true,
@@ -159,7 +161,7 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderInfo>> = {
     promptVia: 'stdin',
     output: 'jsonl',
     transcript: 'opencode-run-json',
-    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsCost: true, model: true, agent: true, permissionMode: true },
+    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsTurns: true, reportsCost: true, model: true, agent: true, permissionMode: true },
     permissionFlag: '--auto',
     permissionModes: ['default', 'auto', 'bypassPermissions'],
     permissionModesStrict: true,
@@ -188,7 +190,7 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderInfo>> = {
     promptVia: 'stdin',
     output: 'jsonl',
     transcript: 'gemini-stream-json',
-    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsCost: false, model: true, agent: false, permissionMode: true },
+    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsTurns: false, reportsCost: false, model: true, agent: false, permissionMode: true },
     permissionFlag: '--approval-mode',
     permissionModes: ['default', 'auto_edit', 'yolo', 'plan'],
     permissionModesStrict: false,
@@ -208,7 +210,7 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderInfo>> = {
     promptVia: 'stdin',
     output: 'jsonl',
     transcript: 'codex-exec-jsonl',
-    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsCost: false, model: true, agent: true, permissionMode: true },
+    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsTurns: false, reportsCost: false, model: true, agent: true, permissionMode: true },
     permissionFlag: '--sandbox',
     permissionModes: CODEX_SANDBOX_MODES,
     permissionModesStrict: false,
@@ -228,7 +230,7 @@ export const PROVIDERS: Readonly<Record<ProviderId, ProviderInfo>> = {
     promptVia: 'stdin',
     output: 'jsonl',
     transcript: 'claude-stream-json',
-    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: true, maxCostUsd: true, reportsCost: true, model: true, agent: true, permissionMode: true },
+    supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: true, maxCostUsd: true, reportsTurns: false, reportsCost: true, model: true, agent: true, permissionMode: true },
     permissionFlag: '--permission-mode',
     permissionModes: CLAUDE_PERMISSION_MODES,
     permissionModesStrict: false,
@@ -352,10 +354,46 @@ function permissionArgs(info: ProviderInfo, mode: string): string[] {
  *
  * Throws a ValidationError for an unknown provider, an empty prompt, a flag value that starts with
  * "-", a permissionMode the provider does not know (cursor, opencode), `agent` or `maxTurns` on a
- * provider without such a flag, and `maxCostUsd` on a provider that neither has a budget flag nor
- * reports its cost (loops could not enforce it). `maxCostUsd` on a provider that reports its cost
- * but has no flag (opencode) is accepted: loops enforces it from the reported cost.
+ * provider without such a flag, and `maxCostUsd` / `maxTurns` on a provider that neither has a
+ * flag for it nor reports it as it goes (loops could not enforce it). A limit that the provider
+ * reports but has no flag for (opencode: cost and steps) is accepted: loops enforces it from the
+ * output (see `enforcedLimits`).
  */
+/**
+ * The limits of `target` that loops enforces itself, from what the CLI reports while it runs: those
+ * its CLI has no flag for (a limit with a flag is passed to the CLI and left to it). Null when none.
+ */
+export function enforcedLimits(target: Pick<AgentTargetFields, 'provider' | 'maxTurns' | 'maxCostUsd'>): { maxCostUsd: number | null; maxTurns: number | null } | null {
+  const info = providerInfo(target.provider);
+  const maxCostUsd = target.maxCostUsd !== null && !info.supports.maxCostUsd && info.supports.reportsCost ? target.maxCostUsd : null;
+  const maxTurns = target.maxTurns !== null && !info.supports.maxTurns && info.supports.reportsTurns ? target.maxTurns : null;
+  return maxCostUsd === null && maxTurns === null ? null : { maxCostUsd, maxTurns };
+}
+
+/**
+ * Why a run must stop, given what its CLI reported so far and the limits loops enforces for it
+ * (`enforcedLimits`), or null while it is within them. A limit is exceeded when the reported figure
+ * is above it (a run that spent exactly its budget may finish).
+ */
+export function limitExceeded(
+  provider: ProviderId,
+  progress: { costUsd: number | null; turns: number | null },
+  limits: { maxCostUsd: number | null; maxTurns: number | null },
+): string | null {
+  const name = PROVIDERS[provider].binary;
+  if (limits.maxCostUsd !== null && progress.costUsd !== null && progress.costUsd > limits.maxCostUsd) {
+    return `over budget: ${name} reported a cost of ${usd(progress.costUsd)} so far, above the limit of ${usd(limits.maxCostUsd)} (max cost); stopped by loops`;
+  }
+  if (limits.maxTurns !== null && progress.turns !== null && progress.turns > limits.maxTurns) {
+    return `over the turn limit: ${name} reported ${progress.turns} turns so far, above the limit of ${limits.maxTurns} (max turns); stopped by loops`;
+  }
+  return null;
+}
+
+function usd(amount: number): string {
+  return `$${amount.toFixed(amount < 1 ? 4 : 2)}`;
+}
+
 export function buildInvocation(target: AgentTargetFields, ctx: InvocationContext): AgentInvocation {
   const info = providerInfo(target.provider);
   const id = info.id;
@@ -365,8 +403,13 @@ export function buildInvocation(target: AgentTargetFields, ctx: InvocationContex
   if (target.agent !== null && !info.supports.agent) {
     unsupported(info, 'agent', `${info.binary} has no named agents or profiles`, 'remove agent, or pass the CLI\'s own flag with extraArgs');
   }
-  if (target.maxTurns !== null && !info.supports.maxTurns) {
-    unsupported(info, 'maxTurns', `${info.binary} has no flag that limits turns`, 'remove maxTurns and rely on the timeout / idle timeout');
+  if (target.maxTurns !== null && !info.supports.maxTurns && !info.supports.reportsTurns) {
+    unsupported(
+      info,
+      'maxTurns',
+      `${info.binary} has no flag that limits turns and does not report them as it goes, so the limit could not be enforced`,
+      'remove maxTurns and rely on the timeout / idle timeout',
+    );
   }
   if (target.maxCostUsd !== null && !info.supports.maxCostUsd && !info.supports.reportsCost) {
     unsupported(
