@@ -1,6 +1,7 @@
 /**
  * Terminal views of a workflow run: a Gantt-style timeline (`loops workflows show`), the live step
- * list redrawn while `loops workflows run` is attached to a TTY, and the critical path both use.
+ * list redrawn while `loops workflows run` is attached to a TTY, the critical path both use, and
+ * the line summing what a run's agent steps reported (`loops workflows inspect`).
  *
  * Everything here is pure: no I/O and no clock. The caller passes `now` (used for steps that are
  * still running), the terminal width and whether colour is allowed.
@@ -386,4 +387,30 @@ export function renderLiveSteps(
     if (extra) segments.push({ text: '  ' }, { text: extra, color: 'dim' });
     return emit(segments, color, limit, '…');
   });
+}
+
+/** What agent CLIs reported, summed (the shape of `AgentTotals` in src/runtime/workflow-queries.ts). */
+export interface AgentTotalsLike {
+  reports: number;
+  tokens: { input: number | null; output: number | null };
+  costUsd: number | null;
+  costReports: number;
+}
+
+/**
+ * One line for what a run's agent steps reported, e.g. `cost $0.0843, tokens 1.2k in / 340 out,
+ * 2 agent attempts`; a cost that not every attempt reported says so (`cost $0.0421 (1 of 2
+ * reported one)`), no cost at all is `no cost reported`, and tokens nobody reported are left out.
+ * Formatted like the TOKENS/COST cells (1.2k, `$` with four decimals).
+ */
+export function agentTotalsText(t: AgentTotalsLike): string {
+  const k = (n: number | null) => (n === null ? '?' : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
+  const parts = [
+    t.costUsd === null
+      ? 'no cost reported'
+      : `cost $${t.costUsd.toFixed(4)}${t.costReports < t.reports ? ` (${t.costReports} of ${t.reports} reported one)` : ''}`,
+  ];
+  if (t.tokens.input !== null || t.tokens.output !== null) parts.push(`tokens ${k(t.tokens.input)} in / ${k(t.tokens.output)} out`);
+  parts.push(`${t.reports} agent attempt${t.reports === 1 ? '' : 's'}`);
+  return parts.join(', ');
 }

@@ -22,6 +22,11 @@
  *   remain (`max_attempts`, from the spec's retries) and the run is not stopping (no cancel, no
  *   workflow timeout); otherwise the step takes the attempt's status;
  * - a cancel or a workflow timeout ends every `retrying` step as `cancelled` (no retry follows);
+ * - an agent step's report (what its CLI said: tokens, cost, session, …) is the `agent` field of its
+ *   `step.exited` event: it is kept per attempt, and on the step for its last ended attempt (NULL
+ *   when that attempt was not an agent's, or its CLI said nothing, or it never exited — a spawn
+ *   failure or an abandoned attempt). An agent step also keeps the provider and model its spec
+ *   asked for, so `loops stats` can name them when the CLI did not;
  * - skips are not events: the machine skips a step (its `if` is false, a need failed, the run was
  *   stopping) without recording anything. So a step stays `pending` here until the run ends; the
  *   event that ends the run (its recorded state is final) marks every step still `pending` as
@@ -175,7 +180,9 @@ const sinceStart = `CAST(ROUND((julianday(?) - julianday(started_at)) * 86400000
 
 export const workflowRunsProjection: Projection = {
   name: 'workflow_runs',
-  version: 1,
+  // v2: agent reports (`agent`) on steps and attempts, the agent provider and model the spec asked
+  // for on steps, and an index of runs by loop (for `loops stats`).
+  version: 2,
   ddl: [
     `CREATE TABLE IF NOT EXISTS workflow_runs (
       -- Position of the wfrun.started event: unique, in start order, and the rowid.
@@ -204,6 +211,8 @@ export const workflowRunsProjection: Projection = {
       updated_at       TEXT NOT NULL
     )`,
     `CREATE INDEX IF NOT EXISTS workflow_runs_workflow ON workflow_runs (workflow_id, claimed_position)`,
+    // A workflow loop's runs (loops stats sums their agent steps per loop, in this order).
+    `CREATE INDEX IF NOT EXISTS workflow_runs_loop ON workflow_runs (loop_id, started_at)`,
     `CREATE TABLE IF NOT EXISTS workflow_steps (
       wfrun_id          TEXT NOT NULL,
       step_id           TEXT NOT NULL,
@@ -216,6 +225,9 @@ export const workflowRunsProjection: Projection = {
       continue_on_error INTEGER NOT NULL,
       max_attempts      INTEGER NOT NULL,
       target_type       TEXT NOT NULL,
+      -- Agent steps: the provider and model the spec asked for (the model may be NULL); NULL for commands.
+      provider          TEXT,
+      model             TEXT,
       status            TEXT NOT NULL,
       -- The current (or last) attempt number; 0 before the first.
       attempts          INTEGER NOT NULL DEFAULT 0,
@@ -234,6 +246,8 @@ export const workflowRunsProjection: Projection = {
       finished_at       TEXT,
       -- Sum over the ended attempts.
       duration_ms       INTEGER,
+      -- What the agent CLI reported about the last ended attempt (JSON, as in step.exited), or NULL.
+      agent             TEXT,
       PRIMARY KEY (wfrun_id, step_id)
     )`,
     `CREATE TABLE IF NOT EXISTS workflow_step_attempts (
@@ -248,6 +262,8 @@ export const workflowRunsProjection: Projection = {
       started_at  TEXT NOT NULL,
       finished_at TEXT,
       duration_ms INTEGER,
+      -- What the agent CLI reported about this attempt (JSON, as in step.exited), or NULL.
+      agent       TEXT,
       PRIMARY KEY (wfrun_id, step_id, attempt)
     ) WITHOUT ROWID`,
   ],
@@ -305,8 +321,9 @@ function evolveRun(event: StoredEvent, id: string) {
         ),
         ...d.spec.steps.map((step, ord) =>
           sql(
-            `INSERT INTO workflow_steps (wfrun_id, step_id, ord, name, needs, if_cond, continue_on_error, max_attempts, target_type, status)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')`,
+            `INSERT INTO workflow_steps (wfrun_id, step_id, ord, name, needs, if_cond, continue_on_error, max_attempts, target_type,
+               provider, model, status)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')`,
             d.wfRunId,
             step.id,
             ord,
@@ -316,6 +333,8 @@ function evolveRun(event: StoredEvent, id: string) {
             step.continueOnError ? 1 : 0,
             step.retries.attempts,
             step.target.type,
+            step.target.type === 'agent' ? step.target.provider : null,
+            step.target.type === 'agent' ? step.target.model : null,
           ),
         ),
       ];
@@ -453,10 +472,12 @@ function endAttempt(
   const stopping = `(SELECT cancel_requested + timed_out FROM workflow_runs WHERE id = ?)`;
   const retried = status === 'failed' || status === 'timed_out' || status === 'abandoned';
   const x = outcome.exited;
+  // The CLI's report, as recorded (absent from events of command steps and of older runners).
+  const agent = x?.agent ? JSON.stringify(x.agent) : null;
   return [
     sql(
       `UPDATE workflow_step_attempts SET status = ?, exit_code = ?, signal = ?, error = ?, finished_at = ?,
-         duration_ms = ${outcome.durationMs === null ? `MAX(0, ${sinceStart})` : '?'}
+         duration_ms = ${outcome.durationMs === null ? `MAX(0, ${sinceStart})` : '?'}, agent = ?
        WHERE wfrun_id = ? AND step_id = ? AND attempt = ?`,
       status,
       outcome.exitCode,
@@ -464,6 +485,7 @@ function endAttempt(
       outcome.error,
       at,
       outcome.durationMs ?? at,
+      agent,
       id,
       stepId,
       attempt,
@@ -471,7 +493,7 @@ function endAttempt(
     sql(
       `UPDATE workflow_steps SET
          status = ${retried ? `CASE WHEN attempts < max_attempts AND ${stopping} = 0 THEN 'retrying' ELSE ? END` : '?'},
-         exit_code = ?, signal = ?, error = ?, finished_at = ?,
+         exit_code = ?, signal = ?, error = ?, finished_at = ?, agent = ?,
          duration_ms = (SELECT SUM(duration_ms) FROM workflow_step_attempts WHERE wfrun_id = ? AND step_id = ?)
          ${x ? ', outputs = ?, stdout = ?, stderr = ?, stdout_bytes = ?, stderr_bytes = ?' : ''}
        WHERE wfrun_id = ? AND step_id = ?`,
@@ -481,6 +503,7 @@ function endAttempt(
       outcome.signal,
       outcome.error,
       at,
+      agent,
       id,
       stepId,
       ...(x ? [JSON.stringify(x.outputs), x.stdout, x.stderr, x.stdoutBytes, x.stderrBytes] : []),

@@ -1,8 +1,25 @@
 /**
- * `loops stats`: runs, outcomes, durations and — for agent loops — turns, tokens and cost, summed
- * per loop over a time window. The sums are SQL aggregates over `loop_runs` (json_extract on its
- * `agent` column), so memory stays bounded however many runs the database holds: what comes back
- * is one row per loop and the medians.
+ * `loops stats`: runs, outcomes, durations and — for agent loops, and workflow loops with agent
+ * steps — turns, tokens and cost, summed per loop over a time window. The sums are SQL aggregates
+ * over `loop_runs` (json_extract on its `agent` column) and over the step attempts of workflow runs
+ * (`workflow_step_attempts.agent`), so memory stays bounded however many runs the database holds:
+ * what comes back is one row per loop and the medians.
+ *
+ * What counts where:
+ * - runs, outcomes and durations are the loop's runs (`loop_runs`), whatever their target; a workflow
+ *   loop's run is one run, however many steps its workflow run had;
+ * - `agent.runs` counts the runs of agent loops (ended or not, reported or not);
+ * - `agent.steps` counts the agent step attempts that ended (succeeded, failed, timed out,
+ *   cancelled or abandoned; a retry is another attempt) in the workflow runs of a workflow loop
+ *   (`workflow_runs.loop_id`). Workflow runs started by hand (`loops workflows run`) belong to no
+ *   loop and are not counted;
+ * - turns, tokens, cost, `costRuns` and the providers and models seen add both up: the reports of
+ *   agent loop runs and of agent step attempts. `costRuns` counts the runs and step attempts whose
+ *   CLI reported a cost;
+ * - the window: a loop's run counts when it started (or was claimed, if it never started) at or
+ *   after `--since`; an agent step attempt counts when its workflow run started at or after
+ *   `--since` — the moment its loop run started — so a workflow loop's agent figures are those of
+ *   the runs counted beside them, even for attempts that began later.
  *
  * Light on purpose (like queries.ts): no zod, xstate or rxjs.
  */
@@ -14,16 +31,18 @@ import { findLoop } from './queries.js';
 export interface AgentStats {
   /** Runs of agent loops in the window (whether or not the CLI reported anything). */
   runs: number;
-  /** Sums of what the CLIs reported; null when no run reported the number. */
+  /** Agent step attempts that ended in the workflow runs of workflow loops (whether or not the CLI reported anything). */
+  steps: number;
+  /** Sums of what the CLIs reported (agent runs and agent step attempts); null when none reported the number. */
   turns: number | null;
   tokens: { input: number | null; output: number | null; cacheRead: number | null; cacheWrite: number | null };
-  /** Sum over the runs whose CLI reported a cost (`costRuns` of them); null when none did. */
+  /** Sum over the runs and step attempts whose CLI reported a cost (`costRuns` of them); null when none did. */
   costUsd: number | null;
   costRuns: number;
-  /** Providers and models seen, sorted (the model the CLI reported, else the one the loop asked for). */
+  /** Providers and models seen, sorted (the model the CLI reported, else the one the loop or step asked for). */
   providers: string[];
   models: string[];
-  /** The (provider, model) pairs seen, sorted; model null when neither the CLI nor the loop named one. */
+  /** The (provider, model) pairs seen, sorted; model null when neither the CLI nor the loop (or step) named one. */
   seen: Array<{ provider: string; model: string | null }>;
 }
 
@@ -96,6 +115,40 @@ const SUMS = `
     COALESCE(json_extract(agent, '$.provider'), json_extract(target, '$.provider')),
     COALESCE(json_extract(agent, '$.model'), json_extract(target, '$.model'))) END) AS seen`;
 
+/**
+ * The same sums over the agent step attempts that ended, per workflow loop: its workflow runs in the
+ * window (through the workflow_runs_loop index, in loop order), each run's agent steps and their
+ * ended attempts (by primary key). The provider and model: the CLI's, else the step's spec's.
+ */
+const STEP_SUMS = `
+  r.loop_id AS loop_id,
+  COUNT(*) AS agent_steps,
+  SUM(json_extract(a.agent, '$.turns')) AS turns,
+  SUM(json_extract(a.agent, '$.tokens.input')) AS tokens_input,
+  SUM(json_extract(a.agent, '$.tokens.output')) AS tokens_output,
+  SUM(json_extract(a.agent, '$.tokens.cacheRead')) AS tokens_cache_read,
+  SUM(json_extract(a.agent, '$.tokens.cacheWrite')) AS tokens_cache_write,
+  SUM(json_extract(a.agent, '$.costUsd')) AS cost_usd,
+  COUNT(json_extract(a.agent, '$.costUsd')) AS cost_runs,
+  json_group_array(DISTINCT json_array(
+    COALESCE(json_extract(a.agent, '$.provider'), s.provider),
+    COALESCE(json_extract(a.agent, '$.model'), s.model))) AS seen`;
+
+/** The agent figures of one workflow loop's step attempts. */
+interface StepSumsRow {
+  loop_id: string;
+  agent_steps: number;
+  turns: number | null;
+  tokens_input: number | null;
+  tokens_output: number | null;
+  tokens_cache_read: number | null;
+  tokens_cache_write: number | null;
+  cost_usd: number | null;
+  cost_runs: number;
+  /** JSON: [[provider, model], …]. */
+  seen: string;
+}
+
 interface SumsRow {
   loop_id: string;
   runs: number;
@@ -129,6 +182,7 @@ interface Sums {
   running: number;
   totalDurationMs: number | null;
   agentRuns: number;
+  agentSteps: number;
   turns: number | null;
   input: number | null;
   output: number | null;
@@ -149,6 +203,7 @@ const emptySums = (): Sums => ({
   running: 0,
   totalDurationMs: null,
   agentRuns: 0,
+  agentSteps: 0,
   turns: null,
   input: null,
   output: null,
@@ -172,6 +227,15 @@ function add(into: Sums, r: SumsRow): void {
   into.running += r.running;
   into.totalDurationMs = plus(into.totalDurationMs, r.total_duration_ms);
   into.agentRuns += r.agent_runs;
+  addAgent(into, r);
+}
+
+function addSteps(into: Sums, r: StepSumsRow): void {
+  into.agentSteps += r.agent_steps;
+  addAgent(into, r);
+}
+
+function addAgent(into: Sums, r: Omit<StepSumsRow, 'agent_steps'>): void {
   into.turns = plus(into.turns, r.turns);
   into.input = plus(into.input, r.tokens_input);
   into.output = plus(into.output, r.tokens_output);
@@ -192,10 +256,13 @@ interface MedianRow {
 
 /**
  * Sums runs per loop (the named one, or every loop not removed plus removed loops with runs in
- * the window), and over all of them. Unknown loop → NotFoundError; several matches → AmbiguousError.
+ * the window), and over all of them; a workflow loop's agent figures come from the agent step
+ * attempts of its workflow runs (see the file header). Unknown loop → NotFoundError; several
+ * matches → AmbiguousError.
  *
- * Two passes over the window's runs whatever its size: the sums per loop, and the medians (SQLite
- * sorts the durations, spilling to temporary files rather than growing without bound).
+ * Three passes whatever the window's size: the sums per loop, the agent step sums per workflow
+ * loop, and the medians (SQLite sorts the durations, spilling to temporary files rather than
+ * growing without bound).
  */
 export function runStats(db: Db, options: StatsOptions = {}): StatsReport {
   const since = options.since ?? null;
@@ -205,12 +272,31 @@ export function runStats(db: Db, options: StatsOptions = {}): StatsReport {
   const params = { ...(since === null ? {} : { since }), ...(loopId === null ? {} : { loopId }) };
 
   const perLoop = new Map<string, Sums>();
+  const sumsOf = (id: string) => {
+    let sums = perLoop.get(id);
+    if (!sums) perLoop.set(id, (sums = emptySums()));
+    return sums;
+  };
   const total = emptySums();
   for (const r of cached<[typeof params], SumsRow>(db, `SELECT ${SUMS} FROM loop_runs WHERE ${where} GROUP BY loop_id`).iterate(params)) {
-    const sums = emptySums();
-    add(sums, r);
-    perLoop.set(r.loop_id, sums);
+    add(sumsOf(r.loop_id), r);
     add(total, r);
+  }
+  // The agent step attempts of workflow loops: the window is their workflow run's start.
+  const stepWhere = ['r.loop_id IS NOT NULL', since === null ? null : 'r.started_at >= @since', loopId === null ? null : 'r.loop_id = @loopId']
+    .filter((w) => w !== null)
+    .join(' AND ');
+  for (const r of cached<[typeof params], StepSumsRow>(
+    db,
+    `SELECT ${STEP_SUMS}
+       FROM workflow_runs r
+       JOIN workflow_steps s ON s.wfrun_id = r.id AND s.target_type = 'agent'
+       JOIN workflow_step_attempts a ON a.wfrun_id = s.wfrun_id AND a.step_id = s.step_id AND a.status IN ${TERMINAL}
+      WHERE ${stepWhere}
+      GROUP BY r.loop_id`,
+  ).iterate(params)) {
+    addSteps(sumsOf(r.loop_id), r);
+    addSteps(total, r);
   }
 
   // Medians: the middle row (or the mean of the two middle rows) of the ended runs by duration,
@@ -277,6 +363,7 @@ function toStats(s: Sums, median: number | null): RunStats {
     medianDurationMs: median === null ? null : Math.round(median),
     agent: {
       runs: s.agentRuns,
+      steps: s.agentSteps,
       turns: s.turns,
       tokens: { input: s.input, output: s.output, cacheRead: s.cacheRead, cacheWrite: s.cacheWrite },
       // Nano-dollars: enough for any price, and no floating-point noise from the sum (0.1 + 0.2).

@@ -3,6 +3,7 @@
  * and `workflow_step_attempts` projection tables as the API shapes the CLI and SDK return
  * (camelCase). Light on purpose — no zod, xstate or rxjs — so `loops workflows list` starts fast.
  */
+import type { EventData } from '../events/catalog.js';
 import { cached, type Db } from '../events/db.js';
 import { AmbiguousError, NotFoundError } from '../events/errors.js';
 import type { WorkflowSpec } from '../events/workflow-spec.js';
@@ -78,6 +79,8 @@ export interface WorkflowStepAttemptView {
   startedAt: string;
   finishedAt: string | null;
   durationMs: number | null;
+  /** Agent steps: what the CLI reported (tokens, cost, session, …); null when it said nothing, or the attempt has not exited. */
+  agent: EventData<'run.agent_reported'> | null;
 }
 
 /** One step of a workflow run, with every attempt. */
@@ -95,6 +98,9 @@ export interface WorkflowStepView {
   maxAttempts: number;
   /** `command` or `agent`. */
   targetType: string;
+  /** Agent steps: the provider and model the spec asked for (null for command steps; the model when unset). */
+  provider: string | null;
+  model: string | null;
   /**
    * pending | starting | spawning | running | retrying | succeeded | failed | timed_out | cancelled |
    * skipped | abandoned. Pending steps of a run that ended are skipped; while the run is going a
@@ -118,8 +124,22 @@ export interface WorkflowStepView {
   finishedAt: string | null;
   /** Sum over the ended attempts. */
   durationMs: number | null;
+  /** What the agent CLI reported about the last ended attempt (each attempt has its own in `attempts`). */
+  agent: EventData<'run.agent_reported'> | null;
   /** Every attempt, in order. */
   attempts: WorkflowStepAttemptView[];
+}
+
+/**
+ * What agent CLIs reported, summed over `reports` reports (of step attempts). A sum is null when no
+ * report had the number — not 0; the cost is summed over the `costReports` reports that had one.
+ */
+export interface AgentTotals {
+  reports: number;
+  turns: number | null;
+  tokens: { input: number | null; output: number | null; cacheRead: number | null; cacheWrite: number | null };
+  costUsd: number | null;
+  costReports: number;
 }
 
 interface WorkflowRow {
@@ -182,6 +202,8 @@ interface StepRow {
   continue_on_error: number;
   max_attempts: number;
   target_type: string;
+  provider: string | null;
+  model: string | null;
   status: string;
   attempts: number;
   exit_code: number | null;
@@ -196,6 +218,7 @@ interface StepRow {
   started_at: string | null;
   finished_at: string | null;
   duration_ms: number | null;
+  agent: string | null;
 }
 
 interface AttemptRow {
@@ -209,7 +232,13 @@ interface AttemptRow {
   started_at: string;
   finished_at: string | null;
   duration_ms: number | null;
+  agent: string | null;
 }
+
+/** What an agent CLI reported about one step attempt (the `agent` field of its `step.exited` event). */
+type AgentReport = EventData<'run.agent_reported'>;
+
+const reportOf = (json: string | null): AgentReport | null => (json === null ? null : (JSON.parse(json) as AgentReport));
 
 /** A workflow row with its last run's current status (joined, so runs never rewrite workflows). */
 const WORKFLOW_SELECT =
@@ -269,6 +298,7 @@ function toAttemptView(row: AttemptRow): WorkflowStepAttemptView {
     startedAt: row.started_at,
     finishedAt: row.finished_at,
     durationMs: row.duration_ms,
+    agent: reportOf(row.agent),
   };
 }
 
@@ -283,6 +313,8 @@ function toStepView(row: StepRow, attempts: WorkflowStepAttemptView[]): Workflow
     continueOnError: row.continue_on_error === 1,
     maxAttempts: row.max_attempts,
     targetType: row.target_type,
+    provider: row.provider,
+    model: row.model,
     status: row.status,
     attempt: row.attempts,
     exitCode: row.exit_code,
@@ -297,6 +329,7 @@ function toStepView(row: StepRow, attempts: WorkflowStepAttemptView[]): Workflow
     startedAt: row.started_at,
     finishedAt: row.finished_at,
     durationMs: row.duration_ms,
+    agent: reportOf(row.agent),
     attempts,
   };
 }
@@ -469,6 +502,41 @@ export function workflowRunSteps(db: Db, wfRunId: string): WorkflowStepView[] {
     list.push(toAttemptView(row));
   }
   return steps.map((row) => toStepView(row, byStep.get(row.step_id) ?? []));
+}
+
+/** Null-safe addition: null means "nobody reported it", and stays null only while nobody did. */
+const plus = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : a + b);
+
+/**
+ * The sum of agent reports (e.g. every attempt of a step, or of every step of a run); null when
+ * there is none. The cost is rounded to nano-dollars, like `loops stats`.
+ */
+export function sumAgentReports(reports: Iterable<EventData<'run.agent_reported'> | null>): AgentTotals | null {
+  let totals: AgentTotals | null = null;
+  for (const r of reports) {
+    if (r === null) continue;
+    totals ??= { reports: 0, turns: null, tokens: { input: null, output: null, cacheRead: null, cacheWrite: null }, costUsd: null, costReports: 0 };
+    totals.reports += 1;
+    totals.turns = plus(totals.turns, r.turns);
+    totals.tokens.input = plus(totals.tokens.input, r.tokens.input);
+    totals.tokens.output = plus(totals.tokens.output, r.tokens.output);
+    totals.tokens.cacheRead = plus(totals.tokens.cacheRead, r.tokens.cacheRead);
+    totals.tokens.cacheWrite = plus(totals.tokens.cacheWrite, r.tokens.cacheWrite);
+    totals.costUsd = plus(totals.costUsd, r.costUsd);
+    if (r.costUsd !== null) totals.costReports += 1;
+  }
+  if (totals?.costUsd != null) totals.costUsd = Math.round(totals.costUsd * 1e9) / 1e9;
+  return totals;
+}
+
+/** What the agent CLIs of a step reported over all its attempts (retries cost too); null when none reported. */
+export function stepAgentTotals(step: WorkflowStepView): AgentTotals | null {
+  return sumAgentReports(step.attempts.map((a) => a.agent));
+}
+
+/** What the agent CLIs of a run's steps reported over every attempt; null when none reported. */
+export function runAgentTotals(steps: WorkflowStepView[]): AgentTotals | null {
+  return sumAgentReports(steps.flatMap((s) => s.attempts.map((a) => a.agent)));
 }
 
 function escapeLike(text: string): string {

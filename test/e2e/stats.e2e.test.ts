@@ -2,7 +2,11 @@
  * `loops stats` through the built binary: command and agent loops (the fake CLIs in
  * test/fixtures/agents first on PATH), runs made at chosen times with LOOPS_NOW, then the table for
  * people, --json for scripts, --since windows, one loop by name or id, and the bad-input errors.
+ * A workflow loop whose steps call claude and codex: its agent steps' tokens and cost in `loops
+ * stats` (and per step, with the run's total, in `loops workflows inspect`).
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURES, Sandbox } from './cli-helpers.js';
@@ -34,6 +38,7 @@ interface Stats {
   medianDurationMs: number | null;
   agent: {
     runs: number;
+    steps: number;
     turns: number | null;
     tokens: { input: number | null; output: number | null; cacheRead: number | null; cacheWrite: number | null };
     costUsd: number | null;
@@ -190,5 +195,119 @@ describe('loops stats', () => {
     } finally {
       empty.cleanup();
     }
+  });
+});
+
+// ── A workflow loop with agent steps ────────────────────────────────────────────────────────────
+
+interface AgentReport {
+  provider: string;
+  model: string | null;
+  sessionId: string | null;
+  turns: number | null;
+  tokens: { input: number | null; output: number | null; cacheRead: number | null; cacheWrite: number | null };
+  costUsd: number | null;
+}
+interface Inspected {
+  id: string;
+  status: string;
+  agent: { reports: number; turns: number | null; tokens: AgentReport['tokens']; costUsd: number | null; costReports: number } | null;
+  steps: Array<{ stepId: string; targetType: string; provider: string | null; agent: AgentReport | null; attempts: Array<{ attempt: number; agent: AgentReport | null }> }>;
+}
+
+describe('loops stats: a workflow loop whose steps call agent CLIs', () => {
+  const w = new Sandbox();
+  const dir = mkdtempSync(join(tmpdir(), 'loops-stats-wf-'));
+  afterAll(() => {
+    w.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  beforeAll(() => {
+    const file = join(dir, 'triage.yaml');
+    writeFileSync(
+      file,
+      `name: triage
+steps:
+  - id: build
+    run: echo built
+  - id: review
+    needs: build
+    agent: { provider: claude, prompt: review the build }
+  - id: fix
+    needs: build
+    agent: { provider: codex, prompt: fix the build }
+`,
+    );
+    const ok2 = (args: string[], env: Record<string, string>) => {
+      const r = w.run(args, env);
+      expect(r.code, `loops ${args.join(' ')}: ${r.stderr}`).toBe(0);
+    };
+    ok2(['workflows', 'create', file], at(DAY1));
+    ok2(['create', 'workflow', 'triage-loop', '--workflow', 'triage', '--manual', '--tz', 'UTC'], at(DAY1));
+    ok2(['create', 'agent', 'solo', '--provider', 'claude', '--prompt', 'x', '--manual', '--tz', 'UTC'], at(DAY1));
+    ok2(['run-now', 'triage-loop'], at(DAY10));
+    ok2(['run-now', 'solo'], at(DAY10));
+  }, 120_000);
+
+  it('--json: the loop\'s agent steps add their tokens and cost (steps counted apart from agent runs), and so does the total', () => {
+    const r = w.json<Report>(['stats', '--since', '5d'], at(NOW));
+    const loop = r.loops.find((l) => l.name === 'triage-loop')!;
+    // One run of the loop (one workflow run), two agent step attempts in it.
+    expect(loop).toMatchObject({ runs: 1, succeeded: 1, agent: { runs: 0, steps: 2, costRuns: 1, providers: ['claude', 'codex'] } });
+    // claude: 9 in, 342 out, 18,230 cache read, $0.0421335; codex: 24,763 in and no cost.
+    expect(loop.agent.tokens.input).toBe(9 + 24_763);
+    expect(loop.agent.tokens.cacheRead).toBeGreaterThanOrEqual(18_230);
+    expect(loop.agent.costUsd).toBeCloseTo(0.0421335, 9);
+    expect(loop.agent.models).toContain('claude-sonnet-4-5-20250929');
+
+    // The same numbers as the run's own step reports (loops workflows inspect --json).
+    const [run] = w.json<Array<{ id: string; loopId: string | null }>>(['workflows', 'runs'], at(NOW));
+    expect(run!.loopId).toBe(loop.loopId);
+    const inspected = w.json<Inspected>(['workflows', 'inspect', run!.id], at(NOW));
+    expect(inspected.agent).toMatchObject({ reports: 2, turns: loop.agent.turns, tokens: loop.agent.tokens, costReports: 1 });
+    expect(inspected.agent!.costUsd).toBeCloseTo(loop.agent.costUsd!, 9);
+
+    const solo = r.loops.find((l) => l.name === 'solo')!;
+    expect(solo.agent).toMatchObject({ runs: 1, steps: 0, costRuns: 1 });
+    expect(r.total).toMatchObject({ loops: 2, runs: 2, agent: { runs: 1, steps: 2, costRuns: 2, providers: ['claude', 'codex'] } });
+    expect(r.total.agent.costUsd).toBeCloseTo(2 * 0.0421335, 9);
+    expect(r.total.agent.tokens.input).toBe(loop.agent.tokens.input! + solo.agent.tokens.input!);
+    // Out of the window with its workflow run.
+    expect(w.json<Report>(['stats', 'triage-loop', '--since', '2026-01-10T09:30Z'], at(NOW)).loops[0]!.agent).toMatchObject({ steps: 0, costUsd: null });
+  });
+
+  it('the table: a STEPS column, the loop\'s cost and how many of its runs and steps reported one', () => {
+    const r = w.run(['stats'], at(NOW));
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.split('\n');
+    const header = lines.find((l) => l.startsWith('AGENT LOOP'))!;
+    expect(header.split(/\s{2,}/)).toEqual(['AGENT LOOP', 'RUNS', 'STEPS', 'TURNS', 'INPUT', 'OUTPUT', 'CACHE READ', 'CACHE WRITE', 'COST', 'MODELS']);
+    const row = (name: string) => lines.slice(lines.indexOf(header)).find((l) => l.startsWith(`${name} `))!;
+    expect(row('triage-loop')).toMatch(/^triage-loop\s+0\s+2\s+.*\s24,772\s.*\$0\.0421 \(1 of 2\)\s+claude: claude-sonnet-4-5-20250929; codex/);
+    expect(row('solo')).toMatch(/^solo\s+1\s+0\s+.*\$0\.0421\s+claude: claude-sonnet-4-5-20250929$/);
+    expect(row('TOTAL')).toMatch(/\$0\.0843 \(2 of 3\)/);
+    expect(r.stdout).toContain('The cost is summed over the 2 of 3 agent runs and step attempts that reported one.');
+  });
+
+  it('workflows inspect: tokens and cost per agent step, the run\'s total; --json has each report', () => {
+    const [run] = w.json<Array<{ id: string }>>(['workflows', 'runs'], at(NOW));
+    const r = w.run(['workflows', 'inspect', run!.id], at(NOW));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^agents {6}cost \$0\.0421 \(1 of 2 reported one\), tokens 24\.8k in \/ 464 out, 2 agent attempts$/m);
+    const lines = r.stdout.split('\n');
+    const header = lines.find((l) => l.startsWith('STEP '))!;
+    expect(header.split(/\s{2,}/)).toEqual(['STEP', 'STATUS', 'ATTEMPTS', 'EXIT', 'DURATION', 'TOKENS/COST', 'OUTPUTS', 'ERROR']);
+    const cell = (step: string) => lines.find((l) => l.startsWith(`${step} `))!.slice(header.indexOf('TOKENS/COST')).split(/\s{2,}/)[0];
+    expect(cell('review')).toBe('9/342 $0.0421');
+    expect(cell('fix')).toBe('24.8k/122');
+    expect(cell('build')).toBe('-');
+
+    const inspected = w.json<Inspected>(['workflows', 'inspect', run!.id], at(NOW));
+    const step = (id: string) => inspected.steps.find((s) => s.stepId === id)!;
+    expect(step('build')).toMatchObject({ targetType: 'command', provider: null, agent: null, attempts: [{ attempt: 1, agent: null }] });
+    expect(step('review')).toMatchObject({ targetType: 'agent', provider: 'claude', agent: { provider: 'claude', costUsd: 0.0421335, sessionId: expect.any(String) } });
+    expect(step('review').attempts[0]!.agent).toEqual(step('review').agent);
+    expect(step('fix').agent).toMatchObject({ provider: 'codex', costUsd: null, tokens: { input: 24_763, output: 122 } });
   });
 });

@@ -4,9 +4,15 @@
  *    against the fake CLIs in test/fixtures/agents (first on PATH) — summed as the runs report them
  *    (the sums agree with the runs' own RunViews; a CLI that reports no cost does not count as 0);
  *  - runs written the way a runner writes them on a SimulatedClock, for exact numbers: the --since
- *    window, still-running, cancelled and abandoned runs, medians, removed loops, the total row.
+ *    window, still-running, cancelled and abandoned runs, medians, removed loops, the total row;
+ *  - workflow loops whose agent steps report tokens and cost: real runs (the sums agree with the
+ *    step attempts' own views; a workflow run started by hand belongs to no loop), exact numbers on
+ *    a SimulatedClock (retries, abandoned attempts, the window on the workflow run's start), and
+ *    the workflow tables rebuilt from the log — also from a database of the previous projection
+ *    version, without the agent columns — give the same tables and the same stats.
  */
-import { delimiter } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { EventData } from '../../src/events/catalog.js';
 import { AmbiguousError, NotFoundError, UsageError } from '../../src/events/errors.js';
@@ -14,14 +20,20 @@ import { currentMachines } from '../../src/machines/registry.js';
 import { DurableActor } from '../../src/runtime/actor.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { newId } from '../../src/runtime/ids.js';
-import { changeLoopState, createAgentLoop, createCommandLoop } from '../../src/runtime/loops.js';
+import { changeLoopState, createAgentLoop, createCommandLoop, createWorkflowLoop } from '../../src/runtime/loops.js';
+import { rebuildProjections } from '../../src/runtime/projection-admin.js';
 import { listRuns, type LoopView, type RunView } from '../../src/runtime/queries.js';
 import { runNow } from '../../src/runtime/run-now.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
 import { parseSince, runStats, type LoopStats } from '../../src/runtime/stats.js';
+import { openReader, staleProjections } from '../../src/runtime/store.js';
+import { listWorkflowRuns, workflowRunSteps, workflowVersion } from '../../src/runtime/workflow-queries.js';
+import { runWorkflow } from '../../src/runtime/workflow-run.js';
+import { createWorkflow } from '../../src/runtime/workflows.js';
+import { workflowRunsProjection } from '../../src/projections/workflows.js';
 import { fixture } from '../helpers/fixtures.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
-import { useRuntime } from '../helpers/tmp.js';
+import { tempDir, useRuntime } from '../helpers/tmp.js';
 
 /** Puts the fake agent CLIs first on PATH (and sets extra variables) for the current test. */
 function withEnv(vars: Record<string, string>): void {
@@ -313,12 +325,13 @@ describe('runStats: windows and outcomes (simulated clock)', () => {
       totalDurationMs: 2000,
       // sorted 0, 100, 200, 300, 400, 1000 → (200 + 300) / 2
       medianDurationMs: 250,
-      agent: { runs: 0, turns: null, tokens: { input: null, output: null, cacheRead: null, cacheWrite: null }, costUsd: null, costRuns: 0, providers: [], models: [], seen: [] },
+      agent: { runs: 0, steps: 0, turns: null, tokens: { input: null, output: null, cacheRead: null, cacheWrite: null }, costUsd: null, costRuns: 0, providers: [], models: [], seen: [] },
     });
     const agent2 = byName(win.loops, 'agent');
     expect(agent2).toMatchObject({ runs: 5, succeeded: 3, failed: 1, running: 1, successRate: 3 / 4, totalDurationMs: 190_000, medianDurationMs: 45_000 });
     expect(agent2.agent).toEqual({
       runs: 5,
+      steps: 0,
       turns: 9,
       tokens: { input: 3000, output: 600, cacheRead: 15000, cacheWrite: 600 },
       costUsd: 0.3, // exactly: the sum is rounded to nano-dollars (0.1 + 0.2)
@@ -385,6 +398,289 @@ describe('runStats: windows and outcomes (simulated clock)', () => {
     expect(runStats(runtime.db, { since }).total.runs).toBe(0); // claimed before, not started yet
     actor.record('process.spawn_requested', { command: 'x', args: [], shell: true, cwd: null, envKeys: [], timeoutAt: null });
     expect(runStats(runtime.db, { since }).total).toMatchObject({ runs: 1, running: 1 });
+  });
+});
+
+// ── Workflow loops: agent steps ─────────────────────────────────────────────────────────────
+
+/** A workflow spec file in a fresh temp directory. */
+function specFile(text: string): string {
+  const file = join(tempDir(), 'wf.yaml');
+  writeFileSync(file, text);
+  return file;
+}
+
+type Report = EventData<'run.agent_reported'>;
+
+/** The workflow tables, every row in key order. */
+function workflowTables(db: Runtime['db']): Record<string, unknown[]> {
+  return Object.fromEntries(workflowRunsProjection.tables.map((t) => [t.name, db.prepare(`SELECT * FROM ${t.name} ORDER BY ${t.orderBy}`).all()]));
+}
+
+/**
+ * Dropping the workflow tables and rebuilding them from the log gives the same rows and the same
+ * stats; so does opening a database whose tables were built by the previous projection version
+ * (no agent columns): openReader notices the version and rebuilds.
+ */
+async function expectWorkflowTablesRebuild(runtime: Runtime): Promise<void> {
+  const before = workflowTables(runtime.db);
+  const stats = runStats(runtime.db);
+  expect(before.workflow_step_attempts!.some((r) => (r as { agent: string | null }).agent !== null)).toBe(true);
+  runtime.db.exec('DROP TABLE workflow_step_attempts; DROP TABLE workflow_steps; DROP TABLE workflow_runs');
+  expect(rebuildProjections(runtime.db, ['workflow_runs']).projections).toEqual(['workflow_runs']);
+  expect(workflowTables(runtime.db)).toEqual(before);
+  expect(runStats(runtime.db)).toEqual(stats);
+
+  // The v1 shape: no agent, provider or model columns, no loop index; recorded as version 1.
+  runtime.db.exec(`
+    DROP INDEX workflow_runs_loop;
+    ALTER TABLE workflow_step_attempts DROP COLUMN agent;
+    ALTER TABLE workflow_steps DROP COLUMN agent;
+    ALTER TABLE workflow_steps DROP COLUMN provider;
+    ALTER TABLE workflow_steps DROP COLUMN model;
+    UPDATE projections SET version = 1 WHERE name = 'workflow_runs';`);
+  expect(staleProjections(runtime.db)).toEqual(['workflow_runs']);
+  expect(() => runStats(runtime.db)).toThrow(/no such column/);
+  const reader = await openReader(runtime.dataDir);
+  try {
+    expect(staleProjections(reader.db)).toEqual([]);
+    expect(workflowTables(reader.db)).toEqual(before);
+    expect(runStats(reader.db)).toEqual(stats);
+  } finally {
+    reader.close();
+  }
+}
+
+describe('runStats: workflow loops with agent steps (real runs)', () => {
+  it('a workflow loop sums the reports of its agent step attempts; its runs stay runs; a workflow run by hand counts nowhere', async () => {
+    withEnv(fakesFirst());
+    const runtime = await useRuntime();
+    const manual = { manual: true, tz: 'UTC' };
+    createWorkflow(
+      runtime,
+      specFile(`name: review-flow
+steps:
+  - id: build
+    run: echo built
+  - id: review
+    needs: build
+    agent: { provider: claude, prompt: review the build }
+  - id: fix
+    needs: build
+    agent: { provider: codex, prompt: fix the build, model: gpt-5-codex }
+`),
+    );
+    createWorkflowLoop(runtime, { name: 'flow', workflow: 'review-flow', schedule: manual });
+    createAgentLoop(runtime, { name: 'solo', provider: 'claude', prompt: 'x', schedule: manual });
+    createCommandLoop(runtime, { name: 'plain', command: 'true', schedule: manual });
+
+    expect((await runNow(runtime, 'flow')).status).toBe('succeeded');
+    expect((await runNow(runtime, 'flow')).status).toBe('succeeded');
+    expect((await runNow(runtime, 'solo')).status).toBe('succeeded');
+    expect((await runNow(runtime, 'plain')).status).toBe('succeeded');
+    // By hand, outside any loop: not in any loop's stats.
+    expect((await runWorkflow(runtime, 'review-flow')).run.status).toBe('succeeded');
+    // Both CLIs fail without JSON: two more ended agent attempts, with reports of nulls.
+    withEnv({ FAKE_AGENT_MODE: 'nojson' });
+    expect((await runNow(runtime, 'flow')).status).toBe('failed');
+
+    const report = runStats(runtime.db);
+    const flow = byName(report.loops, 'flow');
+    // The loop's runs are its runs: one per workflow run, not one per step.
+    expect(flow).toMatchObject({ runs: 3, succeeded: 2, failed: 1, successRate: 2 / 3 });
+
+    // The oracle: the step attempts of the loop's workflow runs, as the workflow views show them.
+    const loopRuns = listWorkflowRuns(runtime.db, { limit: 100 }).filter((r) => r.loopId === flow.loopId);
+    expect(loopRuns).toHaveLength(3);
+    const attempts = loopRuns.flatMap((r) => workflowRunSteps(runtime.db, r.id).filter((s) => s.targetType === 'agent').flatMap((s) => s.attempts));
+    expect(attempts).toHaveLength(6);
+    const reports = attempts.map((a) => a.agent);
+    expect(reports.every((r) => r !== null)).toBe(true);
+    const sums = (list: Array<Report | null>) => ({
+      turns: sum(list.map((r) => r?.turns)),
+      tokens: {
+        input: sum(list.map((r) => r?.tokens.input)),
+        output: sum(list.map((r) => r?.tokens.output)),
+        cacheRead: sum(list.map((r) => r?.tokens.cacheRead)),
+        cacheWrite: sum(list.map((r) => r?.tokens.cacheWrite)),
+      },
+    });
+    const codexModel = reports.find((r) => r?.provider === 'codex' && r.model !== null)?.model ?? 'gpt-5-codex';
+    expect(flow.agent).toMatchObject({
+      runs: 0,
+      steps: 6,
+      ...sums(reports),
+      // Only the claude step reports a cost, and not without JSON.
+      costRuns: 2,
+      providers: ['claude', 'codex'],
+    });
+    expect(flow.agent.tokens.input).toBeGreaterThan(0);
+    expect(flow.agent.costUsd).toBeCloseTo(2 * 0.0421335, 9);
+    // The model the CLI reported, else the one the step asked for (none, for the claude step).
+    expect(flow.agent.seen).toEqual(
+      [
+        { provider: 'claude', model: null },
+        { provider: 'claude', model: 'claude-sonnet-4-5-20250929' },
+        ...[...new Set([codexModel, 'gpt-5-codex'])].sort().map((model) => ({ provider: 'codex', model })),
+      ].sort((a, b) => a.provider.localeCompare(b.provider) || (a.model ?? '').localeCompare(b.model ?? '')),
+    );
+
+    const solo = byName(report.loops, 'solo');
+    expect(solo.agent).toMatchObject({ runs: 1, steps: 0, costRuns: 1 });
+    expect(byName(report.loops, 'plain').agent).toMatchObject({ runs: 0, steps: 0, turns: null, costUsd: null });
+
+    // The total adds the agent runs and the agent step attempts (the run by hand is not in it).
+    const soloRuns = listRuns(runtime.db, { limit: 100 }).filter((r) => r.loopName === 'solo');
+    expect(report.total).toMatchObject({
+      loops: 3,
+      runs: 5,
+      agent: { runs: 1, steps: 6, costRuns: 3, ...sums([...reports, ...soloRuns.map((r) => r.agent)]), providers: ['claude', 'codex'] },
+    });
+    expect(report.total.agent.costUsd).toBeCloseTo(3 * 0.0421335, 9);
+
+    // One loop: the same numbers.
+    const one = runStats(runtime.db, { loop: 'flow' });
+    expect(one.loops).toEqual([flow]);
+    expect(one.total).toMatchObject({ loops: 1, runs: 3, agent: { runs: 0, steps: 6, costRuns: 2 } });
+
+    expectLogConsistent(runtime);
+    await expectWorkflowTablesRebuild(runtime);
+  });
+});
+
+/**
+ * A workflow run of `loop` written the way its runner writes it (wfrun stream only), the clock
+ * moving as it goes: `build` (a command) runs first, then each attempt of `review` (an agent step)
+ * as told — `null` when it is still running.
+ */
+function recordWorkflowRun(
+  runtime: Runtime,
+  clock: SimulatedClock,
+  pinned: { workflowId: string; workflowName: string; version: number; spec: EventData<'wfrun.started'>['spec'] },
+  loopId: string | null,
+  review: Array<{ report: Report | null; exitCode: number } | 'abandoned' | null>,
+): string {
+  const wfRunId = newId('wfrun', clock.now());
+  const actor = DurableActor.create(runtime, `wfrun:${wfRunId}`, 'wfrun', currentMachines.workflowRun);
+  actor.record('wfrun.started', {
+    wfRunId,
+    ...pinned,
+    inputs: {},
+    trigger: loopId ? 'schedule' : 'manual',
+    loopId,
+    slot: loopId ? new Date(clock.now()).toISOString() : null,
+    attempt: 1,
+    idempotencyKey: `k:${wfRunId}`,
+    runnerId: runtime.runnerId,
+    leaseToken: 1,
+  });
+  const attempt = (stepId: string, n: number, end: { report: Report | null; exitCode: number } | 'abandoned' | null) => {
+    if (n > 1) actor.record('step.retry_due', { stepId, attempt: n });
+    actor.record('step.spawn_requested', { stepId, attempt: n, command: 'x', args: [], shell: false, cwd: null, envKeys: [], timeoutAt: null });
+    actor.record('step.spawned', { stepId, attempt: n, pid: 4242, pgid: 4242, startTime: null, bootId: null });
+    clock.advance(60_000);
+    if (end === null) return;
+    if (end === 'abandoned') {
+      actor.record('step.abandoned', { stepId, attempt: n, reason: 'runner gone' });
+      return;
+    }
+    actor.record('step.exited', {
+      stepId,
+      attempt: n,
+      exitCode: end.exitCode,
+      signal: null,
+      timedOut: false,
+      cancelled: false,
+      stdout: '',
+      stderr: '',
+      stdoutBytes: 0,
+      stderrBytes: 0,
+      durationMs: 60_000,
+      error: end.exitCode === 0 ? null : `exited with code ${end.exitCode}`,
+      outputs: {},
+      ...(end.report ? { agent: end.report } : {}),
+    });
+  };
+  attempt('build', 1, { report: null, exitCode: 0 });
+  review.forEach((end, i) => attempt('review', i + 1, end));
+  return wfRunId;
+}
+
+describe('runStats: workflow loops with agent steps (simulated clock)', () => {
+  it('counts every ended agent attempt (retries, abandoned, no JSON) in the window of its workflow run\'s start', async () => {
+    withEnv(fakesFirst());
+    const clock = new SimulatedClock(T0);
+    const runtime = await useRuntime({ clock });
+    const { workflow } = createWorkflow(
+      runtime,
+      specFile(`name: reviewed
+steps:
+  - id: build
+    run: make
+  - id: review
+    needs: build
+    retries: 2
+    agent: { provider: claude, model: claude-opus-4-1, prompt: review }
+`),
+    );
+    const pinned = { workflowId: workflow.id, workflowName: workflow.name, version: 1, spec: workflowVersion(runtime.db, workflow.id, 1).spec };
+    const loop = createWorkflowLoop(runtime, { name: 'reviewed', workflow: 'reviewed', schedule: { manual: true, tz: 'UTC' } });
+    const full = { input: 1000, output: 200, cacheRead: 5000, cacheWrite: 300 };
+
+    // Day 0: a failed attempt and its retry — both reported, both count.
+    recordWorkflowRun(runtime, clock, pinned, loop.id, [
+      { report: report({ model: 'claude-opus-4-1', turns: 4, tokens: full, costUsd: 0.1 }), exitCode: 1 },
+      { report: report({ model: 'claude-sonnet-4-5', turns: 2, tokens: full, costUsd: 0.2 }), exitCode: 0 },
+    ]);
+    clock.advance(2 * DAY);
+    // Started a moment before the window, its agent attempt (a minute later) inside it: out of the window with its run.
+    const early = clock.now();
+    recordWorkflowRun(runtime, clock, pinned, loop.id, [{ report: report({ turns: 1, tokens: full, costUsd: 0.4 }), exitCode: 0 }]);
+    const cut = early + 1;
+    // In the window: an abandoned attempt (no report), then one whose CLI printed no JSON (all null).
+    recordWorkflowRun(runtime, clock, pinned, loop.id, ['abandoned', { report: report({}), exitCode: 1 }]);
+    // Still running: not counted. By hand (no loop): not counted.
+    recordWorkflowRun(runtime, clock, pinned, loop.id, [null]);
+    recordWorkflowRun(runtime, clock, pinned, null, [{ report: report({ turns: 9, tokens: full, costUsd: 1 }), exitCode: 0 }]);
+
+    const all = runStats(runtime.db);
+    expect(all.loops.map((l) => l.name)).toEqual(['reviewed']);
+    expect(all.loops[0]!.agent).toEqual({
+      runs: 0,
+      steps: 5,
+      turns: 7,
+      tokens: { input: 3000, output: 600, cacheRead: 15000, cacheWrite: 900 },
+      costUsd: 0.7,
+      costRuns: 3,
+      providers: ['claude'],
+      // The model the CLI reported, else the step's (the abandoned attempt, the all-null report, the third run).
+      models: ['claude-opus-4-1', 'claude-sonnet-4-5'],
+      seen: [
+        { provider: 'claude', model: 'claude-opus-4-1' },
+        { provider: 'claude', model: 'claude-sonnet-4-5' },
+      ],
+    });
+    // No loop runs were written here: the loop's run counts are its own (loop_runs), untouched.
+    expect(all.total).toMatchObject({ runs: 0, agent: { runs: 0, steps: 5, costRuns: 3, costUsd: 0.7 } });
+
+    const win = runStats(runtime.db, { since: new Date(cut).toISOString() });
+    expect(win.loops[0]!.agent).toEqual({
+      runs: 0,
+      steps: 2,
+      turns: null,
+      tokens: { input: null, output: null, cacheRead: null, cacheWrite: null },
+      costUsd: null,
+      costRuns: 0,
+      providers: ['claude'],
+      models: ['claude-opus-4-1'],
+      seen: [{ provider: 'claude', model: 'claude-opus-4-1' }],
+    });
+    // From that run's start on (the boundary is inclusive), it is in.
+    expect(runStats(runtime.db, { since: new Date(early).toISOString() }).total.agent).toMatchObject({ steps: 3, costUsd: 0.4, costRuns: 1, turns: 1 });
+    expect(runStats(runtime.db, { loop: loop.id, since: new Date(cut).toISOString() }).loops).toEqual(win.loops);
+
+    expectLogConsistent(runtime);
+    await expectWorkflowTablesRebuild(runtime);
   });
 });
 

@@ -11,8 +11,9 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import type { AnyMachineSnapshot } from 'xstate';
 import { openDatabase } from '../../src/events/db.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
+import type { EventData } from '../../src/events/catalog.js';
 import type { StoredEvent } from '../../src/events/types.js';
-import type { WorkflowSpec } from '../../src/events/workflow-spec.js';
+import type { StepSpec, WorkflowSpec } from '../../src/events/workflow-spec.js';
 import { fold, initialSnapshot, stateOf, step as machineStep } from '../../src/machines/fold.js';
 import { workflowMachine } from '../../src/machines/workflow.js';
 import { workflowRunMachine, type WorkflowRunContext } from '../../src/machines/workflow-run.js';
@@ -24,6 +25,8 @@ import {
   findWorkflowRun,
   listWorkflowRuns,
   listWorkflows,
+  runAgentTotals,
+  stepAgentTotals,
   workflowRunSteps,
   workflowVersion,
 } from '../../src/runtime/workflow-queries.js';
@@ -277,7 +280,11 @@ describe('workflow_runs and workflow_steps', () => {
       startedAt: at(1100),
       finishedAt: at(1500),
       durationMs: 390,
+      agent: null,
     });
+    // Command steps: no agent provider, model or report.
+    expect(steps.map((s) => [s.provider, s.model, s.agent])).toEqual(Array(4).fill([null, null, null]));
+    expect(runAgentTotals(steps)).toBeNull();
   });
 
   it('while the run goes on, a step the machine skipped stays pending (skips are not events) until the run ends', () => {
@@ -352,8 +359,8 @@ describe('workflow_runs and workflow_steps', () => {
       duration_ms: 1400,
     });
     expect(attemptRows().filter((r) => r.step_id === 'b')).toEqual([
-      { wfrun_id: 'wfrun_1', step_id: 'b', attempt: 1, status: 'failed', exit_code: 1, signal: null, error: 'exited with code 1', pid: 2100, started_at: at(1100), finished_at: at(1510), duration_ms: 400 },
-      { wfrun_id: 'wfrun_1', step_id: 'b', attempt: 2, status: 'succeeded', exit_code: 0, signal: null, error: null, pid: 7777, started_at: at(6520), finished_at: at(7530), duration_ms: 1000 },
+      { wfrun_id: 'wfrun_1', step_id: 'b', attempt: 1, status: 'failed', exit_code: 1, signal: null, error: 'exited with code 1', pid: 2100, started_at: at(1100), finished_at: at(1510), duration_ms: 400, agent: null },
+      { wfrun_id: 'wfrun_1', step_id: 'b', attempt: 2, status: 'succeeded', exit_code: 0, signal: null, error: null, pid: 7777, started_at: at(6520), finished_at: at(7530), duration_ms: 1000, agent: null },
     ]);
     expect(workflowRunSteps(db, 'wfrun_1')[1]!.attempts.map((a) => [a.attempt, a.status])).toEqual([
       [1, 'failed'],
@@ -447,6 +454,120 @@ describe('workflow_runs and workflow_steps', () => {
   });
 });
 
+/** An agent step asking for `provider` (and `model`). */
+const agentStep = (id: string, provider: string, model: string | null, overrides: Partial<StepSpec> = {}): StepSpec =>
+  wfStep(id, {
+    target: {
+      type: 'agent',
+      provider,
+      prompt: `do ${id}`,
+      promptFile: null,
+      model,
+      agent: null,
+      cwd: null,
+      env: {},
+      permissionMode: null,
+      extraArgs: [],
+      configIsolation: 'safe',
+      account: null,
+      maxTurns: null,
+      maxCostUsd: null,
+      idleTimeoutMs: null,
+    },
+    ...overrides,
+  });
+
+/** What a CLI reported (every field null but the provider, unless given). */
+const report = (data: Partial<EventData<'run.agent_reported'>> = {}): EventData<'run.agent_reported'> => ({
+  provider: 'claude',
+  cliVersion: '2.1.31',
+  model: null,
+  sessionId: null,
+  turns: null,
+  durationMs: null,
+  tokens: { input: null, output: null, cacheRead: null, cacheWrite: null },
+  costUsd: null,
+  finalMessage: null,
+  isError: null,
+  parseError: null,
+  ...data,
+});
+
+describe('agent steps: what the CLI reported', () => {
+  it('each attempt keeps its report, the step its last ended attempt\'s (none after an abandoned one); the views sum them', () => {
+    const spec = wfSpec({
+      steps: [
+        wfStep('build'),
+        agentStep('review', 'claude', 'claude-opus-4-1', { needs: ['build'], retries: { attempts: 3, delayMs: 0, backoff: 1, maxDelayMs: null } }),
+        agentStep('fix', 'codex', null, { needs: ['build'] }),
+      ],
+    });
+    const r1 = report({ model: 'claude-opus-4-1', sessionId: 's-1', turns: 3, tokens: { input: 100, output: 20, cacheRead: 5000, cacheWrite: null }, costUsd: 0.1 });
+    const r3 = report({ model: 'claude-opus-4-1', sessionId: 's-3', turns: 2, tokens: { input: 50, output: 10, cacheRead: 1000, cacheWrite: 7 }, costUsd: 0.2 });
+    const codex = report({ provider: 'codex', model: 'gpt-5-codex', turns: 1, tokens: { input: 30, output: 5, cacheRead: null, cacheWrite: null } });
+    const head: MachineInput[] = [
+      wfrunEv.started({ spec }, at(0)),
+      ...runStep('build', 10),
+      ...runStep('review', 2000, { exitCode: 1, error: 'exited with code 1', agent: r1 }, 1, 500),
+      ...runStep('fix', 2100, { agent: codex }, 1, 300),
+      wfrunEv.retryDue('review', 2, at(3000)),
+      wfrunEv.spawnRequested('review', 2, at(3010)),
+      wfrunEv.spawned('review', 2, at(3020)),
+      wfrunEv.abandoned('review', 2, at(4000)),
+    ];
+    wfrun(head);
+    expect(statuses()).toEqual(machineStatuses(head));
+    const review = () => stepRows().find((r) => r.step_id === 'review')!;
+    // The spec's provider and model on agent steps only.
+    expect(stepRows().map((r) => [r.step_id, r.target_type, r.provider, r.model])).toEqual([
+      ['build', 'command', null, null],
+      ['review', 'agent', 'claude', 'claude-opus-4-1'],
+      ['fix', 'agent', 'codex', null],
+    ]);
+    // The abandoned attempt said nothing: the step's last report is none; attempt 1 keeps its own.
+    expect(review()).toMatchObject({ status: 'retrying', attempts: 2, agent: null });
+    expect(attemptRows().map((r) => [r.step_id, r.attempt, r.status, r.agent === null ? null : JSON.parse(r.agent as string)])).toEqual([
+      ['build', 1, 'succeeded', null],
+      ['fix', 1, 'succeeded', codex],
+      ['review', 1, 'failed', r1],
+      ['review', 2, 'abandoned', null],
+    ]);
+
+    const tail: MachineInput[] = [wfrunEv.retryDue('review', 3, at(4100)), ...runStep('review', 4200, { agent: r3 }, 3, 700)];
+    const [last] = wfrunMore(head, tail).slice(-1);
+    expect(last!.state).toBe('succeeded');
+    expect(JSON.parse(review().agent as string)).toEqual(r3);
+    expect(JSON.parse(stepRows().find((r) => r.step_id === 'fix')!.agent as string)).toEqual(codex);
+    expect(stepRows().find((r) => r.step_id === 'build')!.agent).toBeNull();
+
+    // The read side: the report per step (last) and per attempt, and the sums.
+    const steps = workflowRunSteps(db, 'wfrun_1');
+    const [build, fix, rev] = [steps[0]!, steps[2]!, steps[1]!];
+    expect(rev).toMatchObject({ provider: 'claude', model: 'claude-opus-4-1', agent: r3 });
+    expect(rev.attempts.map((a) => a.agent)).toEqual([r1, null, r3]);
+    expect(fix).toMatchObject({ provider: 'codex', model: null, agent: codex });
+    expect(build.agent).toBeNull();
+    expect(stepAgentTotals(build)).toBeNull();
+    // Every attempt that reported counts: retries cost too.
+    expect(stepAgentTotals(rev)).toEqual({
+      reports: 2,
+      turns: 5,
+      tokens: { input: 150, output: 30, cacheRead: 6000, cacheWrite: 7 },
+      costUsd: 0.3, // rounded to nano-dollars: no 0.30000000000000004
+      costReports: 2,
+    });
+    // codex reported no cost: null, not 0; the run's cost is over the reports that had one.
+    expect(stepAgentTotals(fix)).toMatchObject({ reports: 1, costUsd: null, costReports: 0, tokens: { input: 30, cacheRead: null } });
+    expect(runAgentTotals(steps)).toEqual({
+      reports: 3,
+      turns: 6,
+      tokens: { input: 180, output: 35, cacheRead: 6000, cacheWrite: 7 },
+      costUsd: 0.3,
+      costReports: 2,
+    });
+  });
+});
+
 describe('workflow run queries', () => {
   it('lists runs newest first, by workflow and status; finds a run by a unique id prefix', () => {
     workflow([workflowEv.created()], 'wf_1');
@@ -523,6 +644,8 @@ function simulate(spec: WorkflowSpec, choices: Choice[]): MachineInput[] {
                   cancelled: choice.how === 1 && context.cancelRequested,
                   timedOut: choice.how === 2,
                   outputs: { n: String(choice.pick) },
+                  // Some exits carry an agent report (the projection keeps it whatever the target).
+                  ...(choice.pick % 2 === 0 ? { agent: report({ turns: choice.pick, costUsd: choice.pick / 100 }) } : {}),
                 });
           break;
         default:

@@ -12,7 +12,9 @@ const spec: CommandSpec = {
     'For each loop (every loop not removed, and removed loops with runs in the window; or the one named),',
     'over the runs claimed or started since --since: runs by outcome, success rate (succeeded / ended runs),',
     'total and median duration of ended runs, and for agent loops the turns, tokens and cost the CLIs',
-    'reported. A cost is summed only over runs whose CLI reported one; the count of those runs is shown.',
+    'reported. A workflow loop adds those of the agent steps of its workflow runs (STEPS: the agent step',
+    'attempts that ended, in the workflow runs started since --since). A cost is summed only over the',
+    'runs and step attempts whose CLI reported one; how many did is shown.',
   ].join('\n'),
   positionals: [{ name: 'loop', required: false, description: 'only this loop (name, id or unique id prefix; removed loops too)' }],
   options: {
@@ -51,7 +53,10 @@ const stats: CliCommand = {
   },
 };
 
-/** Two tables: runs and their outcomes for every loop, then (when there were any) the agent runs. */
+/**
+ * Two tables: runs and their outcomes for every loop, then (when there were any) the agent loops and
+ * workflow loops with agent steps: their agent runs, agent step attempts, turns, tokens, cost, models.
+ */
 export function render(report: StatsReport, ctx: Pick<CliContext, 'now' | 'color'>): string {
   const { since, loops, total } = report;
   const window = since ? `Since ${relativeTime(since, ctx.now)} (${since})` : 'All time';
@@ -79,12 +84,15 @@ export function render(report: StatsReport, ctx: Pick<CliContext, 'now' | 'color
   const colors: Array<Color | null> = [null, null, 'green', 'red', 'red', 'yellow', 'red', 'cyan'];
   const parts = [head, '', table(runHeaders, paintCounts(rightAlign(runHeaders, runRows, 1, 10), colors, ctx.color), ctx.color)];
 
-  const agentLoops = loops.filter((l) => l.agent.runs > 0);
+  const agentLoops = loops.filter((l) => l.agent.runs > 0 || l.agent.steps > 0);
   if (agentLoops.length > 0) {
-    const agentHeaders = ['AGENT LOOP', 'RUNS', 'TURNS', 'INPUT', 'OUTPUT', 'CACHE READ', 'CACHE WRITE', 'COST', 'MODELS'];
+    // STEPS (agent step attempts of workflow loops) only when there are any.
+    const steps = total.agent.steps > 0;
+    const agentHeaders = ['AGENT LOOP', 'RUNS', ...(steps ? ['STEPS'] : []), 'TURNS', 'INPUT', 'OUTPUT', 'CACHE READ', 'CACHE WRITE', 'COST', 'MODELS'];
     const agentRow = (s: RunStats, name: string) => [
       name,
       num(s.agent.runs),
+      ...(steps ? [num(s.agent.steps)] : []),
       num(s.agent.turns),
       num(s.agent.tokens.input),
       num(s.agent.tokens.output),
@@ -94,14 +102,16 @@ export function render(report: StatsReport, ctx: Pick<CliContext, 'now' | 'color
       seenText(s),
     ];
     const agentRows = [...agentLoops.map((l) => agentRow(l, label(l))), ...(agentLoops.length > 1 ? [agentRow(total, 'TOTAL')] : [])];
-    parts.push(table(agentHeaders, rightAlign(agentHeaders, agentRows, 1, 7), ctx.color));
-    const { costRuns, runs } = total.agent;
+    parts.push(table(agentHeaders, rightAlign(agentHeaders, agentRows, 1, steps ? 8 : 7), ctx.color));
+    const { costRuns } = total.agent;
+    const reported = reporters(total);
+    const what = total.agent.steps === 0 ? count(reported, 'agent run') : `${num(reported)} agent runs and step attempts`;
     const costNote =
-      costRuns === runs
+      costRuns === reported
         ? ''
         : costRuns === 0
-          ? ' No run reported a cost.'
-          : ` The cost is summed over the ${num(costRuns)} of ${count(runs, 'agent run')} that reported one.`;
+          ? ` No ${total.agent.steps === 0 ? 'run' : 'run or step'} reported a cost.`
+          : ` The cost is summed over the ${num(costRuns)} of ${what} that reported one.`;
     parts.push(`Tokens and cost as the agent CLIs reported them.${costNote}\n`);
   }
   return parts.join('\n');
@@ -134,10 +144,15 @@ export function usd(amount: number): string {
   return `$${amount.toLocaleString('en-US', { minimumFractionDigits: 4, maximumFractionDigits: 4 })}`;
 }
 
+/** Agent runs and agent step attempts: what might have reported a cost. */
+function reporters(s: RunStats): number {
+  return s.agent.runs + s.agent.steps;
+}
+
 function costCell(s: RunStats): string {
-  const { costUsd, costRuns, runs } = s.agent;
+  const { costUsd, costRuns } = s.agent;
   if (costUsd === null) return '-';
-  return costRuns < runs ? `${usd(costUsd)} (${num(costRuns)} of ${num(runs)})` : usd(costUsd);
+  return costRuns < reporters(s) ? `${usd(costUsd)} (${num(costRuns)} of ${num(reporters(s))})` : usd(costUsd);
 }
 
 /** `claude: claude-sonnet-4-5, claude-opus-4-1; codex` (models grouped under their provider). */

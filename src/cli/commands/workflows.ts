@@ -12,6 +12,8 @@ import {
   findWorkflowRun,
   listWorkflowRuns,
   listWorkflows,
+  runAgentTotals,
+  stepAgentTotals,
   workflowRunSteps,
   workflowVersion,
   type WorkflowRunView,
@@ -20,8 +22,8 @@ import {
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
-import { durationText, paint, printJson, statusColor, table, truncate, when } from '../render.js';
-import { renderTimeline, type ViewStep } from '../workflow-view.js';
+import { agentUsage, durationText, paint, printJson, statusColor, table, truncate, when } from '../render.js';
+import { agentTotalsText, renderTimeline, type ViewStep } from '../workflow-view.js';
 
 const RUN_STATUSES = ['running', 'succeeded', 'failed', 'cancelled', 'timed_out'];
 
@@ -260,6 +262,8 @@ const inspectSpec: CommandSpec = {
     'Steps are listed in spec order. A step that never started is "pending" while the run goes on',
     'and "skipped" once the run ended, with the reason (read from the log). --timeline draws the steps on a shared time axis and marks',
     'the critical path (the longest chain of dependencies).',
+    'Agent steps show the tokens (in/out) and cost their CLI reported, summed over their attempts, and the',
+    'run the total; --json has each report (`agent` on every step and attempt) and the run\'s sums (`agent`).',
   ].join('\n'),
   positionals: [{ name: 'run', required: true, description: 'workflow run id (or unique prefix)' }],
   options: {
@@ -308,6 +312,9 @@ function outputsText(outputs: Record<string, string>): string {
 
 function renderInspect(ctx: CliContext, run: WorkflowRunView, steps: WorkflowStepView[], timeline: boolean, reasons: Record<string, string>): void {
   const c = ctx.color;
+  const agentTotals = runAgentTotals(steps);
+  // A TOKENS/COST column when the run has agent steps.
+  const agents = steps.some((s) => s.targetType === 'agent');
   const trigger =
     run.trigger === 'schedule' || run.loopId
       ? `${run.trigger}${run.loopId ? ` (loop ${run.loopId}${run.slot ? `, slot ${run.slot}` : ''})` : ''}`
@@ -321,13 +328,14 @@ function renderInspect(ctx: CliContext, run: WorkflowRunView, steps: WorkflowSte
     ...(run.finishedAt ? [`finished    ${when(run.finishedAt, ctx)}`] : []),
     `duration    ${durationText(runDuration(run, ctx.now))}${run.status === 'running' ? ' so far' : ''}`,
     ...(inputs.length ? [`inputs      ${inputs.map(([k, v]) => `${k}=${quote(v)}`).join(' ')}`] : []),
+    ...(agentTotals ? [`agents      ${agentTotalsText(agentTotals)}`] : []),
     ...(run.error ? [`error       ${paint(c, 'red', run.error)}`] : []),
   ];
   ctx.out.write(lines.join('\n') + '\n\n');
   const wide = !ctx.out.isTTY;
   ctx.out.write(
     table(
-      ['STEP', 'STATUS', 'ATTEMPTS', 'EXIT', 'DURATION', 'OUTPUTS', 'ERROR'],
+      ['STEP', 'STATUS', 'ATTEMPTS', 'EXIT', 'DURATION', ...(agents ? ['TOKENS/COST'] : []), 'OUTPUTS', 'ERROR'],
       steps.map((s) => {
         const ran = s.attempt > 0;
         const ended = ran && !ACTIVE.has(s.status);
@@ -337,6 +345,8 @@ function renderInspect(ctx: CliContext, run: WorkflowRunView, steps: WorkflowSte
           ran ? (s.maxAttempts > 1 ? `${s.attempt}/${s.maxAttempts}` : String(s.attempt)) : '-',
           ended ? (s.exitCode !== null ? String(s.exitCode) : (s.signal ?? '-')) : '-',
           durationText(stepDuration(s, ctx.now)),
+          // Over every attempt of the step: a retried agent step cost each time.
+          ...(agents ? [agentUsage(stepAgentTotals(s))] : []),
           truncate(outputsText(s.outputs), wide ? 200 : 40) || '-',
           s.status === 'skipped' && reasons[s.stepId] ? truncate(reasons[s.stepId]!, wide ? 200 : 60) : ended && s.error ? truncate(s.error, wide ? 200 : 60) : '',
         ];
@@ -364,7 +374,12 @@ const inspect: CliCommand = {
         ? (await import('../../runtime/workflow-explain.js')).skipReasons(reader.db, run.id)
         : {};
       if (ctx.json) {
-        printJson(ctx, { ...run, steps: steps.map((s) => (s.status === 'skipped' ? { ...s, skipReason: reasons[s.stepId] ?? null } : s)) });
+        printJson(ctx, {
+          ...run,
+          // What the agent steps' CLIs reported, summed over every attempt (null: none reported).
+          agent: runAgentTotals(steps),
+          steps: steps.map((s) => (s.status === 'skipped' ? { ...s, skipReason: reasons[s.stepId] ?? null } : s)),
+        });
         return EXIT.ok;
       }
       renderInspect(ctx, run, steps, values.timeline === true, reasons);
