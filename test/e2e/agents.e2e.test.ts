@@ -339,4 +339,28 @@ describe('cost and tokens in tables', () => {
     expect(show).toMatch(/\$0\.0421/);
     expect(show).toContain('7f3c2a9e-5d41-4b8e-9c6a-2e1f0b3d4a55');
   });
+
+  it('show <runId> (or a unique prefix) prints the run in full: how it ended, the report, the files; --json is the run', () => {
+    const { s, env } = setup();
+    s.run(['create', 'agent', 'one', '--provider', 'claude', '--prompt', 'x', '--manual'], env);
+    const run = JSON.parse(s.run(['run-now', 'one', '--json'], env).stdout) as AgentRun;
+    const shown = s.run(['show', run.id.slice(0, 20)]);
+    expect(shown.code, shown.stderr).toBe(0);
+    const text = shown.stdout;
+    expect(text.split('\n')[0]).toBe(`${run.id}  succeeded`);
+    expect(text).toContain('exit        code 0');
+    expect(text).toContain('agent       claude 2.1.31, model claude-sonnet-4-5-20250929, session 7f3c2a9e-5d41-4b8e-9c6a-2e1f0b3d4a55');
+    expect(text).toContain('usage       3 turns, tokens 9 in / 342 out, cache 18,230 read / 5,210 written, cost $0.0421');
+    expect(text).toContain('final       All 42 tests pass; nothing to fix.');
+    expect(text).toContain(`/runs/${run.id}/{stdout.log}`);
+    // The transcript is not dumped: the report is what it says.
+    expect(text).not.toContain('"type":"system"');
+    expect(s.json<AgentRun>(['show', run.id]).agent!.sessionId).toBe(run.agent!.sessionId);
+    const missing = s.run(['show', 'run_0000nothere']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toBe('loops: no run with id "run_0000nothere"; loops runs lists recent runs\n');
+    const wf = s.run(['show', 'wfrun_01abc']);
+    expect(wf.code).toBe(2);
+    expect(wf.stderr).toContain('wfrun_01abc is a workflow run; loops workflows inspect wfrun_01abc shows it');
+  });
 });

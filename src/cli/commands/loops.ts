@@ -1,7 +1,9 @@
 import { enforcedLimits } from '../../runtime/agents/providers.js';
 import { describeSchedule, describeTiming } from '../../runtime/describe.js';
 import { formatDuration } from '../../runtime/durations.js';
-import { findLoop, listLoops, listRuns, type LoopView } from '../../runtime/queries.js';
+import { UsageError } from '../../events/errors.js';
+import { findLoop, findRun, listLoops, listRuns, type LoopView } from '../../runtime/queries.js';
+import { isRunId, runDetail } from '../run-view.js';
 import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
@@ -50,8 +52,8 @@ const list: CliCommand = {
 
 const showSpec: CommandSpec = {
   name: 'show',
-  summary: 'Show one loop: definition, schedule, state and recent runs.',
-  positionals: [{ name: 'loop', required: true, description: 'loop name or id' }],
+  summary: 'Show one loop (definition, schedule, state and recent runs), or one run in full.',
+  positionals: [{ name: 'loop|run', required: true, description: 'loop name or id, or a run id (run_…, or a unique prefix of one)' }],
   options: {
     reveal: { type: 'boolean', description: "show an agent's prompt and environment values (redacted otherwise)" },
     json: JSON_OPTION,
@@ -113,7 +115,17 @@ const show: CliCommand = {
   async run({ positionals, values }, ctx) {
     const reader = await openReader(ctx.dataDir);
     try {
-      const loop = findLoop(reader.db, positionals[0]!, { includeRemoved: true });
+      const what = positionals[0]!;
+      if (isRunId(what)) {
+        const run = findRun(reader.db, what);
+        if (ctx.json) printJson(ctx, run);
+        else ctx.out.write(runDetail(run, ctx));
+        return EXIT.ok;
+      }
+      if (what.startsWith('wfrun_')) {
+        throw new UsageError(`${what} is a workflow run`, { hint: `loops workflows inspect ${what} shows it` });
+      }
+      const loop = findLoop(reader.db, what, { includeRemoved: true });
       const runs = listRuns(reader.db, { loopId: loop.id, limit: 5 });
       if (ctx.json) {
         printJson(ctx, values.reveal === true ? loop : redacted(loop));

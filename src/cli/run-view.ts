@@ -1,0 +1,91 @@
+/**
+ * `loops show <runId>`: one run in full — like `gh run view` — its loop, trigger and attempt, when
+ * it was scheduled, started and ended, how it ended and why, the agent CLI's report (model,
+ * session, turns, tokens, cost, final message), where its output files are, and the output tails
+ * recorded with its end. Everything comes from the `loop_runs` projection; nothing is re-run.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { runDir } from '../runtime/paths.js';
+import type { RunView } from '../runtime/queries.js';
+import type { CliContext } from './context.js';
+import { durationText, paint, statusColor, when } from './render.js';
+
+const TAIL_LINES = 20;
+const MESSAGE_LINES = 12;
+const LINE_CHARS = 300;
+
+export function runDetail(run: RunView, ctx: CliContext): string {
+  const c = ctx.color;
+  const lines: string[] = [
+    `${paint(c, 'bold', run.id)}  ${paint(c, statusColor(run.status), run.status)}`,
+    `loop        ${run.loopName} (${run.loopId})`,
+    `trigger     ${run.trigger}, attempt ${run.attempt}${run.trigger === 'schedule' ? `, slot ${run.slot}` : ''}`,
+    `scheduled   ${when(run.scheduledFor, ctx)}`,
+    `claimed     ${when(run.claimedAt, ctx)} by runner ${run.runnerId}`,
+    `started     ${run.startedAt ? when(run.startedAt, ctx) : '-'}${run.pid !== null ? `   pid ${run.pid}` : ''}`,
+    `finished    ${run.finishedAt ? `${when(run.finishedAt, ctx)} after ${durationText(run.durationMs)}` : '-'}`,
+    `exit        ${exitText(run)}`,
+  ];
+  if (run.error) lines.push(`error       ${run.error}`);
+  const a = run.agent;
+  if (a) {
+    lines.push(
+      `agent       ${[a.provider + (a.cliVersion ? ` ${a.cliVersion}` : ''), a.model ? `model ${a.model}` : null, a.sessionId ? `session ${a.sessionId}` : null].filter(Boolean).join(', ')}`,
+      `usage       ${usageText(a)}`,
+    );
+    if (a.parseError) lines.push(`report      ${a.parseError}`);
+    if (a.finalMessage !== null) {
+      const message = a.finalMessage.trimEnd().split('\n');
+      lines.push('final       ' + message.slice(0, MESSAGE_LINES).join('\n            '));
+      if (message.length > MESSAGE_LINES) lines.push(`            … ${message.length - MESSAGE_LINES} more lines (loops runs ${run.id.slice(0, 12)} --json has it all)`);
+    }
+  }
+  const dir = runDir(ctx.dataDir, run.id);
+  const files = ['stdout.log', 'stderr.log'].filter((f) => existsSync(join(dir, f)));
+  lines.push(`files       ${files.length ? `${dir}/{${files.join(',')}}${rotated(dir) ? ' (rotated past the cap: .1 has the previous part, .head the first 64 KiB)' : ''}` : '-'}`);
+  lines.push(`output      stdout ${bytes(run.stdoutBytes)}, stderr ${bytes(run.stderrBytes)}`);
+  // An agent's stdout is its JSONL transcript: the report above is what it says; logs renders it.
+  const streams = [...(a ? [] : [['stdout', run.stdout] as const]), ['stderr', run.stderr] as const];
+  for (const [name, text] of streams) {
+    if (text === '') continue;
+    const tail = text.replace(/\n$/, '').split('\n').slice(-TAIL_LINES);
+    lines.push('', paint(c, 'dim', `── ${name} (last lines) ──`), ...tail.map((l) => (l.length > LINE_CHARS ? `${l.slice(0, LINE_CHARS - 1)}…` : l)));
+  }
+  lines.push('', paint(c, 'dim', `${a ? `loops logs ${run.id} --pretty (the transcript)` : `loops logs ${run.id}`} · loops events ${run.id} · loops replay ${run.id}`));
+  return lines.join('\n') + '\n';
+}
+
+function exitText(run: RunView): string {
+  if (run.exitCode !== null) return `code ${run.exitCode}`;
+  if (run.signal) return `killed by ${run.signal}`;
+  return '-';
+}
+
+function usageText(a: NonNullable<RunView['agent']>): string {
+  const n = (v: number | null) => (v === null ? '?' : v.toLocaleString('en-US'));
+  const t = a.tokens;
+  const parts = [
+    a.turns !== null ? `${a.turns} turn${a.turns === 1 ? '' : 's'}` : null,
+    t.input !== null || t.output !== null ? `tokens ${n(t.input)} in / ${n(t.output)} out` : null,
+    t.cacheRead !== null || t.cacheWrite !== null ? `cache ${n(t.cacheRead)} read / ${n(t.cacheWrite)} written` : null,
+    a.costUsd !== null ? `cost $${a.costUsd.toFixed(4)}` : null,
+    a.durationMs !== null ? `${durationText(a.durationMs)} by the CLI's clock` : null,
+  ].filter(Boolean);
+  return parts.length ? parts.join(', ') : 'nothing reported';
+}
+
+function rotated(dir: string): boolean {
+  return existsSync(join(dir, 'stdout.log.1')) || existsSync(join(dir, 'stderr.log.1'));
+}
+
+function bytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+/** Whether a `show` argument names a run rather than a loop. */
+export function isRunId(text: string): boolean {
+  return /^run_[0-9a-z]+$/.test(text);
+}
