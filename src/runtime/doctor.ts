@@ -35,6 +35,7 @@ import { formatDuration } from './durations.js';
 import { extendPath } from './env.js';
 import { resolveExecutable } from './executor.js';
 import { databaseFile } from './paths.js';
+import { checkCommand } from './preflight.js';
 import { rebuildProjections } from './projection-admin.js';
 import { listLoops, type LoopView } from './queries.js';
 import { staleProjections } from './store.js';
@@ -462,32 +463,32 @@ function secretProblems(names: readonly string[], here: RunEnv, daemon: RunEnv |
   return problems;
 }
 
-/** The executable of a command target on the effective PATH, or a problem (checked in each environment). */
+/**
+ * Whether a command target can start in each environment (preflight.ts: the executable, or /bin/sh
+ * and the first word of a shell command): a problem where it cannot.
+ */
 function executableProblems(target: CommandTarget, envs: RunEnv[]): { problems: Problem[]; resolved: string | null } {
-  const command = target.shell ? '/bin/sh' : target.command;
   const cwd = target.cwd !== null && isDirectory(target.cwd) ? target.cwd : null;
   const problems: Problem[] = [];
-  let resolved: string | null = null;
+  const herePath = pathFor(envs[0]!, target.env);
+  const resolved = target.shell ? null : resolveExecutable(target.command, herePath, cwd);
   for (const [i, env] of envs.entries()) {
     const path = pathFor(env, target.env);
-    const file = resolveExecutable(command, path, cwd);
-    if (i === 0) resolved = file;
-    if (file !== null) continue;
+    const problem = checkCommand(target, path);
+    if (problem === null) continue;
     if (i === 0) {
-      problems.push({
-        status: 'fail',
-        text: target.shell ? 'the shell /bin/sh is missing' : `command not found: ${command} (searched PATH=${path})`,
-        hint: command.includes('/') ? `check that ${command} exists and is executable` : `install ${command}, or give its absolute path`,
-      });
+      problems.push({ status: 'fail', text: problem.message, hint: problem.hint });
       break;
     }
-    if (resolved !== null) {
-      problems.push({
-        status: 'fail',
-        text: `${command} is at ${resolved}, but not on ${env.label}'s PATH=${path}: its scheduled runs will fail`,
-        hint: 'restart the daemon from this shell (loops daemon stop && loops daemon start), or give the absolute path',
-      });
-    }
+    const here = resolveExecutable(problem.executable, herePath, cwd);
+    problems.push({
+      status: 'fail',
+      text:
+        here === null
+          ? `in ${env.label}: ${problem.message}: its scheduled runs will fail`
+          : `${problem.executable} is at ${here}, but not on ${env.label}'s PATH=${path}: its scheduled runs will fail`,
+      hint: 'restart the daemon from this shell (loops daemon stop && loops daemon start), or give the absolute path',
+    });
   }
   return { problems, resolved };
 }

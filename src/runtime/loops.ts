@@ -7,8 +7,8 @@ import { isAbsolute, resolve } from 'node:path';
 import type { EventData, LoopAgentTarget, LoopPolicies, Target } from '../events/catalog.js';
 import { buildInvocation, isProviderId, PROVIDER_IDS, PROVIDERS } from './agents/index.js';
 import { resolveAccountEnv } from './accounts.js';
-import { extendPath } from './env.js';
 import { resolveExecutable } from './executor.js';
+import { checkCommand, effectivePath } from './preflight.js';
 import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../events/errors.js';
 import { currentMachines } from '../machines/registry.js';
 import { DurableActor } from './actor.js';
@@ -52,7 +52,15 @@ export interface CreateCommandLoopInput {
   maxRetryDelay?: string | number | null;
   /** Run lease time-to-live (default 30s). */
   lease?: string | number | null;
+  /**
+   * Check now that a run can start (default true): the command (a shell command's first word too)
+   * is found on the effective PATH; for an agent, its CLI is installed and its account resolves.
+   * `false` (`--no-preflight`) creates the loop anyway, e.g. when the tool is installed later.
+   */
+  preflight?: boolean;
 }
+
+const NO_PREFLIGHT_HINT = "or pass --no-preflight to create the loop anyway (e.g. it is installed before the first run, or only the daemon's PATH has it)";
 
 const OVERLAP = ['skip', 'buffer-one', 'buffer-all', 'cancel-other', 'allow'] as const;
 const CATCH_UP = ['none', 'latest', 'all'] as const;
@@ -197,8 +205,22 @@ function checkSecretEnv(names: string[], env: Record<string, string>): string[] 
   return [...new Set(names)];
 }
 
+/**
+ * Refuses a command target that cannot start here: its executable (or its shell command's first
+ * word) is not on the effective PATH of runs, the one runs get (preflight.ts).
+ */
+export function assertCommandStarts(target: Target, baseDir = process.cwd()): void {
+  if (target.kind !== 'command') return;
+  const problem = checkCommand(target, effectivePath(target.env), baseDir);
+  if (problem !== null) {
+    throw new ValidationError(`--cmd: ${problem.message}`, { hint: `${problem.hint}, ${NO_PREFLIGHT_HINT}` });
+  }
+}
+
 export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): LoopView {
-  return createLoop(runtime, input, buildCommandTarget(input));
+  const target = buildCommandTarget(input);
+  // Checked once every input is valid, right before anything is recorded.
+  return createLoop(runtime, input, target, input.preflight === false ? undefined : () => assertCommandStarts(target));
 }
 
 export interface AgentLoopFields {
@@ -220,7 +242,10 @@ export interface AgentLoopFields {
 
 export type CreateAgentLoopInput = Omit<CreateCommandLoopInput, 'command' | 'args' | 'shell'> & AgentLoopFields;
 
-/** Checks an agent target the way a run will use it (the adapter builds its argv now), and that its CLI is installed. */
+/**
+ * Checks an agent target the way a run will use it (the adapter builds its argv now), and — unless
+ * `preflight: false` — that its CLI is installed.
+ */
 export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'schedule'>, baseDir = process.cwd()): LoopAgentTarget {
   if (!isProviderId(input.provider)) {
     throw new ValidationError(`--provider: unknown provider ${JSON.stringify(input.provider)}`, { hint: `one of: ${PROVIDER_IDS.join(', ')}` });
@@ -267,10 +292,11 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
   };
   // The adapter refuses what its CLI would (an unknown permission mode, a flag-like value).
   buildInvocation(target, { prompt: 'check', promptFile: '/dev/null', isolatedConfigDir: isolation === 'safe' ? '/dev/null' : null, cwd: target.cwd });
-  const path = extendPath(process.env.PATH);
+  if (input.preflight === false) return target;
+  const path = effectivePath(target.env);
   if (resolveExecutable(PROVIDERS[provider].binary, path, target.cwd) === null) {
     throw new ValidationError(`the ${provider} CLI (${PROVIDERS[provider].binary}) is not installed: not found on PATH=${path}`, {
-      hint: `install it, or put it in one of these directories; see ${PROVIDERS[provider].docsUrl}`,
+      hint: `install it, or put it in one of these directories (see ${PROVIDERS[provider].docsUrl}), ${NO_PREFLIGHT_HINT}`,
     });
   }
   return target;
@@ -280,7 +306,7 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
 export function createAgentLoop(runtime: Runtime, input: CreateAgentLoopInput): LoopView {
   const target = buildAgentTarget(input);
   // The profile must resolve now (registered, or through an external accounts command).
-  if (target.account !== null) resolveAccountEnv(runtime.db, target.provider, target.account);
+  if (target.account !== null && input.preflight !== false) resolveAccountEnv(runtime.db, target.provider, target.account);
   return createLoop(runtime, { ...input, command: 'unused' }, target);
 }
 
@@ -295,13 +321,14 @@ export function createWorkflowLoop(runtime: Runtime, input: CreateWorkflowLoopIn
   return createLoop(runtime, { ...input, command: 'unused' }, { kind: 'workflow', workflowId: workflow.id, workflowName: workflow.name });
 }
 
-function createLoop(runtime: Runtime, input: CreateCommandLoopInput, target: Target): LoopView {
+function createLoop(runtime: Runtime, input: CreateCommandLoopInput, target: Target, preflight?: () => void): LoopView {
   const name = validateLoopName(input.name);
   const now = runtime.clock.now();
   const loopId = newId('loop', now);
   const { schedule, timing } = buildSchedule(input.schedule, now, loopId);
   const policies = buildPolicies(input);
   assertNameFree(runtime, name);
+  preflight?.();
   const data: EventData<'loop.created'> = {
     loopId,
     name,

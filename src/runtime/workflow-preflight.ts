@@ -1,9 +1,11 @@
 /**
  * `loops workflows validate --preflight`: beyond the spec's own validity, will its steps start on
  * this machine? Each command step's executable is looked up on the effective PATH (a shell step
- * needs /bin/sh), each working directory must exist, and each agent step's CLI must be found.
- * Values that come from templates (`${{ … }}`) are only known at run time and are not checked.
- * The PATH is the one runs get: the inherited one plus the user bin directories (env.ts).
+ * needs /bin/sh and the first word of its text when it is known statically — preflight.ts), each
+ * working directory must exist, and each agent step's CLI must be found. Values that come from
+ * templates (`${{ … }}`) are only known at run time and are not checked. The PATH is the one runs
+ * get: the inherited one plus the user bin directories (env.ts); a step (or workflow) env that sets
+ * PATH replaces the inherited one.
  */
 import { existsSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
@@ -11,6 +13,7 @@ import { hasTemplate } from '../events/workflow-expr.js';
 import type { WorkflowSpec } from '../events/workflow-spec.js';
 import { extendPath } from './env.js';
 import { resolveExecutable } from './executor.js';
+import { checkCommand } from './preflight.js';
 
 export interface PreflightProblem {
   step: string;
@@ -35,11 +38,13 @@ export function preflightWorkflow(spec: WorkflowSpec, file: string | null, path 
       }
     }
     if (target.type === 'command') {
-      const command = target.shell ? '/bin/sh' : target.command;
-      if (!target.shell && hasTemplate(command)) continue;
-      if (resolveExecutable(command, path, cwd ?? base) === null) {
-        problems.push({ step: step.id, field: 'command', message: `command not found: ${command} (searched PATH=${path})` });
-      }
+      if (!target.shell && hasTemplate(target.command)) continue;
+      const ownPath = target.env.PATH ?? spec.env.PATH;
+      // A PATH given by a template is only known when the step runs.
+      if (ownPath !== undefined && hasTemplate(ownPath)) continue;
+      const stepPath = ownPath === undefined ? path : extendPath(ownPath);
+      const problem = checkCommand({ command: target.command, args: target.args, shell: target.shell, cwd }, stepPath, base);
+      if (problem !== null) problems.push({ step: step.id, field: problem.field, message: problem.message });
     } else {
       const binary = AGENT_BINARIES[target.provider] ?? target.provider;
       if (resolveExecutable(binary, path, cwd ?? base) === null) {

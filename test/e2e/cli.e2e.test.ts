@@ -1,5 +1,6 @@
-import { appendFileSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, FIXTURES, Sandbox, pidAlive } from './cli-helpers.js';
 
@@ -112,7 +113,7 @@ describe('create, run-now, runs, show', () => {
   });
 
   it('a missing executable (no shell) is a failed run with a clear error', () => {
-    s.json(['create', 'command', 'ghost', '--no-shell', '--cmd', 'definitely-not-a-command-xyz', '--manual']);
+    s.json(['create', 'command', 'ghost', '--no-shell', '--cmd', 'definitely-not-a-command-xyz', '--manual', '--no-preflight']);
     const r = s.run(['run-now', 'ghost']);
     expect(r.code).toBe(3);
     const [run] = s.json(['runs', 'ghost']);
@@ -419,6 +420,126 @@ describe('bad input: one clear line, exit 2, nothing appended', () => {
     const r = s.run(['show', 'nope'], { LOOPS_DEBUG: '1' });
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/\n\s+at /);
+  });
+});
+
+describe('create preflight: the command must be found on the effective PATH', () => {
+  const s = sandbox();
+  const bin = mkdtempSync(join(tmpdir(), 'loops-e2e-bin-'));
+  const dir = mkdtempSync(join(tmpdir(), 'loops-e2e-cwd-'));
+  afterAll(() => [bin, dir].forEach((d) => rmSync(d, { recursive: true, force: true })));
+  writeFileSync(join(bin, 'my-tool'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  const PATH = `${bin}${delimiter}/usr/bin${delimiter}/bin`;
+  const env = { PATH };
+  beforeAll(() => {
+    s.json(['create', 'command', 'first', '--cmd', 'true', '--manual'], env);
+  });
+
+  /** Fails with exit 2 and one line on stderr; nothing is appended and no loop appears. */
+  function refused(args: string[], extra: Record<string, string> = env): string {
+    const before = s.eventCount();
+    const names = s.json<any[]>(['list'], env).map((l) => l.name);
+    const r = s.run(args, extra);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(s.eventCount()).toBe(before);
+    expect(s.json<any[]>(['list'], env).map((l) => l.name)).toEqual(names);
+    return r.stderr;
+  }
+
+  it('a shell command whose first word is not installed is refused, naming the PATH searched', () => {
+    const err = refused(['create', 'command', 'missing', '--cmd', 'definitely-not-installed-xyz --flag', '--every', '1h']);
+    expect(err).toContain(`--cmd: command not found: definitely-not-installed-xyz (searched PATH=${PATH}`);
+    expect(err).toContain('install definitely-not-installed-xyz, or give its absolute path, or pass --no-preflight');
+    expect(s.db().prepare("SELECT COUNT(*) AS n FROM events WHERE data LIKE '%definitely-not-installed-xyz%'").get()).toEqual({ n: 0 });
+  });
+
+  it('--no-preflight creates it anyway; its run then fails', () => {
+    const created = s.json(['create', 'command', 'later', '--cmd', 'definitely-not-installed-xyz --flag', '--manual', '--no-preflight'], env);
+    expect(created).toMatchObject({ name: 'later', target: { command: 'definitely-not-installed-xyz --flag', shell: true } });
+    expect(s.json<any[]>(['list'], env).map((l) => l.name)).toContain('later');
+    expect(s.run(['run-now', 'later'], env).code).toBe(3);
+  });
+
+  it('an argv command (--no-shell) must be found too', () => {
+    const err = refused(['create', 'command', 'argv', '--no-shell', '--cmd', 'nope-xyz', '--arg', 'a', '--manual']);
+    expect(err).toContain(`--cmd: command not found: nope-xyz (searched PATH=${PATH}`);
+    expect(s.run(['create', 'command', 'argv', '--no-shell', '--cmd', 'nope-xyz', '--manual', '--no-preflight'], env).code).toBe(0);
+  });
+
+  it('builtins, keywords and dynamic first words need only the shell', () => {
+    for (const [name, cmd] of [
+      ['assign', 'FOO=1 true && echo'],
+      ['cd', 'cd / && definitely-not-installed-xyz'],
+      ['dynamic', '$TOOL run'],
+      ['keyword', 'if true; then echo; fi'],
+    ]) {
+      const r = s.run(['create', 'command', name!, '--cmd', cmd!, '--manual'], env);
+      expect(r.code, `${cmd}: ${r.stderr}`).toBe(0);
+    }
+  });
+
+  it('the PATH decides: a tool found only in a directory on PATH', () => {
+    expect(s.run(['create', 'command', 'tool', '--cmd', 'my-tool --flag', '--manual'], env).code).toBe(0);
+    expect(s.run(['run-now', 'tool'], env).code).toBe(0);
+    const err = refused(['create', 'command', 'tool2', '--cmd', 'nice -n 5 my-tool', '--manual'], { PATH: `/usr/bin${delimiter}/bin` });
+    expect(err).toContain('--cmd: command not found: my-tool (searched PATH=/usr/bin:/bin');
+    // An absolute path needs no PATH.
+    expect(s.run(['create', 'command', 'tool3', '--cmd', join(bin, 'my-tool'), '--manual'], { PATH: `/usr/bin${delimiter}/bin` }).code).toBe(0);
+  });
+
+  it('a relative path is looked up in --cwd', () => {
+    writeFileSync(join(dir, 'run.sh'), '#!/bin/sh\necho ran\n', { mode: 0o755 });
+    writeFileSync(join(dir, 'plain.sh'), '#!/bin/sh\n', { mode: 0o644 });
+    expect(s.run(['create', 'command', 'rel', '--cmd', './run.sh --x', '--cwd', dir, '--manual'], env).code).toBe(0);
+    expect(refused(['create', 'command', 'rel2', '--cmd', './gone.sh', '--cwd', dir, '--manual'])).toContain(`--cmd: command not found: ./gone.sh (no file ${join(dir, 'gone.sh')})`);
+    expect(refused(['create', 'command', 'rel3', '--no-shell', '--cmd', './plain.sh', '--cwd', dir, '--manual'])).toContain(`chmod +x ${join(dir, 'plain.sh')}`);
+  });
+
+  it('create agent --no-preflight skips the CLI-installed and account checks, not the argument checks', () => {
+    const bare = { PATH: `/usr/bin${delimiter}/bin`, HOME: bin };
+    const err = refused(['create', 'agent', 'ag', '--provider', 'codewith', '--prompt', 'x', '--manual'], bare);
+    expect(err).toMatch(/the codewith CLI \(codewith\) is not installed: not found on PATH=\/usr\/bin:\/bin.*--no-preflight/);
+    const withFakes = { PATH: `${join(FIXTURES, 'agents')}${delimiter}/usr/bin${delimiter}/bin`, HOME: bin };
+    expect(refused(['create', 'agent', 'ag', '--provider', 'claude', '--prompt', 'x', '--account', 'ghost', '--manual'], withFakes)).toMatch(/account ghost/);
+    expect(s.run(['create', 'agent', 'ag', '--provider', 'codewith', '--prompt', 'x', '--manual', '--no-preflight'], bare).code).toBe(0);
+    expect(s.run(['create', 'agent', 'ag2', '--provider', 'claude', '--prompt', 'x', '--account', 'ghost', '--manual', '--no-preflight'], withFakes).code).toBe(0);
+    // The adapter still refuses what its CLI would.
+    expect(refused(['create', 'agent', 'ag3', '--provider', 'claude', '--prompt', 'x', '--model=-x', '--manual', '--no-preflight'], bare)).toMatch(
+      /claude: model "-x" starts with "-"/,
+    );
+  });
+
+  it('doctor and workflows validate --preflight use the same check: the first word of shell text too', () => {
+    const d = sandbox();
+    expect(d.run(['create', 'command', 'uses-tool', '--cmd', 'FOO=1 my-tool --flag > out.log', '--manual'], env).code).toBe(0);
+    const bare = { PATH: `/usr/bin${delimiter}/bin` };
+    const report = JSON.parse(d.run(['doctor', '--json'], env).stdout) as { checks: Array<{ id: string; status: string; detail: string; hint?: string }> };
+    expect(report.checks.find((c) => c.id === 'loop:uses-tool')).toMatchObject({ status: 'ok' });
+    const after = d.run(['doctor', '--json'], bare);
+    expect(after.code).toBe(1);
+    const failed = (JSON.parse(after.stdout) as typeof report).checks.find((c) => c.id === 'loop:uses-tool');
+    expect(failed).toMatchObject({ status: 'fail', hint: 'install my-tool, or give its absolute path' });
+    expect(failed!.detail).toMatch(/^command not found: my-tool \(searched PATH=\/usr\/bin:\/bin/);
+
+    const spec = join(dir, 'steps.yaml');
+    writeFileSync(
+      spec,
+      'name: steps\nsteps:\n  - id: a\n    run: my-tool --flag | tee log\n  - id: b\n    run: \'"$TOOL" --x\'\n    env: { TOOL: whatever-xyz }\n  - id: c\n    run: cd / && whatever-xyz\n',
+    );
+    expect(d.run(['workflows', 'validate', spec, '--preflight'], env).code).toBe(0);
+    const v = d.run(['workflows', 'validate', spec, '--preflight'], bare);
+    expect(v.code).toBe(1);
+    expect(v.stderr).toMatch(/step "a": command: command not found: my-tool \(searched PATH=\/usr\/bin:\/bin/);
+    expect(v.stderr).not.toMatch(/step "[bc]"/);
+  });
+
+  it('create workflow has no --no-preflight', () => {
+    const r = s.run(['create', 'workflow', 'wf', '--workflow', 'x', '--manual', '--no-preflight'], env);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/unknown option --no-preflight/);
   });
 });
 

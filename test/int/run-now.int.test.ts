@@ -143,7 +143,7 @@ describe('runNow: outcomes', () => {
 
   it('a nonexistent executable (argv form) fails through process.spawn_failed with a clear error', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: 'no-such-program-loops-test', shell: false });
+    loop(runtime, { command: 'no-such-program-loops-test', shell: false, preflight: false });
     const run = await runNow(runtime, 'job');
     expect(run).toMatchObject({ status: 'failed', exitCode: null, pid: null });
     expect(run.error).toMatch(/^command not found: no-such-program-loops-test/);

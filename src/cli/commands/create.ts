@@ -16,6 +16,9 @@ const spec: CommandSpec = {
     'executable and each --arg one argument, passed verbatim with no shell involved.',
     'Give exactly one schedule: --every, --cron, --at or --manual. Times without an offset are read',
     'in --tz. loops next <name> previews the fire times.',
+    'Preflight: the executable (for shell text, its first word when it is known without running it,',
+    'e.g. restic in "restic backup ~/src") must be found on the effective PATH of runs, else nothing',
+    'is created; --no-preflight creates the loop anyway.',
   ].join('\n'),
   positionals: [{ name: 'name', required: true, description: 'unique name (letters, digits, . _ -)' }],
   options: {
@@ -23,6 +26,10 @@ const spec: CommandSpec = {
     'no-shell': { type: 'boolean', description: 'run --cmd as an executable with --arg arguments, no shell' },
     arg: { type: 'string', multiple: true, value: '<arg>', description: 'an argument for --no-shell' },
     cwd: { type: 'string', value: '<dir>', description: 'working directory (must exist)' },
+    'no-preflight': {
+      type: 'boolean',
+      description: 'create the loop even if the command is not found now (e.g. it is installed before the first run, or only the daemon has it)',
+    },
     env: { type: 'string', multiple: true, value: '<KEY=VALUE>', description: 'an environment variable for the run (stored with the loop)' },
     'secret-env': {
       type: 'string',
@@ -93,6 +100,7 @@ const createCommand: CliCommand = {
         secretEnv: (values['secret-env'] as string[] | undefined) ?? [],
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
+        preflight: values['no-preflight'] !== true,
         ...loopOptions(values),
       }),
     );
@@ -148,7 +156,7 @@ function printCreated(ctx: CliContext, loop: LoopView, nowMs: number): void {
   }
 }
 
-const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'env', 'secret-env', 'timeout', 'kill-grace']);
+const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'no-preflight', 'env', 'secret-env', 'timeout', 'kill-grace']);
 
 const workflowSpec: CommandSpec = {
   name: 'create workflow',
@@ -193,7 +201,8 @@ const agentSpec: CommandSpec = {
     'after it) or from a file, never in argv where the CLI has another way. What the CLI reports',
     '(model, session, turns, tokens, cost, final message) is recorded with each run.',
     '--config-isolation safe (default) gives the CLI its own configuration directory under the data',
-    "directory; none lets it use the user's. The CLI must be installed (checked on the effective PATH).",
+    "directory; none lets it use the user's. The CLI must be installed (checked on the effective PATH)",
+    'and --account must resolve; --no-preflight skips both checks (not the check of the arguments).',
   ].join('\n'),
   positionals: [{ name: 'name', required: true, description: 'unique loop name (letters, digits, . _ -)' }],
   options: {
@@ -205,11 +214,15 @@ const agentSpec: CommandSpec = {
     'permission-mode': { type: 'string', value: '<mode>', description: "the CLI's permission / sandbox mode (see docs/agents.md)" },
     'extra-arg': { type: 'string', multiple: true, value: '<arg>', description: 'an extra argument for the CLI, passed verbatim' },
     'config-isolation': { type: 'string', value: '<mode>', description: 'safe (default) or none' },
-    'max-turns': { type: 'string', value: '<n>', description: 'stop after n agent turns (where the CLI supports it)' },
-    'max-cost-usd': { type: 'string', value: '<usd>', description: 'a budget per run in USD' },
+    'max-turns': { type: 'string', value: '<n>', description: 'stop after n agent turns (a CLI flag, or enforced by loops where the CLI reports turns)' },
+    'max-cost-usd': { type: 'string', value: '<usd>', description: 'a budget per run in USD (a CLI flag, or enforced by loops from the cost the CLI reports)' },
     'idle-timeout': { type: 'string', value: '<duration>', description: 'stop a run that prints nothing for this long' },
     account: { type: 'string', value: '<profile>', description: 'run under a credentials profile (loops accounts add); inherited credentials are dropped' },
     cwd: spec.options.cwd!,
+    'no-preflight': {
+      type: 'boolean',
+      description: 'create the loop even if the CLI is not found or --account does not resolve now',
+    },
     env: spec.options.env!,
     'secret-env': spec.options['secret-env']!,
     timeout: spec.options.timeout!,
@@ -249,6 +262,7 @@ const createAgentCommand: CliCommand = {
         secretEnv: (values['secret-env'] as string[] | undefined) ?? [],
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
+        preflight: values['no-preflight'] !== true,
         ...loopOptions(values),
       }),
     );
