@@ -49,6 +49,7 @@ const entries: Entry[] = [
   { name: 'accounts list', summary: 'list the credentials profiles', load: () => import('./commands/accounts.js').then((m) => m.commands) },
   { name: 'accounts remove', summary: 'remove a credentials profile', load: () => import('./commands/accounts.js').then((m) => m.commands) },
   { name: 'runs', summary: 'list runs, newest first', load: () => import('./commands/runs.js').then((m) => m.commands) },
+  { name: 'logs', summary: "print a run's output, or follow it (-f) until the run ends", load: () => import('./commands/logs.js').then((m) => m.commands) },
   { name: 'events', summary: "print a run's or a loop's event stream, in order", load: () => import('./commands/events.js').then((m) => m.commands) },
   { name: 'replay', summary: 'rebuild every state of a run from the log and check it', load: () => import('./commands/events.js').then((m) => m.commands) },
   { name: 'workflows create', summary: 'store a workflow spec file as a new workflow', load: () => import('./commands/workflows-run.js').then((m) => m.commands) },
