@@ -162,7 +162,10 @@ export class OutputFile {
     if (this.capBytes > 0 && this.offset > this.capBytes) this.rotate();
   }
 
-  /** Keeps the last `cap` bytes read so far in `<file>.1` and empties the file. */
+  /**
+   * Keeps the last `cap` bytes read so far (and what arrives while they are copied) in `<file>.1`
+   * and empties the file.
+   */
   private rotate(): void {
     if (this.rotatedBytes === 0) this.keepHead();
     const from = Math.max(0, this.offset - this.capBytes);
@@ -174,6 +177,18 @@ export class OutputFile {
         if (n <= 0) break;
         writeSync(out, buf, 0, n);
         pos += n;
+      }
+      // What the process wrote during the copy is read now — it is output like any other — and
+      // kept in `.1` too, until the file stops growing: only bytes written between that last size
+      // check and the truncate below are lost (copytruncate's window), not a whole copy's worth.
+      for (let size = fstatSync(this.readFd).size; size > this.offset; size = fstatSync(this.readFd).size) {
+        const n = readSync(this.readFd, buf, 0, Math.min(buf.length, size - this.offset), this.offset);
+        if (n <= 0) break;
+        const chunk = Buffer.from(buf.subarray(0, n));
+        writeSync(out, chunk);
+        this.offset += n;
+        this.tail.push(chunk);
+        this.onChunk?.(chunk);
       }
     } finally {
       closeSync(out);
