@@ -134,10 +134,9 @@ const STEP_SUMS = `
     COALESCE(json_extract(a.agent, '$.provider'), s.provider),
     COALESCE(json_extract(a.agent, '$.model'), s.model))) AS seen`;
 
-/** The agent figures of one workflow loop's step attempts. */
-interface StepSumsRow {
+/** What agent runs or step attempts reported, summed (one row per loop). */
+interface AgentSumsRow {
   loop_id: string;
-  agent_steps: number;
   turns: number | null;
   tokens_input: number | null;
   tokens_output: number | null;
@@ -145,12 +144,16 @@ interface StepSumsRow {
   tokens_cache_write: number | null;
   cost_usd: number | null;
   cost_runs: number;
-  /** JSON: [[provider, model], …]. */
+  /** JSON: [[provider, model], …] (null entries for runs that are not agent runs). */
   seen: string;
 }
 
-interface SumsRow {
-  loop_id: string;
+/** The agent figures of one workflow loop's step attempts. */
+interface StepSumsRow extends AgentSumsRow {
+  agent_steps: number;
+}
+
+interface SumsRow extends AgentSumsRow {
   runs: number;
   succeeded: number;
   failed: number;
@@ -160,15 +163,6 @@ interface SumsRow {
   running: number;
   total_duration_ms: number | null;
   agent_runs: number;
-  turns: number | null;
-  tokens_input: number | null;
-  tokens_output: number | null;
-  tokens_cache_read: number | null;
-  tokens_cache_write: number | null;
-  cost_usd: number | null;
-  cost_runs: number;
-  /** JSON: [[provider, model], …], null entries for runs that are not agent runs. */
-  seen: string;
 }
 
 /** What the rows of a loop (or of all loops) add up to. */
@@ -235,7 +229,7 @@ function addSteps(into: Sums, r: StepSumsRow): void {
   addAgent(into, r);
 }
 
-function addAgent(into: Sums, r: Omit<StepSumsRow, 'agent_steps'>): void {
+function addAgent(into: Sums, r: AgentSumsRow): void {
   into.turns = plus(into.turns, r.turns);
   into.input = plus(into.input, r.tokens_input);
   into.output = plus(into.output, r.tokens_output);

@@ -10,6 +10,7 @@
  */
 import { ValidationError } from '../../events/errors.js';
 import { PROVIDERS, isProviderId, type ProviderId, type TranscriptFormat } from './providers.js';
+import { bool, num, obj, str, type Json } from './json.js';
 
 export interface AgentTokens {
   input: number | null;
@@ -59,21 +60,6 @@ const DEFAULT_MAX_LINE = 1024 * 1024;
 const DEFAULT_MAX_MESSAGE = 64 * 1024;
 const NEWLINE = 0x0a;
 
-type Json = Record<string, unknown>;
-
-function obj(value: unknown): Json | null {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : null;
-}
-function str(value: unknown): string | null {
-  return typeof value === 'string' && value !== '' ? value : null;
-}
-/** A finite, non-negative number, or null. */
-function num(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
-}
-function bool(value: unknown): boolean | null {
-  return typeof value === 'boolean' ? value : null;
-}
 /** The text blocks of a claude/cursor message `content` array (or a plain string), joined. */
 function contentText(content: unknown): string | null {
   if (typeof content === 'string') return content === '' ? null : content;

@@ -11,6 +11,7 @@
  * is not a JSON object is returned as it is.
  */
 import type { TranscriptFormat } from './providers.js';
+import { num, obj, str, type Json } from './json.js';
 
 export type RenderedKind = 'text' | 'thinking' | 'tool' | 'result' | 'error' | 'final' | 'info' | 'raw';
 
@@ -24,8 +25,6 @@ export interface RenderOptions {
   /** Longest one-line summary (tool calls, results, thinking), in characters (default 160). */
   width?: number;
 }
-
-type Json = Record<string, unknown>;
 
 /** What a renderer remembers between events. */
 export interface RenderState {
@@ -62,16 +61,6 @@ export function newRenderState(options: RenderOptions = {}): RenderState {
 export type EventRenderer = (event: Json, state: RenderState) => RenderedLine[];
 
 // ── helpers ──────────────────────────────────────────────────────────────────
-
-function obj(value: unknown): Json | null {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : null;
-}
-function str(value: unknown): string | null {
-  return typeof value === 'string' && value !== '' ? value : null;
-}
-function num(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
-}
 
 /** Whitespace collapsed, cut to `width` characters with `…`. */
 export function oneLine(text: string, width: number): string {
