@@ -15,7 +15,16 @@ const TAIL_LINES = 20;
 const MESSAGE_LINES = 12;
 const LINE_CHARS = 300;
 
-export function runDetail(run: RunView, ctx: CliContext): string {
+/** A workflow loop's run: the workflow run it started (null before it started). */
+export interface RunWorkflow {
+  id: string;
+  workflowName: string;
+  version: number;
+  status: string;
+  stepCount: number;
+}
+
+export function runDetail(run: RunView, ctx: CliContext, workflow?: RunWorkflow | null): string {
   const c = ctx.color;
   const lines: string[] = [
     `${paint(c, 'bold', run.id)}  ${paint(c, statusColor(run.status), run.status)}`,
@@ -25,8 +34,16 @@ export function runDetail(run: RunView, ctx: CliContext): string {
     `claimed     ${when(run.claimedAt, ctx)} by runner ${run.runnerId}`,
     `started     ${run.startedAt ? when(run.startedAt, ctx) : '-'}${run.pid !== null ? `   pid ${run.pid}` : ''}`,
     `finished    ${run.finishedAt ? `${when(run.finishedAt, ctx)} after ${durationText(run.durationMs)}` : '-'}`,
-    `exit        ${exitText(run)}`,
   ];
+  if (workflow !== undefined) {
+    lines.push(
+      workflow === null
+        ? 'workflow    (its workflow run has not started)'
+        : `workflow    ${workflow.workflowName} v${workflow.version}, run ${workflow.id} ${paint(c, statusColor(workflow.status), workflow.status)}, ${workflow.stepCount} step${workflow.stepCount === 1 ? '' : 's'} — loops workflows inspect ${workflow.id}`,
+    );
+  } else {
+    lines.push(`exit        ${exitText(run)}`);
+  }
   if (run.error) lines.push(`error       ${run.error}`);
   const a = run.agent;
   if (a) {
@@ -43,8 +60,11 @@ export function runDetail(run: RunView, ctx: CliContext): string {
   }
   const dir = runDir(ctx.dataDir, run.id);
   const files = ['stdout.log', 'stderr.log'].filter((f) => existsSync(join(dir, f)));
-  lines.push(`files       ${files.length ? `${dir}/{${files.join(',')}}${rotated(dir) ? ' (rotated past the cap: .1 has the previous part, .head the first 64 KiB)' : ''}` : '-'}`);
-  lines.push(`output      stdout ${bytes(run.stdoutBytes)}, stderr ${bytes(run.stderrBytes)}`);
+  // A workflow loop's run has no process of its own: its steps' output is the workflow run's.
+  if (workflow === undefined) {
+    lines.push(`files       ${files.length ? `${dir}/{${files.join(',')}}${rotated(dir) ? ' (rotated past the cap: .1 has the previous part, .head the first 64 KiB)' : ''}` : '-'}`);
+    lines.push(`output      stdout ${bytes(run.stdoutBytes)}, stderr ${bytes(run.stderrBytes)}`);
+  }
   // An agent's stdout is its JSONL transcript: the report above is what it says; logs renders it.
   const streams = [...(a ? [] : [['stdout', run.stdout] as const]), ['stderr', run.stderr] as const];
   for (const [name, text] of streams) {

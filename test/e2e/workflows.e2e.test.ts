@@ -318,11 +318,18 @@ steps:
     ]);
     for (const r of wfruns) expect(r.idempotencyKey).toBe(`loop:${loop.id}:${runs[0]!.slot}:${r.attempt}`);
     for (const r of runs) expect(s.run(['replay', r.id]).code).toBe(0);
+    // show <run> names the workflow run each loop run started.
+    const failedRun = runs.find((r) => r.status === 'failed')!;
+    const failedWf = wfruns.find((r) => r.status === 'failed')!;
+    expect(s.run(['show', failedRun.id]).stdout).toContain(`workflow    wf v1, run ${failedWf.id} failed, 1 step — loops workflows inspect ${failedWf.id}`);
+    expect(s.json<{ workflowRunId: string }>(['show', failedRun.id]).workflowRunId).toBe(failedWf.id);
     // run-now of the loop: another workflow run, manual.
     const now = s.run(['run-now', 'nightly', '--json']);
     expect(now.code, now.stderr).toBe(0);
     expect(JSON.parse(now.stdout)).toMatchObject({ status: 'succeeded', trigger: 'manual' });
-    expect(s.json<unknown[]>(['workflows', 'runs', 'wf'])).toHaveLength(3);
+    // Its summary has no exit code of its own (its steps have theirs).
+    expect(s.run(['run-now', 'nightly']).stdout).toMatch(/^run run_\w+ succeeded in \S+\n$/);
+    expect(s.json<unknown[]>(['workflows', 'runs', 'wf'])).toHaveLength(4);
   });
 });
 

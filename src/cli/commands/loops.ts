@@ -3,6 +3,7 @@ import { describeSchedule, describeTiming } from '../../runtime/describe.js';
 import { formatDuration } from '../../runtime/durations.js';
 import { UsageError } from '../../events/errors.js';
 import { findLoop, findRun, listLoops, listRuns, type LoopView } from '../../runtime/queries.js';
+import { runTarget, workflowRunOfLoopRun } from '../../runtime/run-files.js';
 import { isRunId, runDetail } from '../run-view.js';
 import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
@@ -118,8 +119,9 @@ const show: CliCommand = {
       const what = positionals[0]!;
       if (isRunId(what)) {
         const run = findRun(reader.db, what);
-        if (ctx.json) printJson(ctx, run);
-        else ctx.out.write(runDetail(run, ctx));
+        const workflowRun = runTarget(reader.db, run.id).kind === 'workflow' ? workflowRunOfLoopRun(reader.db, run) : undefined;
+        if (ctx.json) printJson(ctx, workflowRun === undefined ? run : { ...run, workflowRunId: workflowRun?.id ?? null });
+        else ctx.out.write(runDetail(run, ctx, workflowRun));
         return EXIT.ok;
       }
       if (what.startsWith('wfrun_')) {

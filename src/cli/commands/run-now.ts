@@ -24,7 +24,9 @@ const spec: CommandSpec = {
 
 function summary(run: RunView, ctx: CliContext): string {
   const status = paint(ctx.color, statusColor(run.status), run.status);
-  const detail = run.status === 'succeeded' ? `exit ${run.exitCode}` : (run.error ?? (run.exitCode !== null ? `exit ${run.exitCode}` : ''));
+  // A workflow loop's run has no exit code of its own (its steps have theirs).
+  const exit = run.exitCode !== null ? `exit ${run.exitCode}` : '';
+  const detail = run.status === 'succeeded' ? exit : (run.error ?? exit);
   return `run ${run.id} ${status} in ${durationText(run.durationMs)}${detail ? ` (${detail})` : ''}\n`;
 }
 
