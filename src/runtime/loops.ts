@@ -291,7 +291,11 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
     ...(command.kind === 'command' && command.secretEnv ? { secretEnv: command.secretEnv } : {}),
   };
   // The adapter refuses what its CLI would (an unknown permission mode, a flag-like value).
-  buildInvocation(target, { prompt: 'check', promptFile: '/dev/null', isolatedConfigDir: isolation === 'safe' ? '/dev/null' : null, cwd: target.cwd });
+  try {
+    buildInvocation(target, { prompt: 'check', promptFile: '/dev/null', isolatedConfigDir: isolation === 'safe' ? '/dev/null' : null, cwd: target.cwd });
+  } catch (error) {
+    throw asFlagError(error);
+  }
   if (input.preflight === false) return target;
   const path = effectivePath(target.env);
   if (resolveExecutable(PROVIDERS[provider].binary, path, target.cwd) === null) {
@@ -300,6 +304,37 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
     });
   }
   return target;
+}
+
+/** The adapter's field names, as `create agent` spells them. */
+const AGENT_FLAGS: Record<string, string> = {
+  model: '--model',
+  agent: '--agent',
+  permissionMode: '--permission-mode',
+  maxTurns: '--max-turns',
+  maxCostUsd: '--max-cost-usd',
+  extraArgs: '--extra-arg',
+};
+
+/** An adapter's ValidationError, reworded with the flags the user typed instead of the field names. */
+function asFlagError(error: unknown): unknown {
+  if (!(error instanceof ValidationError)) return error;
+  const provider = error.details?.provider;
+  const prefix = `${String(provider)}: `;
+  if (typeof provider !== 'string' || !error.message.startsWith(prefix)) return error;
+  // The camelCase field names are unambiguous anywhere; `model` and `agent` only where they name
+  // the field (first word, `remove …`), not in prose like "provider/model" or "an agent".
+  const flags = (text: string) =>
+    text
+      .replace(/\b(permissionMode|maxTurns|maxCostUsd|extraArgs)\b/g, (field) => AGENT_FLAGS[field]!)
+      .replace(/^(model|agent)\b/, (field) => AGENT_FLAGS[field]!)
+      .replace(/\bremove (model|agent)\b/g, (_, field: string) => `remove ${AGENT_FLAGS[field]!}`)
+      .replace(/^unknown (model|agent)\b/, (_, field: string) => `unknown ${AGENT_FLAGS[field]!}`);
+  return new ValidationError(`${flags(error.message.slice(prefix.length))} (provider ${provider})`, {
+    ...(error.hint !== undefined ? { hint: flags(error.hint) } : {}),
+    ...(error.details !== undefined ? { details: error.details } : {}),
+    cause: error,
+  });
 }
 
 /** A loop whose runs run an AI coding-agent CLI (`loops create agent`). */

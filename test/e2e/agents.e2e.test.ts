@@ -259,7 +259,12 @@ steps:
     const { s, env } = setup();
     const r = s.run(['create', 'agent', 'g', '--provider', 'gemini', '--prompt', 'x', '--manual', '--max-turns', '3'], env);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('gemini: maxTurns is not supported: gemini has no flag that limits turns and does not report them as it goes');
+    // Said with the flag the user typed, not the adapter's field name.
+    expect(r.stderr).toBe(
+      'loops: --max-turns is not supported: gemini has no flag that limits turns and does not report them as it goes, so the limit could not be enforced (provider gemini); remove --max-turns and rely on the timeout / idle timeout\n',
+    );
+    const mode = s.run(['create', 'agent', 'c', '--provider', 'cursor', '--prompt', 'x', '--manual', '--permission-mode', 'acceptEdits'], env);
+    expect(mode.stderr).toBe('loops: unknown --permission-mode "acceptEdits" (provider cursor); use one of: default, force, yolo, bypassPermissions, plan, ask\n');
     expect(s.json<unknown[]>(['list'])).toEqual([]);
   });
 });
