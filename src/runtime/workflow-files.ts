@@ -11,7 +11,9 @@ import { readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
 import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, visit, type Document, type Pair, type YAMLError, type YAMLMap } from 'yaml';
 import { ValidationError } from '../events/errors.js';
+import { hasTemplate } from '../events/workflow-expr.js';
 import { normalizeWorkflowSpec, type SpecProblem, type WorkflowSpec } from '../events/workflow-spec.js';
+import { buildInvocation, isProviderId } from './agents/providers.js';
 
 /** Spec files larger than this are refused (a spec is a few kilobytes; this is a typo guard). */
 export const MAX_WORKFLOW_FILE_BYTES = 1024 * 1024;
@@ -361,9 +363,16 @@ export function parseWorkflowText(text: string, file: string): LoadedWorkflow {
 
   try {
     const result = normalizeWorkflowSpec(value);
+    // What an agent step's CLI cannot do (a budget it has no flag for and does not report, a
+    // permission mode it does not know, …) is a problem of the spec, found now rather than at run.
+    // The predecessor's files set limits its CLIs never enforced: such a limit is dropped with a
+    // warning (the file loads as it did there); a native spec is refused.
+    const legacyWarnings: string[] = [];
+    const refused = agentStepProblems(result.spec, result.format === 'legacy' ? legacyWarnings : null);
+    if (refused.length > 0) throw new ValidationError(refused[0]!.message, { details: { problems: refused } });
     return {
       spec: result.spec,
-      warnings: [...warnings, ...result.warnings.map((w) => `${file}: ${w}`)],
+      warnings: [...warnings, ...[...result.warnings, ...legacyWarnings].map((w) => `${file}: ${w}`)],
       format: result.format,
       file,
       sha256,
@@ -417,4 +426,58 @@ export function loadWorkflowFile(path: string): LoadedWorkflow {
     throw problemsError(path, [fileProblem(path, 'not UTF-8 text', 'save the workflow file as UTF-8')]);
   }
   return parseWorkflowText(text, path);
+}
+
+/** The spec's spelling of the adapter's field names (kebab-case; camelCase is accepted too). */
+const AGENT_SPEC_KEYS: Record<string, string> = {
+  permissionMode: 'permission-mode',
+  maxTurns: 'max-turns',
+  maxCostUsd: 'max-cost-usd',
+  extraArgs: 'extra-args',
+  model: 'model',
+  agent: 'agent',
+};
+
+/**
+ * Each agent step whose fields hold no template, checked by its provider's adapter as a run would
+ * build its argv: one problem per step refused, at the step's `agent:` block.
+ */
+function agentStepProblems(spec: WorkflowSpec, dropLimits: string[] | null): SpecProblem[] {
+  const problems: SpecProblem[] = [];
+  spec.steps.forEach((step, index) => {
+    const t = step.target;
+    if (t.type !== 'agent' || !isProviderId(t.provider)) return;
+    const fields = [t.model, t.agent, t.permissionMode, ...t.extraArgs];
+    if (fields.some((f) => f !== null && hasTemplate(f))) return;
+    for (;;) {
+      try {
+        buildInvocation({ ...t, provider: t.provider, cwd: null }, { prompt: 'check', promptFile: '/dev/null', isolatedConfigDir: t.configIsolation === 'safe' ? '/dev/null' : null, cwd: null });
+        return;
+      } catch (error) {
+        if (!(error instanceof ValidationError)) throw error;
+        const field = error.details?.field;
+        if (dropLimits === null || (field !== 'maxTurns' && field !== 'maxCostUsd') || t[field] === null) {
+          problems.push(agentProblem(step.id, index, t.provider, error));
+          return;
+        }
+        dropLimits.push(`step "${step.id}": ${field} ignored: ${error.message.replace(/^[a-z]+: [A-Za-z]+ is not supported: /, '')}`);
+        t[field] = null;
+      }
+    }
+  });
+  return problems;
+}
+
+/** An adapter's refusal as a problem of the step, at its `agent:` block, in the spec's spelling. */
+function agentProblem(stepId: string, index: number, provider: string, error: ValidationError): SpecProblem {
+  const spell = (text: string) => text.replace(/\b(permissionMode|maxTurns|maxCostUsd|extraArgs)\b/g, (f) => AGENT_SPEC_KEYS[f]!);
+  const field = typeof error.details?.field === 'string' ? error.details.field : null;
+  const key = field === null ? null : (AGENT_SPEC_KEYS[field] ?? field);
+  return {
+    path: ['steps', index, 'agent'],
+    step: stepId,
+    field: key === null ? 'agent' : `agent.${key}`,
+    message: `step "${stepId}": agent: ${spell(error.message.replace(/^[a-z]+: /, ''))} (provider ${provider})`,
+    ...(error.hint !== undefined ? { hint: spell(error.hint) } : {}),
+  };
 }

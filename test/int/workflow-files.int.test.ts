@@ -54,7 +54,13 @@ describe('loadWorkflowFile: valid files', () => {
     expect(loaded.warnings).toEqual([
       `${file}: step "review": target.sandbox: unknown agent field, ignored`,
       `${file}: step "review": target.reasoningEffort: unknown agent field, ignored`,
+      // Limits the predecessor passed to a CLI that cannot take them: dropped, said so (a native
+      // spec is refused for them, see below).
+      `${file}: step "review": maxTurns ignored: codex has no flag that limits turns and does not report them as it goes, so the limit could not be enforced`,
+      `${file}: step "review": maxCostUsd ignored: codex has no budget flag and does not report its cost, so the budget could not be enforced`,
     ]);
+    const review = loaded.spec.steps.find((s) => s.id === 'review')!.target;
+    expect(review).toMatchObject({ type: 'agent', provider: 'codex', maxTurns: null, maxCostUsd: null });
   });
 
   it('reads YAML from any other extension, JSON only from .json (any case); a BOM is ignored', () => {
@@ -169,6 +175,46 @@ describe('loadWorkflowFile: problems with line and column', () => {
     expect(problems(errorOf(() => parseWorkflowText(merged, 'm.yaml'))).map((p) => p.message)).toEqual([
       'm.yaml:6:5: step "a": retires: unknown field',
       'm.yaml:6:5: step "b": retires: unknown field',
+    ]);
+  });
+});
+
+describe('loadWorkflowFile: what an agent step\'s CLI cannot do', () => {
+  it('is refused by its adapter at load, located at the step, in the spec\'s spelling; templated fields wait for the run', () => {
+    const text = [
+      'name: agents',
+      'steps:',
+      '  - id: budget',
+      '    agent:',
+      '      provider: codex',
+      '      prompt: fix it',
+      '      max-cost-usd: 1',
+      '  - id: mode',
+      '    agent:',
+      '      provider: cursor',
+      '      prompt: fix it',
+      '      permission-mode: acceptEdits',
+      '  - id: fine',
+      '    agent:',
+      '      provider: opencode',
+      '      prompt: fix it',
+      '      max-cost-usd: 1',
+      '      max-turns: 5',
+      '  - id: later',
+      '    agent:',
+      '      provider: cursor',
+      '      prompt: fix it',
+      '      permission-mode: ${{ inputs.mode }}',
+      '',
+    ].join('\n');
+    const list = problems(errorOf(() => parseWorkflowText(text, 'a.yaml')));
+    expect(list.map((p) => [p.message, p.field, p.hint])).toEqual([
+      [
+        'a.yaml:4:5: step "budget": agent: max-cost-usd is not supported: codex has no budget flag and does not report its cost, so the budget could not be enforced (provider codex)',
+        'agent.max-cost-usd',
+        'remove max-cost-usd and rely on the timeout / idle timeout',
+      ],
+      ['a.yaml:9:5: step "mode": agent: unknown permission-mode "acceptEdits" (provider cursor)', 'agent.permission-mode', 'use one of: default, force, yolo, bypassPermissions, plan, ask'],
     ]);
   });
 });
