@@ -508,7 +508,7 @@ describe('create preflight: the command must be found on the effective PATH', ()
     expect(s.run(['create', 'agent', 'ag2', '--provider', 'claude', '--prompt', 'x', '--account', 'ghost', '--manual', '--no-preflight'], withFakes).code).toBe(0);
     // The adapter still refuses what its CLI would.
     expect(refused(['create', 'agent', 'ag3', '--provider', 'claude', '--prompt', 'x', '--model=-x', '--manual', '--no-preflight'], bare)).toMatch(
-      /claude: model "-x" starts with "-"/,
+      /^loops: --model "-x" starts with "-" and would be read as a flag \(provider claude\)/,
     );
   });
 
