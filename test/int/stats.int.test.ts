@@ -34,6 +34,7 @@ import { workflowRunsProjection } from '../../src/projections/workflows.js';
 import { fixture } from '../helpers/fixtures.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
 import { tempDir, useRuntime } from '../helpers/tmp.js';
+import { agentReport } from '../helpers/agent-report.js';
 
 /** Puts the fake agent CLIs first on PATH (and sets extra variables) for the current test. */
 function withEnv(vars: Record<string, string>): void {
@@ -191,20 +192,7 @@ type Outcome =
   | { end: 'abandoned'; afterMs: number }
   | { end: 'cancelled-before-start' };
 
-const report = (overrides: Partial<EventData<'run.agent_reported'>>): EventData<'run.agent_reported'> => ({
-  provider: 'claude',
-  cliVersion: '2.1.31',
-  model: null,
-  sessionId: null,
-  turns: null,
-  durationMs: null,
-  tokens: { input: null, output: null, cacheRead: null, cacheWrite: null },
-  costUsd: null,
-  finalMessage: null,
-  isError: null,
-  parseError: null,
-  ...overrides,
-});
+const report = agentReport;
 
 /** A run of `loop` claimed now, ended as told (the clock moves by the run's duration). */
 function recordRun(runtime: Runtime, clock: SimulatedClock, loop: LoopView, outcome: Outcome): string {

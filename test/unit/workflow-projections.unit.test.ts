@@ -33,6 +33,7 @@ import {
 import { at, wfrunEv, wfSpec, wfStep, workflowEv } from '../helpers/events.js';
 import type { MachineInput } from '../helpers/machine.js';
 import { Positions, storedStream } from '../helpers/stored.js';
+import { agentReport } from '../helpers/agent-report.js';
 
 type Row = Record<string, unknown>;
 let db: Database.Database;
@@ -477,21 +478,7 @@ const agentStep = (id: string, provider: string, model: string | null, overrides
     ...overrides,
   });
 
-/** What a CLI reported (every field null but the provider, unless given). */
-const report = (data: Partial<EventData<'run.agent_reported'>> = {}): EventData<'run.agent_reported'> => ({
-  provider: 'claude',
-  cliVersion: '2.1.31',
-  model: null,
-  sessionId: null,
-  turns: null,
-  durationMs: null,
-  tokens: { input: null, output: null, cacheRead: null, cacheWrite: null },
-  costUsd: null,
-  finalMessage: null,
-  isError: null,
-  parseError: null,
-  ...data,
-});
+const report = agentReport;
 
 describe('agent steps: what the CLI reported', () => {
   it('each attempt keeps its report, the step its last ended attempt\'s (none after an abandoned one); the views sum them', () => {
