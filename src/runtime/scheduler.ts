@@ -79,7 +79,7 @@ export function dueBuffered(runtime: Runtime, nowMs: number): BufferedSlot[] {
   const rows = cached<[], BufferedSlot>(
     runtime.db,
     `SELECT b.loop_id AS loopId, l.name AS loopName, b.run_id AS runId, b.slot, b.fire_at AS fireAt
-     FROM buffered_slots b JOIN loops l ON l.id = b.loop_id
+     FROM buffered_slots b CROSS JOIN loops l ON l.id = b.loop_id -- CROSS: from the (few) buffered slots, not every active loop
      WHERE l.status IN ('active', 'expired')
        AND b.position = (SELECT min(position) FROM buffered_slots WHERE loop_id = b.loop_id)
      ORDER BY b.position`,
