@@ -145,7 +145,32 @@ export class SqliteEventLog implements EventLog {
       }
       throw error;
     }
-    for (const event of result.events) this.subject.next(event);
+    if (this.batched) this.batched.push(...result.events);
+    else for (const event of result.events) this.subject.next(event);
+    return result;
+  }
+
+  /** Events appended inside `batch()`, published once it commits. */
+  private batched: StoredEvent[] | null = null;
+
+  /**
+   * Runs `fn` in one transaction: the appends it makes share one commit (one fsync) instead of
+   * one each; each keeps its own savepoint, so an append that fails (a conflict) undoes only
+   * itself. The appended events are published after the commit, as usual — none if it fails.
+   * Nested calls join the outer batch.
+   */
+  batch<T>(fn: () => T): T {
+    if (this.batched) return fn();
+    this.batched = [];
+    let events: StoredEvent[];
+    let result: T;
+    try {
+      result = this.db.transaction(fn).immediate();
+    } finally {
+      events = this.batched;
+      this.batched = null;
+    }
+    for (const event of events) this.subject.next(event);
     return result;
   }
 

@@ -228,3 +228,48 @@ describe('SqliteEventLog: projections and publication', () => {
     expect(completed).toBe(true);
   });
 });
+
+describe('SqliteEventLog.batch: many appends, one commit', () => {
+  it('publishes the batch\'s events after it committed, in order; a conflicting append undoes only itself', () => {
+    const { db, log } = openLog();
+    log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' });
+    const seen: Array<[string, number, boolean]> = [];
+    const sub = log.events$.subscribe((e) => seen.push([e.streamId, e.version, db.inTransaction]));
+    const result = log.batch(() => {
+      log.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop' });
+      expect(() => log.append('loop:a', [paused('stale')], { expectedVersion: 0 })).toThrow(ConcurrencyConflictError);
+      log.append('loop:a', [paused('a2')], { expectedVersion: 1 });
+      // Nothing published yet: the batch has not committed.
+      expect(seen).toEqual([]);
+      // A nested batch joins this one.
+      return log.batch(() => log.append('loop:c', [paused('c1')], { expectedVersion: 0, kind: 'loop' }).position);
+    });
+    sub.unsubscribe();
+    expect(result).toBe(4);
+    expect(seen).toEqual([
+      ['loop:b', 1, false],
+      ['loop:a', 2, false],
+      ['loop:c', 1, false],
+    ]);
+    expect(log.readStream('loop:a').map((e) => (e.data as { reason: string }).reason)).toEqual(['a1', 'a2']);
+    expect(log.headPosition()).toBe(4);
+  });
+
+  it('a batch that throws commits and publishes nothing', () => {
+    const { log } = openLog();
+    const seen: StoredEvent[] = [];
+    const sub = log.events$.subscribe((e) => seen.push(e));
+    expect(() =>
+      log.batch(() => {
+        log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' });
+        throw new Error('boom');
+      }),
+    ).toThrow('boom');
+    sub.unsubscribe();
+    expect(seen).toEqual([]);
+    expect(log.headPosition()).toBe(0);
+    expect(log.readStream('loop:a')).toEqual([]);
+    // The log works on after it.
+    expect(log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' }).version).toBe(1);
+  });
+});
