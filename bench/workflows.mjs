@@ -25,7 +25,10 @@ function spec(name, n, { chain, concurrency }) {
 }
 
 const dir = makeTempDir('wf');
-const runtime = await openRuntime({ dataDir: join(dir, 'data') });
+// Steps are forked by the spawner helper, as the daemon and `loops workflows run` do;
+// LOOPS_BENCH_SPAWNER=inline forks them from this process instead, for comparison.
+const spawner = process.env.LOOPS_BENCH_SPAWNER === 'inline' ? 'inline' : 'helper';
+const runtime = await openRuntime({ dataDir: join(dir, 'data'), spawner });
 function define(name, text) {
   const file = join(dir, `${name}.yaml`);
   writeFileSync(file, text);
@@ -80,6 +83,7 @@ const r2 = median(w2.chain) / median(w2.wide);
 const result = {
   machine: machineInfo(),
   reps,
+  spawner,
   w1: {
     loopsMs: median(w1.loops),
     rawMs: median(w1.raw),
@@ -101,5 +105,5 @@ else {
   console.log(
     `(w2) 64 wide (conc. 8) vs 64 as a chain     ${result.w2.wideMs.toFixed(0).padStart(6)} ms   ${result.w2.chainMs.toFixed(0).padStart(6)} ms   ${f(r2).padStart(5)}x >= 1.6x ${result.w2.pass ? 'PASS' : 'MISS'}    ${result.w2.perRep.map(f).join('–')}`,
   );
-  console.log(`(w1) loops costs ${result.w1.perStepOverheadMs.toFixed(2)} ms per step over a raw spawn (medians of ${reps} repetitions).`);
+  console.log(`(w1) loops costs ${result.w1.perStepOverheadMs.toFixed(2)} ms per step over a raw spawn (medians of ${reps} repetitions; steps forked ${spawner === 'helper' ? 'by the spawner helper' : 'inline'}).`);
 }

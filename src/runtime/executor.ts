@@ -5,14 +5,15 @@
  * Timeout and cancel kill the whole group: SIGTERM, then SIGKILL after the grace period. When
  * the leader exits, anything it left behind in its group is cleaned up the same way.
  */
-import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
-import { delimiter, dirname, isAbsolute, join, resolve as resolvePath } from 'node:path';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from './clock.js';
 import { formatDuration } from './durations.js';
 import { extendPath } from './env.js';
 import { maskFiles, OutputFile, TailBuffer } from './output.js';
 import { SecretMasker, StreamMasker } from './secrets.js';
+import { type Spawner, SpawnerError } from './spawner.js';
 import { bootId, descendants, groupAlive, isSameProcessAlive, processGroup, processStartTime, signalGroup } from './process-info.js';
 
 export interface SpawnSpec {
@@ -102,27 +103,9 @@ export function readStatusFile(file: string): { exitCode: number | null; signal:
   return null;
 }
 
-/** The executable `command` would run, or null: a path is checked as is, a name on PATH. */
-export function resolveExecutable(command: string, path: string | undefined, cwd: string | null): string | null {
-  const executable = (file: string) => {
-    try {
-      accessSync(file, constants.X_OK);
-      return statSync(file).isFile();
-    } catch {
-      return false;
-    }
-  };
-  if (command.includes('/')) {
-    const file = isAbsolute(command) ? command : resolvePath(cwd ?? process.cwd(), command);
-    return executable(file) ? file : null;
-  }
-  for (const dir of (path ?? '').split(delimiter)) {
-    if (!dir) continue;
-    const file = join(dir, command);
-    if (executable(file)) return file;
-  }
-  return null;
-}
+import { resolveExecutable } from './which.js';
+
+export { resolveExecutable };
 
 export interface ExitInfo {
   exitCode: number | null;
@@ -163,27 +146,41 @@ const DEFAULT_GRACE_MS = 5000;
 const DEFAULT_TAIL = 64 * 1024;
 const DEFAULT_FILE_CAP = 16 * 1024 * 1024;
 
-export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<ProcessHandle> {
+/**
+ * Starts `spec` and returns its handle once the process runs. With a `spawner`, runs whose output
+ * goes to files are started by the spawner helper process (see spawner.ts) instead of on this thread.
+ */
+export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spawner | null): Promise<ProcessHandle> {
   const grace = spec.killGraceMs ?? DEFAULT_GRACE_MS;
   const startedMono = clock.monotonic();
   let file = spec.command;
   let args = [...spec.args];
   let shell = spec.shell;
+  // Through the spawner helper when the runner has one and the run has its files and status file
+  // (the fork then happens in a small process on another core, not on this thread); else execa.
+  const viaHelper = !!spawner && spec.statusFile !== undefined && spec.stdoutFile !== undefined && spec.stderrFile !== undefined;
   // The effective PATH: the inherited one (or the run's own) plus the user bin directories, so a
   // daemon started by systemd finds the CLIs the user's shell finds.
   const path = extendPath(spec.env.PATH ?? process.env.PATH);
   const unset = new Set(spec.unsetEnv ?? []);
-  const inherited = unset.size
-    ? Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined && !unset.has(e[0])))
-    : null;
+  // The helper applies `unset` to the environment it inherited; here a filtered copy is built.
+  const inherited =
+    unset.size && !viaHelper
+      ? Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined && !unset.has(e[0])))
+      : null;
   const env = { ...(inherited ?? {}), ...spec.env, PATH: path };
   if (spec.statusFile) {
-    // Under the wrapper a missing program would only be the shell's exit 127: check first.
-    if (spec.cwd && !existsSync(spec.cwd)) throw new SpawnFailedError(`working directory ${spec.cwd} does not exist`, 'ENOENT');
-    if (!spec.shell && resolveExecutable(spec.command, path, spec.cwd) === null) {
-      throw new SpawnFailedError(explainSpawnError(spec, 'ENOENT', '', path), 'ENOENT');
+    // Under the wrapper a missing program would only be the shell's exit 127: check first (the
+    // helper checks on its side, off this thread).
+    if (!viaHelper) {
+      if (spec.cwd && !existsSync(spec.cwd)) throw new SpawnFailedError(`working directory ${spec.cwd} does not exist`, 'ENOENT');
+      if (!spec.shell && resolveExecutable(spec.command, path, spec.cwd) === null) {
+        throw new SpawnFailedError(explainSpawnError(spec, 'ENOENT', '', path), 'ENOENT');
+      }
     }
-    mkdirSync(dirname(spec.statusFile), { recursive: true, mode: 0o700 });
+    for (const dir of new Set([spec.statusFile, spec.stdoutFile, spec.stderrFile].filter((f) => f !== undefined).map((f) => dirname(f)))) {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+    }
     file = '/bin/sh';
     args = spec.shell
       ? ['-c', WRAPPER, 'loops-run', spec.statusFile, 'shell', spec.command]
@@ -217,8 +214,9 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
     }
   };
   const stdoutConsumer = sink ? (chunk: Buffer) => (feedSink(chunk), liveStdout?.(chunk)) : liveStdout;
-  const stdoutOut = spec.stdoutFile ? new OutputFile(spec.stdoutFile, cap, stdoutTail, stdoutConsumer) : null;
-  const stderrOut = spec.stderrFile ? new OutputFile(spec.stderrFile, cap, stderrTail, live('stderr')) : null;
+  const fileOptions = { writer: !viaHelper, dirReady: spec.statusFile !== undefined };
+  const stdoutOut = spec.stdoutFile ? new OutputFile(spec.stdoutFile, cap, stdoutTail, stdoutConsumer, undefined, fileOptions) : null;
+  const stderrOut = spec.stderrFile ? new OutputFile(spec.stderrFile, cap, stderrTail, live('stderr'), undefined, fileOptions) : null;
   const closeOutputs = () => {
     stdoutOut?.close();
     stderrOut?.close();
@@ -227,54 +225,25 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
       for (const f of [spec.stdoutFile, spec.stderrFile]) if (f) maskFiles(f, masker);
     }
   };
-  let subprocess;
+  let launched: Launched;
   try {
-    subprocess = execa(file, args, {
-      shell,
-      cwd: spec.cwd ?? undefined,
-      env,
-      // With variables to drop, the environment is built here from a filtered copy of ours.
-      extendEnv: inherited === null,
-      ...(spec.stdin !== undefined ? { input: spec.stdin } : { stdin: 'ignore' as const }),
-      // A file descriptor when the stream goes to a file (then subprocess.stdout is null); the cast
-      // keeps execa's overloads simple — the stream handlers below are optional-chained.
-      stdout: (stdoutOut ? stdoutOut.writeFd : 'pipe') as 'pipe',
-      stderr: (stderrOut ? stderrOut.writeFd : 'pipe') as 'pipe',
-      buffer: false,
-      reject: false,
-      detached: true,
-      cleanup: false,
-      windowsHide: true,
-    });
+    launched = viaHelper
+      ? await launchViaSpawner(spawner!, spec, file, args, env, stdoutOut!, stderrOut!, path)
+      : await launchWithExeca(spec, file, args, shell, inherited, env, stdoutOut, stderrOut, path, clock, (stream, chunk) => {
+          if (stream === 'stdout') {
+            stdoutTail.push(chunk);
+            if (sink) feedSink(chunk);
+          } else stderrTail.push(chunk);
+          spec.onOutput?.(stream, chunk);
+        });
   } catch (error) {
     closeOutputs();
     throw error;
   }
-  // The child has its own copies of the descriptors now.
-  stdoutOut?.releaseWriter();
-  stderrOut?.releaseWriter();
-
-  if (subprocess.pid === undefined) {
-    closeOutputs();
-    const result = await subprocess;
-    const code = (result as { code?: string }).code ?? null;
-    const cause = (result as { cause?: { message?: string } }).cause?.message ?? result.shortMessage ?? 'spawn failed';
-    throw new SpawnFailedError(explainSpawnError(spec, code, cause, path), code);
-  }
-
-  const pid = subprocess.pid;
-  const startTime = processStartTime(pid);
+  const pid = launched.pid;
+  const startTime = launched.startTime;
   stdoutOut?.follow();
   stderrOut?.follow();
-  subprocess.stdout?.on('data', (chunk: Buffer) => {
-    stdoutTail.push(chunk);
-    if (sink) feedSink(chunk);
-    spec.onOutput?.('stdout', chunk);
-  });
-  subprocess.stderr?.on('data', (chunk: Buffer) => {
-    stderrTail.push(chunk);
-    spec.onOutput?.('stderr', chunk);
-  });
 
   let timedOut = false;
   let cancelled = false;
@@ -346,7 +315,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
       : null;
 
   const exited = new Promise<ExitInfo>((resolve) => {
-    subprocess.once('exit', (code, signal) => {
+    void launched.exit.then(({ code, signal, unknown }) => {
       leaderExited = true;
       if (timeoutTimer !== null) clock.clearTimeout(timeoutTimer);
       if (idleTimer !== null) clock.clearTimeout(idleTimer);
@@ -382,7 +351,9 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
           stdoutBytes: stdoutTail.total,
           stderrBytes: stderrTail.total,
           durationMs: Math.max(0, Math.round(clock.monotonic() - startedMono)),
-          error: stopped
+          error: unknown
+            ? unknown
+            : stopped
             ? `${stopped}${sig ? `; process killed by ${sig}` : exitCode !== null ? `; it then exited with code ${exitCode}` : ''}`
             : idle
             ? `no output for ${formatDuration(spec.idleTimeoutMs!)} (idle timeout)${sig ? `; process killed by ${sig}` : ''}`
@@ -391,14 +362,9 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
       };
       // Streams normally close right after exit; a grandchild that escaped the group may keep
       // them open, so wait at most the grace period (plus a beat) and then stop reading.
-      waitForStreams(subprocess, clock, grace + 500).then(finish, finish);
+      launched.streamsClosed(grace + 500).then(finish, finish);
     });
   });
-  // With reject:false the promise never rejects; it is awaited only to release execa's resources.
-  subprocess.then(
-    () => undefined,
-    () => undefined,
-  );
 
   return {
     pid,
@@ -413,6 +379,110 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock): Promise<Proce
     },
     exited,
   };
+}
+
+/** A started process, however it was started. */
+interface Launched {
+  pid: number;
+  startTime: string | null;
+  /** The leader's exit (code or signal). */
+  exit: Promise<{ code: number | null; signal: string | null; unknown?: string }>;
+  /** Resolves when piped streams closed, at most `limitMs` after being asked (at once for files). */
+  streamsClosed(limitMs: number): Promise<void>;
+}
+
+async function launchWithExeca(
+  spec: SpawnSpec,
+  file: string,
+  args: string[],
+  shell: boolean,
+  inherited: Record<string, string> | null,
+  env: Record<string, string>,
+  stdoutOut: OutputFile | null,
+  stderrOut: OutputFile | null,
+  path: string,
+  clock: Clock,
+  onPiped: (stream: 'stdout' | 'stderr', chunk: Buffer) => void,
+): Promise<Launched> {
+  const subprocess = execa(file, args, {
+    shell,
+    cwd: spec.cwd ?? undefined,
+    env,
+    // With variables to drop, the environment is built here from a filtered copy of ours.
+    extendEnv: inherited === null,
+    ...(spec.stdin !== undefined ? { input: spec.stdin } : { stdin: 'ignore' as const }),
+    // A file descriptor when the stream goes to a file (then subprocess.stdout is null); the cast
+    // keeps execa's overloads simple — the stream handlers below are optional-chained.
+    stdout: (stdoutOut ? stdoutOut.writeFd : 'pipe') as 'pipe',
+    stderr: (stderrOut ? stderrOut.writeFd : 'pipe') as 'pipe',
+    buffer: false,
+    reject: false,
+    detached: true,
+    cleanup: false,
+    windowsHide: true,
+  });
+  // The child has its own copies of the descriptors now.
+  stdoutOut?.releaseWriter();
+  stderrOut?.releaseWriter();
+  if (subprocess.pid === undefined) {
+    const result = await subprocess;
+    const code = (result as { code?: string }).code ?? null;
+    const cause = (result as { cause?: { message?: string } }).cause?.message ?? result.shortMessage ?? 'spawn failed';
+    throw new SpawnFailedError(explainSpawnError(spec, code, cause, path), code);
+  }
+  const pid = subprocess.pid;
+  const startTime = processStartTime(pid);
+  subprocess.stdout?.on('data', (chunk: Buffer) => onPiped('stdout', chunk));
+  subprocess.stderr?.on('data', (chunk: Buffer) => onPiped('stderr', chunk));
+  const exit = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    subprocess.once('exit', (code, signal) => resolve({ code, signal: signal ?? null })),
+  );
+  // With reject:false the promise never rejects; it is awaited only to release execa's resources.
+  subprocess.then(
+    () => undefined,
+    () => undefined,
+  );
+  return { pid, startTime, exit, streamsClosed: (limitMs) => waitForStreams(subprocess, clock, limitMs) };
+}
+
+async function launchViaSpawner(
+  spawner: Spawner,
+  spec: SpawnSpec,
+  file: string,
+  args: string[],
+  env: Record<string, string>,
+  stdoutOut: OutputFile,
+  stderrOut: OutputFile,
+  path: string,
+): Promise<Launched> {
+  let spawned;
+  try {
+    // The helper opens the files itself (O_APPEND), builds the environment from its own (the
+    // runner's at its start) and checks the cwd and the executable before it forks.
+    spawned = await spawner.spawn({
+      file,
+      args,
+      cwd: spec.cwd,
+      env,
+      ...(spec.unsetEnv?.length ? { unset: [...spec.unsetEnv] } : {}),
+      ...(spec.statusFile && !spec.shell ? { check: spec.command } : {}),
+      ...(spec.stdin !== undefined ? { stdin: spec.stdin } : {}),
+      stdout: stdoutOut.path,
+      stderr: stderrOut.path,
+    });
+  } catch (error) {
+    const code = error instanceof SpawnerError ? error.code : null;
+    throw new SpawnFailedError(explainSpawnError(spec, code, (error as Error).message, path), code);
+  }
+  const statusFile = spec.statusFile;
+  const exit = spawned.exit.then((e) => {
+    if (!e.lost) return { code: e.code, signal: e.signal };
+    // The helper died while the process ran: its wrapper's status file has the real outcome.
+    const status = statusFile ? readStatusFile(statusFile) : null;
+    if (status) return { code: status.exitCode, signal: status.signal };
+    return { code: null, signal: null, unknown: 'it ended while the spawner helper process was gone, without writing its exit status' };
+  });
+  return { pid: spawned.pid, startTime: spawned.startTime, exit, streamsClosed: () => Promise.resolve() };
 }
 
 function waitForStreams(

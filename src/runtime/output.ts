@@ -83,7 +83,8 @@ export class TailBuffer {
  * session id and model, what a command was starting to do).
  */
 export class OutputFile {
-  /** The descriptor to hand to the child (`O_APPEND`); the runner closes its copy after spawn. */
+  /** The descriptor to hand to the child (`O_APPEND`); the runner closes its copy after spawn.
+   *  -1 when opened without a writer (another process opens the file to write). */
   readonly writeFd: number;
   private readFd: number;
   private offset = 0;
@@ -98,10 +99,20 @@ export class OutputFile {
     readonly tail: TailBuffer,
     private readonly onChunk: ((chunk: Buffer) => void) | null = null,
     readonly headBytes = HEAD_BYTES,
+    /** `writer: false`: no descriptor for a child (the spawner helper opens the file itself);
+     *  `dirReady`: the directory exists (saves the runner a mkdir per file). */
+    options: { writer?: boolean; dirReady?: boolean } = {},
   ) {
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-    this.writeFd = openSync(path, 'a', 0o600);
-    this.readFd = openSync(path, 'r');
+    if (!options.dirReady) mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    if (options.writer === false) {
+      // One open that creates the file as well (reads are positional, so O_APPEND does not matter).
+      this.writeFd = -1;
+      this.writerOpen = false;
+      this.readFd = openSync(path, 'a+', 0o600);
+    } else {
+      this.writeFd = openSync(path, 'a', 0o600);
+      this.readFd = openSync(path, 'r');
+    }
   }
 
   /**

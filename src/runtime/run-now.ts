@@ -264,6 +264,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
             ...(options.onOutput ? { onOutput: options.onOutput } : {}),
           },
           clock,
+          runtime.spawner,
         );
       } catch (error) {
         if (error instanceof SpawnFailedError) {

@@ -9,6 +9,7 @@ import { inlineHandler } from '../projections/registry.js';
 import { systemClock, type Clock } from './clock.js';
 import { newId } from './ids.js';
 import { resolveDataDir } from './paths.js';
+import { Spawner } from './spawner.js';
 import { openReader } from './store.js';
 
 export interface RuntimeOptions {
@@ -16,6 +17,12 @@ export interface RuntimeOptions {
   clock?: Clock;
   /** Identity of this runner; defaults to `<host>:<pid>:<random>`. */
   runnerId?: string;
+  /**
+   * How processes are started: `inline` (default) forks from this process; `helper` hands the
+   * fork to a small spawner process (spawner.ts), which keeps a busy runner's thread free — the
+   * daemon and workflow runs use it.
+   */
+  spawner?: 'inline' | 'helper';
 }
 
 export interface Runtime {
@@ -24,7 +31,16 @@ export interface Runtime {
   log: SqliteEventLog;
   clock: Clock;
   runnerId: string;
+  /** The spawner helper runs are started through, or null to start them from this process. */
+  spawner: Spawner | null;
   close(): void;
+}
+
+/** Starts runs of `runtime` through a spawner helper from now on (and starts the helper now). */
+export function useSpawnerHelper(runtime: Runtime): Spawner {
+  if (!runtime.spawner) runtime.spawner = new Spawner();
+  runtime.spawner.warm();
+  return runtime.spawner;
 }
 
 export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
@@ -32,15 +48,19 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
   const reader = await openReader(options.dataDir ?? resolveDataDir());
   const log = new SqliteEventLog(reader.db, { handlers: [inlineHandler()] });
   const runnerId = options.runnerId ?? `${hostname()}:${process.pid}:${newId('r', clock.now()).slice(-6)}`;
-  return {
+  const runtime: Runtime = {
     dataDir: reader.dataDir,
     db: reader.db,
     log,
     clock,
     runnerId,
+    spawner: null,
     close() {
+      runtime.spawner?.close();
       log.close();
       reader.close();
     },
   };
+  if (options.spawner === 'helper') useSpawnerHelper(runtime);
+  return runtime;
 }

@@ -223,6 +223,15 @@ class WorkflowRunner {
     }
   }
 
+  /** The values masked in steps' output, by the names asked for: read from the environment once per run. */
+  private readonly secretCache = new Map<string, string[]>();
+  private secrets(names: readonly string[]): string[] {
+    const key = names.join('\0');
+    let values = this.secretCache.get(key);
+    if (!values) this.secretCache.set(key, (values = runSecrets(names)));
+    return values;
+  }
+
   private batch: Array<{ type: string; data: unknown }> = [];
   /** Agent steps prepared with their intent, by `<step>#<attempt>`, until spawned. */
   private readonly agents = new Map<string, { target: LoopAgentTarget; prepared: PreparedAgent } | { error: string }>();
@@ -246,6 +255,7 @@ class WorkflowRunner {
       }
     });
   }
+  private lastFlush = 0;
 
   private stepDir(stepId: string, attempt: number): string {
     return join(runDir(this.runtime.dataDir, this.wfRunId), stepId, String(attempt));
@@ -408,7 +418,7 @@ class WorkflowRunner {
           ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
           ...(agent?.prepared.invocation.stdin != null ? { stdin: agent.prepared.invocation.stdin } : {}),
           ...(agent ? { idleTimeoutMs: agent.target.idleTimeoutMs, stdoutSink: agentSink(parser!, agent.target) } : {}),
-          secrets: runSecrets(names),
+          secrets: this.secrets(names),
           timeoutMs: step.timeoutMs,
           ...(this.options.tailBytes !== undefined ? { tailBytes: this.options.tailBytes } : {}),
           stdoutFile: join(dir, 'stdout.log'),
@@ -416,6 +426,7 @@ class WorkflowRunner {
           statusFile: join(dir, 'exit-status'),
         },
         clock,
+        this.runtime.spawner,
       );
     } catch (error) {
       if (error instanceof SpawnFailedError) {
@@ -435,7 +446,7 @@ class WorkflowRunner {
       let report: EventData<'run.agent_reported'> | null = null;
       if (agent) {
         report = reportFrom(parser!, agent.target.provider, cliVersion(agent.target.provider));
-        const secrets = runSecrets(names);
+        const secrets = this.secrets(names);
         if (report.finalMessage !== null && secrets.length) report.finalMessage = new SecretMasker(secrets).mask(report.finalMessage);
       }
       this.recordSoon('step.exited', {
@@ -487,7 +498,7 @@ class WorkflowRunner {
    * masked first, in the files too, so nothing unmasked reaches an event.
    */
   private maskedTails(dir: string) {
-    const secrets = runSecrets(this.context.spec!.secrets);
+    const secrets = this.secrets(this.context.spec!.secrets);
     const masker = secrets.length ? new SecretMasker(secrets) : null;
     if (masker) for (const f of ['stdout.log', 'stderr.log']) maskFiles(join(dir, f), masker);
     return { masker, stdout: tailOfOutput(join(dir, 'stdout.log')), stderr: tailOfOutput(join(dir, 'stderr.log')) };

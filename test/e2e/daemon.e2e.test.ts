@@ -8,11 +8,11 @@
  * (`runs --json`, its pid, /proc), never by sleeping. Every daemon started here is killed by pid
  * in afterAll should a test fail half-way; passing tests stop them and leave no process behind.
  */
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { liveGroupMembers } from '../helpers/proc.js';
+import { isAlive, liveGroupMembers, procStat } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
 import { BIN, Sandbox, pidAlive, type CliResult } from './cli-helpers.js';
 
@@ -297,8 +297,14 @@ describe('kill -9 while a run is going, restart while it still runs: the run is 
     const first = started(s.run(['daemon', 'start']));
     const seen = await waitForRuns(s, 'adoptee', (l) => l.some((r) => r.status === 'running' && r.pid !== null), 10_000, 'a running run');
     const running = seen.find((r) => r.status === 'running')!;
+    // The run was forked by the daemon's spawner helper, not by the daemon itself.
+    const helper = spawnerHelperOf(first);
+    expect(helper).not.toBeNull();
+    expect(procStat(running.pid!)!.ppid).toBe(helper);
     process.kill(first, 'SIGKILL');
     await waitFor(() => !pidAlive(first), 5000, `daemon ${first} to die`);
+    // The helper ends with its daemon (its stdin closed); the run goes on.
+    await waitFor(() => !isAlive(helper!), 5000, `spawner helper ${helper} to end`);
     expect(liveGroupMembers(running.pid!).length).toBeGreaterThan(0);
     const second = started(s.run(['daemon', 'start']));
     const ended = await waitForRuns(
@@ -313,10 +319,28 @@ describe('kill -9 while a run is going, restart while it still runs: the run is 
     expect(readFileSync(join(s.dataDir, 'runs', running.id, 'stdout.log'), 'utf8')).toBe('before\nafter\n');
     expect(s.run(['daemon', 'logs', '-n', '1000']).stdout).toContain(`adopted run ${running.id}`);
     expect(s.run(['replay', running.id]).code).toBe(0);
+    const secondHelper = spawnerHelperOf(second);
+    expect(secondHelper).not.toBeNull();
     expect(s.run(['daemon', 'stop']).code).toBe(0);
     expect(pidAlive(second)).toBe(false);
+    await waitFor(() => !isAlive(secondHelper!), 5000, `spawner helper ${secondHelper} to end`);
   });
 });
+
+/** The pid of the spawner helper a daemon started (a child running spawner-process.js), or null. */
+function spawnerHelperOf(daemon: number): number | null {
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = procStat(Number(name));
+    if (!stat || stat.ppid !== daemon) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('spawner-process.js')) return stat.pid;
+    } catch {
+      // gone
+    }
+  }
+  return null;
+}
 
 describe('loops cancel', () => {
   it('cancels a run-now going in another terminal: its process group is gone, the run is cancelled with the reason, run-now exits 5', async () => {

@@ -34,6 +34,8 @@ export async function openTestRuntime(options: { clock?: Clock; runnerId?: strin
     dataDir: join(root, 'data'),
     clock: options.clock ?? systemClock,
     runnerId: options.runnerId ?? 'test-host:1:runner',
+    // LOOPS_TEST_SPAWNER=helper runs a suite's spawns through the spawner helper (see *-helper tests).
+    ...(process.env.LOOPS_TEST_SPAWNER === 'helper' ? { spawner: 'helper' as const } : {}),
   });
   let closed = false;
   const closeRuntime = runtime.close;

@@ -121,7 +121,9 @@ type Starter = (
 
 async function follow(ctx: CliContext, label: string, starter: Starter): Promise<number> {
   {
-    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+    // Steps are forked by the spawner helper, as in the daemon: parallel steps start without
+    // holding this thread for each fork.
+    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock, spawner: 'helper' });
     const controller = new AbortController();
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals) => {

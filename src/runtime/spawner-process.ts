@@ -1,0 +1,121 @@
+/**
+ * The spawner: a small helper process that starts runs for a busy runner (the daemon, a workflow
+ * run). Node forks on its main thread, and a fork copies the page tables of the process that
+ * forks: from a runner holding a database, machines and hundreds of runs that is milliseconds per
+ * spawn, on the one thread that also records the runs. From this process — no database, no
+ * dependencies, a few MB of heap — a fork is cheap, and it happens on the other core while the
+ * runner goes on recording.
+ *
+ * Protocol: one JSON object per line. On stdin, requests:
+ *   {"op":"spawn","id":N,"file","args","cwd","env","unset"?,"check"?,"stdin"?,"stdout","stderr"}
+ * (the process's environment is this one's — the runner's when it started — minus `unset`, plus
+ * `env`, which carry whatever the runner changed since; `check` names a command that must resolve on that PATH, in an existing `cwd`, or nothing
+ * is started)
+ * (`stdout`/`stderr` are paths opened O_APPEND, so the process writes its output straight into
+ * the run's files and outlives this helper and the runner). On stdout, replies:
+ *   {"id":N,"pid":P,"startTime":"…"}                  started (start time read before reaping)
+ *   {"id":N,"error":"…","code":"ENOENT"|null}          not started
+ *   {"id":N,"exit":{"code":C|null,"signal":S|null}}   the process ended (reaped here)
+ *   {"ready":true,"pid":P}                            once, when its signal handlers are in place
+ * Every process is the leader of a new process group (`detached`). This process runs in a session
+ * of its own, out of reach of a terminal's Ctrl-C, and ignores the signals that stop a runner: the
+ * runner decides when runs stop and keeps reading their exits; this process ends when its stdin
+ * closes. Processes
+ * still running then are reparented and go on; the runner's crash recovery adopts them.
+ *
+ * Imports nothing but node builtins (and process-info.ts and which.ts, which use only those), so it
+ * starts in tens of milliseconds.
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { processStartTime } from './process-info.js';
+import { resolveExecutable } from './which.js';
+
+interface SpawnRequest {
+  op: 'spawn';
+  id: number;
+  file: string;
+  args: string[];
+  cwd: string | null;
+  env: Record<string, string>;
+  unset?: string[];
+  check?: string;
+  stdin?: string;
+  stdout: string;
+  stderr: string;
+}
+
+const send = (message: object) => {
+  process.stdout.write(`${JSON.stringify(message)}\n`);
+};
+
+/** The environment of a request: this process's own (the runner's when it started), minus `unset`, plus `env`. */
+function environment(req: SpawnRequest): Record<string, string> {
+  const env: Record<string, string> = {};
+  const unset = new Set(req.unset ?? []);
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !unset.has(k)) env[k] = v;
+  return Object.assign(env, req.env);
+}
+
+function start(req: SpawnRequest): void {
+  let out: number | null = null;
+  let err: number | null = null;
+  try {
+    const env = environment(req);
+    if (req.check !== undefined) {
+      if (req.cwd !== null && !existsSync(req.cwd)) {
+        send({ id: req.id, error: `working directory ${req.cwd} does not exist`, code: 'ENOENT' });
+        return;
+      }
+      if (resolveExecutable(req.check, env.PATH, req.cwd) === null) {
+        send({ id: req.id, error: `command not found: ${req.check}`, code: 'ENOENT' });
+        return;
+      }
+    }
+    out = openSync(req.stdout, 'a', 0o600);
+    err = req.stderr === req.stdout ? out : openSync(req.stderr, 'a', 0o600);
+    const child = spawn(req.file, req.args, {
+      cwd: req.cwd ?? undefined,
+      env,
+      stdio: [req.stdin !== undefined ? 'pipe' : 'ignore', out, err],
+      detached: true,
+      windowsHide: true,
+    });
+    if (child.pid === undefined) {
+      child.once('error', (e: NodeJS.ErrnoException) => send({ id: req.id, error: e.message, code: e.code ?? null }));
+      return;
+    }
+    send({ id: req.id, pid: child.pid, startTime: processStartTime(child.pid) });
+    if (req.stdin !== undefined && child.stdin) {
+      // A CLI that exits without reading its stdin makes this write fail (EPIPE): not an error.
+      child.stdin.on('error', () => undefined);
+      child.stdin.end(req.stdin);
+    }
+    child.on('error', () => undefined);
+    child.once('exit', (code, signal) => send({ id: req.id, exit: { code, signal } }));
+  } catch (e) {
+    const error = e as NodeJS.ErrnoException;
+    send({ id: req.id, error: error.message, code: error.code ?? null });
+  } finally {
+    // The child has its own copies.
+    if (out !== null) closeSync(out);
+    if (err !== null && err !== out) closeSync(err);
+  }
+}
+
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGUSR2'] as const) process.on(signal, () => undefined);
+process.stdout.on('error', () => process.exit(0)); // the runner is gone
+const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+lines.on('line', (line) => {
+  if (!line) return;
+  let req: SpawnRequest;
+  try {
+    req = JSON.parse(line) as SpawnRequest;
+  } catch {
+    return;
+  }
+  if (req.op === 'spawn') start(req);
+});
+lines.on('close', () => process.exit(0));
+send({ ready: true, pid: process.pid });

@@ -1,0 +1,242 @@
+/**
+ * The runner's side of the spawner helper (spawner-process.ts): starts it on first use, sends it
+ * spawn requests and hands back each process's pid, start time and exit.
+ *
+ * If the helper dies, the processes it started live on (each leads its own process group, writes
+ * its own files and status file). A spawn not yet answered fails; a process already started is
+ * then watched by pid and start time until it ends, and its exit is reported as `lost`, for the
+ * executor to read the real outcome from the run's status file — as crash recovery does.
+ *
+ * The helper is kept referenced only while a spawn or a process is pending, so it never holds a
+ * finished runner open.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { processRunning } from './process-info.js';
+
+export interface SpawnerRequest {
+  file: string;
+  args: string[];
+  cwd: string | null;
+  /**
+   * Variables set over the runner's environment as it is now (as with `child_process.spawn`
+   * without `env`: a variable the runner set or removed since the helper started counts too).
+   */
+  env: Record<string, string>;
+  /** Inherited variables removed first (an account's run drops the others' credentials). */
+  unset?: string[];
+  /**
+   * Check before the fork that this command resolves on the request's PATH (from `cwd`) and that
+   * `cwd` exists; a miss is an ENOENT error and nothing is started.
+   */
+  check?: string;
+  /** Written to stdin, which is then closed; omitted, stdin is not connected. */
+  stdin?: string;
+  /** Paths the process's stdout and stderr are appended to. */
+  stdout: string;
+  stderr: string;
+}
+
+export interface SpawnerExit {
+  code: number | null;
+  signal: string | null;
+  /** The helper died first: the process was watched until it ended; code and signal are unknown. */
+  lost: boolean;
+}
+
+export interface Spawned {
+  pid: number;
+  startTime: string | null;
+  exit: Promise<SpawnerExit>;
+}
+
+export class SpawnerError extends Error {
+  constructor(
+    message: string,
+    readonly code: string | null,
+  ) {
+    super(message);
+    this.name = 'SpawnerError';
+  }
+}
+
+interface Pending {
+  started: (s: Spawned) => void;
+  failed: (e: SpawnerError) => void;
+  exited: ((e: SpawnerExit) => void) | null;
+  pid: number | null;
+  startTime: string | null;
+}
+
+/** The helper's script: next to this module when built; from the build when this runs from source (tests). */
+const HELPER = [new URL('./spawner-process.js', import.meta.url), new URL('../../dist/runtime/spawner-process.js', import.meta.url)]
+  .map((url) => fileURLToPath(url))
+  .find((file) => existsSync(file));
+const WATCH_MS = 100;
+
+export class Spawner {
+  private child: ChildProcess | null = null;
+  private buffer = '';
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private closed = false;
+  private readyPromise: Promise<void> | null = null;
+  private readyResolve: (() => void) | null = null;
+
+  /** The helper's pid while it runs. */
+  get pid(): number | null {
+    return this.child?.pid ?? null;
+  }
+
+  /** Starts the helper now rather than on the first spawn (a daemon warms it at start). */
+  warm(): void {
+    this.helper();
+  }
+
+  /** Resolves once the helper runs with its signal handlers in place (it is started if need be). */
+  ready(): Promise<void> {
+    this.helper();
+    return this.readyPromise!;
+  }
+
+  spawn(request: SpawnerRequest): Promise<Spawned> {
+    if (this.closed) return Promise.reject(new SpawnerError('the spawner is closed', null));
+    const child = this.helper();
+    const id = this.nextId++;
+    // The helper holds the environment it was started with; what changed here since goes along.
+    const unset = new Set(request.unset ?? []);
+    const drift = this.drift();
+    for (const name of drift.unset) unset.add(name);
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(drift.set)) if (!unset.has(k)) env[k] = v;
+    Object.assign(env, request.env);
+    const message = { op: 'spawn', id, ...request, env, ...(unset.size ? { unset: [...unset] } : {}) };
+    return new Promise<Spawned>((started, failed) => {
+      this.pending.set(id, { started, failed, exited: null, pid: null, startTime: null });
+      this.ref();
+      child.stdin!.write(`${JSON.stringify(message)}\n`);
+    });
+  }
+
+  /** Ends the helper (processes it started go on). */
+  close(): void {
+    this.closed = true;
+    this.child?.stdin?.end();
+    this.child = null;
+  }
+
+  /** The environment the running helper was started with. */
+  private base: Record<string, string> = {};
+
+  /** How this process's environment differs from the helper's. */
+  private drift(): { set: Record<string, string>; unset: string[] } {
+    const set: Record<string, string> = {};
+    const unset: string[] = [];
+    const env = process.env;
+    for (const k in env) {
+      const v = env[k];
+      if (v !== undefined && this.base[k] !== v) set[k] = v;
+    }
+    for (const k in this.base) if (env[k] === undefined) unset.push(k);
+    return { set, unset };
+  }
+
+  private helper(): ChildProcess {
+    if (this.child) return this.child;
+    const base: Record<string, string> = {};
+    for (const k in process.env) if (process.env[k] !== undefined) base[k] = process.env[k]!;
+    this.base = base;
+    if (!HELPER) throw new SpawnerError('the spawner helper script (spawner-process.js) is missing: run npm run build', null);
+    // Small heaps: the point of this process is that forking it is cheap.
+    // Detached: a session of its own, so a terminal's Ctrl-C reaches the runner (which then stops
+    // its runs in order and still needs their exits) but not the helper.
+    const child = spawn(process.execPath, ['--max-semi-space-size=1', HELPER], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      env: base,
+      detached: true,
+      windowsHide: true,
+    });
+    this.child = child;
+    this.readyPromise = new Promise((resolve) => (this.readyResolve = resolve));
+    child.stdout!.setEncoding('utf8');
+    child.stdout!.on('data', (text: string) => this.read(text));
+    child.stdin!.on('error', () => undefined); // its death is handled on 'exit'
+    child.once('exit', () => this.died(child));
+    child.once('error', () => this.died(child));
+    this.unref();
+    return child;
+  }
+
+  private read(text: string): void {
+    this.buffer += text;
+    let nl: number;
+    while ((nl = this.buffer.indexOf('\n')) >= 0) {
+      const line = this.buffer.slice(0, nl);
+      this.buffer = this.buffer.slice(nl + 1);
+      let msg: { id: number; pid?: number; startTime?: string | null; error?: string; code?: string | null; exit?: { code: number | null; signal: string | null } };
+      try {
+        msg = JSON.parse(line);
+      } catch {
+        continue;
+      }
+      if ((msg as { ready?: boolean }).ready) {
+        this.readyResolve?.();
+        continue;
+      }
+      const p = this.pending.get(msg.id);
+      if (!p) continue;
+      if (msg.exit) {
+        this.pending.delete(msg.id);
+        p.exited?.({ code: msg.exit.code, signal: msg.exit.signal, lost: false });
+      } else if (msg.pid !== undefined) {
+        p.pid = msg.pid;
+        p.startTime = msg.startTime ?? null;
+        p.started({ pid: msg.pid, startTime: p.startTime, exit: new Promise((resolve) => (p.exited = resolve)) });
+      } else {
+        this.pending.delete(msg.id);
+        p.failed(new SpawnerError(msg.error ?? 'spawn failed', msg.code ?? null));
+      }
+    }
+    this.unrefWhenIdle();
+  }
+
+  /** The helper ended: unanswered spawns fail; started processes are watched until they end. */
+  private died(child: ChildProcess): void {
+    if (this.child === child) this.child = null;
+    const pending = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of pending) {
+      if (p.pid === null) {
+        p.failed(new SpawnerError('the spawner helper process ended before it started the process', null));
+        continue;
+      }
+      const { pid, startTime } = p;
+      const watch = () => {
+        if (processRunning(pid, startTime)) setTimeout(watch, WATCH_MS);
+        else p.exited?.({ code: null, signal: null, lost: true });
+      };
+      watch();
+    }
+  }
+
+  private ref(): void {
+    const child = this.child;
+    if (!child) return;
+    child.ref();
+    (child.stdout as unknown as { ref?: () => void }).ref?.();
+    (child.stdin as unknown as { ref?: () => void }).ref?.();
+  }
+
+  private unref(): void {
+    const child = this.child;
+    if (!child) return;
+    child.unref();
+    (child.stdout as unknown as { unref?: () => void }).unref?.();
+    (child.stdin as unknown as { unref?: () => void }).unref?.();
+  }
+
+  private unrefWhenIdle(): void {
+    if (this.pending.size === 0) this.unref();
+  }
+}
