@@ -72,8 +72,8 @@ export interface SpawnSpec {
 
 /**
  * The exit-status wrapper: runs the command ("$@", or `eval` of a shell command line in a
- * subshell), writes `exit N` or `signal NAME` to the status file (one small write), and ends the same
- * way the command did. It survives SIGTERM/SIGINT/SIGHUP itself (a handled signal is reset to the
+ * subshell), writes `exit N` or `signal NAME`, then `pid P` (its own pid, the run's process group),
+ * to the status file (one small write), and ends the same way the command did. It survives SIGTERM/SIGINT/SIGHUP itself (a handled signal is reset to the
  * default in the command), so the command — in the same process group — decides how it ends.
  */
 const WRAPPER = [
@@ -83,23 +83,40 @@ const WRAPPER = [
   's=$?',
   'if [ "$s" -gt 128 ] && [ "$s" -lt 193 ]; then r="signal $(kill -l $((s - 128)))"; else r="exit $s"; fi',
   // One short write with a builtin (no mv: an extra exec costs ~1 ms per run); readers ignore a partial line.
-  'printf "%s\\n" "$r" > "$f"',
+  'printf "%s\\npid %s\\n" "$r" "$$" > "$f"',
   'if [ "$s" -gt 128 ] && [ "$s" -lt 193 ]; then trap - TERM INT HUP; kill -s "$(kill -l $((s - 128)))" $$ 2>/dev/null; fi',
   'exit "$s"',
 ].join('\n');
 
-/** What a status file says: the exit code, or the signal that ended the command. */
-export function readStatusFile(file: string): { exitCode: number | null; signal: string | null } | null {
+/** The wrapper's $0: with the status file after it, it names a run's process in `ps` and /proc. */
+export const WRAPPER_NAME = 'loops-run';
+
+/** The argv that runs `command` under the exit-status wrapper writing `statusFile`. */
+export function wrapperArgv(statusFile: string, command: string, args: readonly string[], shell: boolean): { file: string; args: string[] } {
+  return {
+    file: '/bin/sh',
+    args: shell ? ['-c', WRAPPER, WRAPPER_NAME, statusFile, 'shell', command] : ['-c', WRAPPER, WRAPPER_NAME, statusFile, 'argv', command, ...args],
+  };
+}
+
+/**
+ * What a status file says: the exit code, or the signal that ended the command, and the wrapper's
+ * pid (null in files written before it was added).
+ */
+export function readStatusFile(file: string): { exitCode: number | null; signal: string | null; pid: number | null } | null {
   let text: string;
   try {
     text = readFileSync(file, 'utf8').trim();
   } catch {
     return null;
   }
-  const exit = /^exit (\d+)$/.exec(text);
-  if (exit) return { exitCode: Number(exit[1]), signal: null };
-  const sig = /^signal (\w+)$/.exec(text);
-  if (sig) return { exitCode: null, signal: `SIG${sig[1]!.replace(/^SIG/, '')}` };
+  const [first, second] = text.split('\n');
+  const pidMatch = second !== undefined ? /^pid (\d+)$/.exec(second) : null;
+  const pid = pidMatch ? Number(pidMatch[1]) : null;
+  const exit = /^exit (\d+)$/.exec(first ?? '');
+  if (exit) return { exitCode: Number(exit[1]), signal: null, pid };
+  const sig = /^signal (\w+)$/.exec(first ?? '');
+  if (sig) return { exitCode: null, signal: `SIG${sig[1]!.replace(/^SIG/, '')}`, pid };
   return null;
 }
 
@@ -181,10 +198,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
     for (const dir of new Set([spec.statusFile, spec.stdoutFile, spec.stderrFile].filter((f) => f !== undefined).map((f) => dirname(f)))) {
       mkdirSync(dir, { recursive: true, mode: 0o700 });
     }
-    file = '/bin/sh';
-    args = spec.shell
-      ? ['-c', WRAPPER, 'loops-run', spec.statusFile, 'shell', spec.command]
-      : ['-c', WRAPPER, 'loops-run', spec.statusFile, 'argv', spec.command, ...spec.args];
+    ({ file, args } = wrapperArgv(spec.statusFile, spec.command, spec.args, spec.shell));
     shell = false;
   }
   const tailBytes = spec.tailBytes ?? DEFAULT_TAIL;

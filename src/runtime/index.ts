@@ -7,6 +7,7 @@ export * from './store.js';
 export * from './runtime.js';
 export * from './actor.js';
 export * from './executor.js';
+export * from './spawner.js';
 export * from './output.js';
 export * from './process-info.js';
 export * from './leases.js';

@@ -127,3 +127,48 @@ export function processGroup(pid: number): number | null {
     return null;
   }
 }
+
+/**
+ * The running process whose argv is the exit-status wrapper for `statusFile` (`… loops-run
+ * <statusFile> …`; the path is unique per run and attempt), with its start time, or null. This is how
+ * recovery finds a run's process when its runner died after the fork but before it recorded the
+ * pid. Linux reads /proc/<pid>/cmdline; elsewhere `ps -axo pid=,args=`.
+ */
+export function findWrapperProcess(statusFile: string, wrapperName = 'loops-run'): { pid: number; startTime: string | null } | null {
+  if (process.platform === 'linux') {
+    let entries: string[];
+    try {
+      entries = readdirSync('/proc');
+    } catch {
+      return null;
+    }
+    const needle = `\0${wrapperName}\0${statusFile}\0`;
+    for (const name of entries) {
+      if (!/^\d+$/.test(name)) continue;
+      let cmdline: string;
+      try {
+        cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8');
+      } catch {
+        continue;
+      }
+      if (!cmdline.includes(needle)) continue;
+      const pid = Number(name);
+      const startTime = processStartTime(pid);
+      // A wrapper's subshell (`(eval …)`) carries the same argv: the group leader is the one.
+      if (startTime !== null && processGroup(pid) === pid && processRunning(pid, startTime)) return { pid, startTime };
+    }
+    return null;
+  }
+  try {
+    const out = execFileSync('ps', ['-axo', 'pid=,pgid=,args='], { encoding: 'utf8' });
+    for (const line of out.split('\n')) {
+      const m = /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(line);
+      if (!m || m[1] !== m[2] || !m[3]!.includes(` ${wrapperName} ${statusFile} `)) continue;
+      const pid = Number(m[1]);
+      return { pid, startTime: processStartTime(pid) };
+    }
+  } catch {
+    // no ps
+  }
+  return null;
+}

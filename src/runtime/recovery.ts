@@ -12,13 +12,13 @@ import type { RunContext } from '../machines/run.js';
 import type { EventData } from '../events/catalog.js';
 import { DurableActor } from './actor.js';
 import { agentReport, cliVersion } from './agent-run.js';
-import { readStatusFile } from './executor.js';
+import { readStatusFile, WRAPPER_NAME } from './executor.js';
 import { assertLeaseHeld, releaseLease, takeLease } from './leases.js';
 import { maskFiles, tailOfOutput } from './output.js';
 import { runSecrets } from './run-secrets.js';
 import { SecretMasker } from './secrets.js';
 import { runDir } from './paths.js';
-import { processRunning } from './process-info.js';
+import { bootId, findWrapperProcess, processRunning } from './process-info.js';
 import { findRun } from './queries.js';
 import type { Runtime } from './runtime.js';
 import { scheduleRetry } from './scheduler.js';
@@ -68,6 +68,16 @@ export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryRepo
       report.orphaned.push({ runId, pid: context.pid, startTime: context.startTime, timeoutAt: context.timeoutAt });
       continue;
     }
+    if (context.pid === null && actor.state === 'spawning') {
+      // Its runner died after the fork but before it recorded the pid: the process may be running
+      // all the same. Found by its wrapper's argv, it is recorded now and adopted, never run twice.
+      const found = findWrapperProcess(join(runDir(runtime.dataDir, runId), 'exit-status'), WRAPPER_NAME);
+      if (found) {
+        actor.record('process.spawned', { pid: found.pid, pgid: found.pid, startTime: found.startTime, bootId: bootId() }, takeOverLease(runtime, runId, leaseTtlMs));
+        report.orphaned.push({ runId, pid: found.pid, startTime: found.startTime, timeoutAt: context.timeoutAt });
+        continue;
+      }
+    }
     const ended = finishRecovered(runtime, runId, leaseTtlMs);
     (ended.outcome === 'exited' ? report.exited : report.abandoned).push(runId);
     report.retried.push(...ended.retried);
@@ -76,6 +86,18 @@ export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryRepo
 }
 
 export { tailOfOutput } from './output.js';
+
+/** An append precondition that takes the run's lease over for this runner (fencing the old one) and releases it. */
+function takeOverLease(runtime: Runtime, runId: string, leaseTtlMs: number): { precondition: () => void } {
+  const now = runtime.clock.now();
+  return {
+    precondition: () => {
+      const lease = takeLease(runtime.db, `run:${runId}`, runtime.runnerId, leaseTtlMs, now);
+      assertLeaseHeld(runtime.db, lease, now);
+      releaseLease(runtime.db, lease);
+    },
+  };
+}
 
 /**
  * Records the end of a run whose process is gone: its real exit status when the exit-status
@@ -89,23 +111,21 @@ export function finishRecovered(
   leaseTtlMs = 30_000,
   options: { timedOut?: boolean } = {},
 ): { outcome: 'exited' | 'abandoned'; retried: string[] } {
-  const now = runtime.clock.now();
   const actor = DurableActor.load(runtime, `run:${runId}`);
   if (actor.snapshot.status === 'done') return { outcome: 'exited', retried: [] };
   const context = actor.snapshot.context as RunContext;
-  const streamId = `run:${runId}`;
-  const takeOver = {
-    precondition: () => {
-      const lease = takeLease(runtime.db, streamId, runtime.runnerId, leaseTtlMs, now);
-      assertLeaseHeld(runtime.db, lease, now);
-      releaseLease(runtime.db, lease);
-    },
-  };
+  const takeOver = takeOverLease(runtime, runId, leaseTtlMs);
   const files = runDir(runtime.dataDir, runId);
   const statusPath = join(files, 'exit-status');
-  const status = context.pid === null ? null : readStatusFile(statusPath);
+  const status = readStatusFile(statusPath);
+  // A process started but never recorded (its runner died right after the fork) that has ended
+  // since: its wrapper wrote its pid with its status, so it is recorded as spawned, then exited.
+  const unrecorded =
+    status !== null && context.pid === null && status.pid !== null && actor.state === 'spawning'
+      ? [{ type: 'process.spawned' as const, data: { pid: status.pid, pgid: status.pid, startTime: null, bootId: null } }]
+      : [];
   let outcome: 'exited' | 'abandoned';
-  if (status && actor.accepts('process.exited', {})) {
+  if (status && (context.pid !== null || unrecorded.length) && (unrecorded.length || actor.accepts('process.exited', {}))) {
     // The process wrote its output while no runner watched: mask its secrets now, in the files too.
     const secrets = runSecrets(context.target && context.target.kind !== 'workflow' ? (context.target.secretEnv ?? []) : []);
     const masker = secrets.length ? new SecretMasker(secrets) : null;
@@ -126,6 +146,7 @@ export function finishRecovered(
       agentEvents.push({ type: 'run.agent_reported', data: reported });
     }
     actor.recordAll([
+      ...unrecorded,
       ...agentEvents,
       {
         type: 'process.exited',

@@ -24,8 +24,8 @@ import type { WorkflowRunContext } from '../machines/workflow-run.js';
 import { DurableActor, type Effects } from './actor.js';
 import { watchCancel } from './cancel.js';
 import type { TimerHandle } from './clock.js';
-import { readStatusFile, SpawnFailedError, spawnProcess, type ProcessHandle } from './executor.js';
-import { processRunning, signalGroup } from './process-info.js';
+import { readStatusFile, SpawnFailedError, spawnProcess, WRAPPER_NAME, type ProcessHandle } from './executor.js';
+import { bootId, findWrapperProcess, processRunning, signalGroup } from './process-info.js';
 import { runSecrets } from './run-secrets.js';
 import { resolveAccountEnv } from './accounts.js';
 import { agentReport, agentSink, cliVersion, prepareAgent, reportFrom, type PreparedAgent } from './agent-run.js';
@@ -671,9 +671,19 @@ class WorkflowRunner {
           this.armRetry(step.id, s.attempt + 1, s.retryAt!);
           break;
         case 'spawning':
-        case 'running':
-          if (s.pid !== null && processRunning(s.pid, s.startTime)) {
-            this.adopt(step.id, s.attempt, s.pid, s.startTime, s.startedAt);
+        case 'running': {
+          let { pid, startTime } = s;
+          if (pid === null) {
+            // Its runner died after the fork, before it recorded the pid: find the process by its
+            // wrapper's argv, record it, and adopt it rather than lose track of it.
+            const found = findWrapperProcess(join(this.stepDir(step.id, s.attempt), 'exit-status'), WRAPPER_NAME);
+            if (found) {
+              ({ pid, startTime } = found);
+              this.record('step.spawned', { stepId: step.id, attempt: s.attempt, pid, pgid: pid, startTime, bootId: bootId() });
+            }
+          }
+          if (pid !== null && processRunning(pid, startTime)) {
+            this.adopt(step.id, s.attempt, pid, startTime, s.startedAt);
             if (this.context.cancelRequested || this.context.timedOut) this.handles.get(step.id)!.cancel(this.context.cancelReason);
           } else if (!this.recordFromFiles(step.id, s.attempt, s.startedAt, 'recorded from its exit-status file after its runner stopped')) {
             this.record('step.abandoned', {
@@ -686,6 +696,7 @@ class WorkflowRunner {
             });
           }
           break;
+        }
         default:
           break;
       }

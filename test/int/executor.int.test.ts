@@ -1,8 +1,8 @@
-import { existsSync, readFileSync, writeSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock, systemClock, type Clock } from '../../src/runtime/clock.js';
-import { SpawnFailedError, spawnProcess as spawnReal, type SpawnSpec } from '../../src/runtime/executor.js';
+import { readStatusFile, SpawnFailedError, spawnProcess as spawnReal, type SpawnSpec } from '../../src/runtime/executor.js';
 import { OutputFile, TailBuffer } from '../../src/runtime/output.js';
 import { fixture } from '../helpers/fixtures.js';
 import { isAlive, killGroupIfAlive, liveGroupMembers, waitForGroupGone } from '../helpers/proc.js';
@@ -341,5 +341,22 @@ describe('executor: stdin and the idle watchdog (agent CLIs)', () => {
     expect(exit).toMatchObject({ exitCode: null, signal: 'SIGTERM', timedOut: false, cancelled: false, error: 'over budget: test; process killed by SIGTERM' });
     expect(exit.durationMs).toBeLessThan(5000);
     await waitForGroupGone(handle.pgid);
+  });
+});
+
+describe('readStatusFile', () => {
+  it('reads the exit code or signal and the wrapper pid; files from before the pid line still read; garbage is null', () => {
+    const dir = tempDir();
+    const file = join(dir, 'exit-status');
+    const read = (text: string) => {
+      writeFileSync(file, text);
+      return readStatusFile(file);
+    };
+    expect(read('exit 3\npid 1234\n')).toEqual({ exitCode: 3, signal: null, pid: 1234 });
+    expect(read('signal TERM\npid 99\n')).toEqual({ exitCode: null, signal: 'SIGTERM', pid: 99 });
+    expect(read('exit 0\n')).toEqual({ exitCode: 0, signal: null, pid: null });
+    expect(read('exit 0\npi')).toEqual({ exitCode: 0, signal: null, pid: null });
+    expect(read('ex')).toBeNull();
+    expect(readStatusFile(join(dir, 'missing'))).toBeNull();
   });
 });

@@ -14,7 +14,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
@@ -32,6 +32,8 @@ import { createAgentLoop, createCommandLoop } from '../../src/runtime/loops.js';
 import { bootId, processStartTime } from '../../src/runtime/process-info.js';
 import { findLoop, findRun, type LoopView } from '../../src/runtime/queries.js';
 import { recoverRuns } from '../../src/runtime/recovery.js';
+import { wrapperArgv } from '../../src/runtime/executor.js';
+import { runDir } from '../../src/runtime/paths.js';
 import { executeRun, runNow } from '../../src/runtime/run-now.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
@@ -335,6 +337,63 @@ describe('recoverRuns: nothing to record', () => {
     // Let this runner's own stranded claim end so the log stays tidy.
     clock.advance(TTL + 1);
     expect(recoverRuns(runtime).abandoned).toEqual([mine]);
+  });
+});
+
+describe('recoverRuns: the runner died after the fork, before it recorded the pid', () => {
+  /** Starts the run's process exactly as the executor would (under the exit-status wrapper), unrecorded. */
+  function startUnrecorded(runtime: Runtime, runId: string, command: string) {
+    const statusFile = join(runDir(runtime.dataDir, runId), 'exit-status');
+    mkdirSync(dirname(statusFile), { recursive: true });
+    const { file, args } = wrapperArgv(statusFile, command, [], true);
+    const out = openSync(join(dirname(statusFile), 'stdout.log'), 'a');
+    const child = spawn(file, args, { detached: true, stdio: ['ignore', out, out] });
+    closeSync(out);
+    onTestFinished(() => killGroupIfAlive(child.pid!));
+    return { child, pid: child.pid!, statusFile };
+  }
+
+  it('a process still running is found by its wrapper, recorded as spawned under a taken-over lease, and reported for adoption', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const runId = strandRun(old, loop, 'spawning');
+    const { pid } = startUnrecorded(runtime, runId, 'sleep 30');
+    await waitFor(() => processStartTime(pid) !== null, 5000, 'the process');
+    die();
+    clock.advance(TTL + 1);
+    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid }] });
+    const events = runtime.log.readStream(`run:${runId}`);
+    expect(events.map((e) => e.type)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned']);
+    expect(events[2]!.data).toMatchObject({ pid, pgid: pid, startTime: processStartTime(pid) });
+    expect(events[2]!.meta).toMatchObject({ runnerId: NEW });
+    expect(runRow(runtime, runId).status).toBe('running');
+    // Recovered once: the next pass sees a run with a known, living pid.
+    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid }] });
+    expect(runtime.log.readStream(`run:${runId}`)).toHaveLength(3);
+  });
+
+  it('a process that ended since is recorded with its real exit (its wrapper wrote its pid), not abandoned and run again', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const runId = strandRun(old, loop, 'spawning');
+    const { child, pid } = startUnrecorded(runtime, runId, 'echo out; exit 3');
+    await once(child, 'exit');
+    die();
+    clock.advance(TTL + 1);
+    const report = recoverRuns(runtime);
+    expect(report).toMatchObject({ exited: [runId], abandoned: [], orphaned: [] });
+    const events = runtime.log.readStream(`run:${runId}`);
+    expect(events.map((e) => e.type)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned', 'process.exited']);
+    expect(events[2]!.data).toMatchObject({ pid, pgid: pid });
+    expect(events[3]!.data).toMatchObject({ exitCode: 3, stdout: 'out\n' });
+    expect(runRow(runtime, runId).status).toBe('failed');
+  });
+
+  it('with no process and no status file it is abandoned as before', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const runId = strandRun(old, loop, 'spawning');
+    die();
+    clock.advance(TTL + 1);
+    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped before the process was started`));
   });
 });
 

@@ -162,7 +162,7 @@ describe('spawnProcess through the spawner', () => {
     const exit = await handle.exited;
     expect(exit).toMatchObject({ exitCode: 5, signal: null, stdout: 'out\n', stderr: 'err\n', error: 'exited with code 5' });
     expect(readFileSync(join(dir, 'stdout.log'), 'utf8')).toBe('out\n');
-    expect(readFileSync(join(dir, 'exit-status'), 'utf8')).toBe('exit 5\n');
+    expect(readFileSync(join(dir, 'exit-status'), 'utf8')).toBe(`exit 5\npid ${handle.pid}\n`);
   });
 
   it('stdin carries the prompt and is closed; unsetEnv drops inherited variables', async () => {
