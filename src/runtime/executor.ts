@@ -5,7 +5,7 @@
  * Timeout and cancel kill the whole group: SIGTERM, then SIGKILL after the grace period. When
  * the leader exits, anything it left behind in its group is cleaned up the same way.
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from './clock.js';
@@ -186,6 +186,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
       ? Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined && !unset.has(e[0])))
       : null;
   const env = { ...(inherited ?? {}), ...spec.env, PATH: path };
+  const runDirs = [...new Set([spec.statusFile, spec.stdoutFile, spec.stderrFile].filter((f) => f !== undefined).map((f) => dirname(f)))];
   if (spec.statusFile) {
     // Under the wrapper a missing program would only be the shell's exit 127: check first (the
     // helper checks on its side, off this thread).
@@ -195,9 +196,8 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
         throw new SpawnFailedError(explainSpawnError(spec, 'ENOENT', '', path), 'ENOENT');
       }
     }
-    for (const dir of new Set([spec.statusFile, spec.stdoutFile, spec.stderrFile].filter((f) => f !== undefined).map((f) => dirname(f)))) {
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
-    }
+    // The run's directories: made here, or by the helper (off this thread) before it opens the files.
+    if (!viaHelper) for (const dir of runDirs) mkdirSync(dir, { recursive: true, mode: 0o700 });
     ({ file, args } = wrapperArgv(spec.statusFile, spec.command, spec.args, spec.shell));
     shell = false;
   }
@@ -228,9 +228,14 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
     }
   };
   const stdoutConsumer = sink ? (chunk: Buffer) => (feedSink(chunk), liveStdout?.(chunk)) : liveStdout;
+  // Through the helper the files are opened here once it started the process (it created them):
+  // no mkdir and no creating open on this thread. Reading starts at offset 0, so nothing is missed.
   const fileOptions = { writer: !viaHelper, dirReady: spec.statusFile !== undefined };
-  const stdoutOut = spec.stdoutFile ? new OutputFile(spec.stdoutFile, cap, stdoutTail, stdoutConsumer, undefined, fileOptions) : null;
-  const stderrOut = spec.stderrFile ? new OutputFile(spec.stderrFile, cap, stderrTail, live('stderr'), undefined, fileOptions) : null;
+  const openOutputs = (): [OutputFile | null, OutputFile | null] => [
+    spec.stdoutFile ? new OutputFile(spec.stdoutFile, cap, stdoutTail, stdoutConsumer, undefined, fileOptions) : null,
+    spec.stderrFile ? new OutputFile(spec.stderrFile, cap, stderrTail, live('stderr'), undefined, fileOptions) : null,
+  ];
+  let [stdoutOut, stderrOut] = viaHelper ? [null, null] : openOutputs();
   const closeOutputs = () => {
     stdoutOut?.close();
     stderrOut?.close();
@@ -242,7 +247,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
   let launched: Launched;
   try {
     launched = viaHelper
-      ? await launchViaSpawner(spawner!, spec, file, args, env, stdoutOut!, stderrOut!, path)
+      ? await launchViaSpawner(spawner!, spec, file, args, env, runDirs, path)
       : await launchWithExeca(spec, file, args, shell, inherited, env, stdoutOut, stderrOut, path, clock, (stream, chunk) => {
           if (stream === 'stdout') {
             stdoutTail.push(chunk);
@@ -252,8 +257,11 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
         });
   } catch (error) {
     closeOutputs();
+    // The helper may have created the files before the fork failed: an empty one goes, as inline.
+    if (viaHelper) for (const f of [spec.stdoutFile, spec.stderrFile]) if (f) removeIfEmpty(f);
     throw error;
   }
+  if (viaHelper) [stdoutOut, stderrOut] = openOutputs();
   const pid = launched.pid;
   const startTime = launched.startTime;
   stdoutOut?.follow();
@@ -465,14 +473,14 @@ async function launchViaSpawner(
   file: string,
   args: string[],
   env: Record<string, string>,
-  stdoutOut: OutputFile,
-  stderrOut: OutputFile,
+  dirs: string[],
   path: string,
 ): Promise<Launched> {
   let spawned;
   try {
-    // The helper opens the files itself (O_APPEND), builds the environment from its own (the
-    // runner's at its start) and checks the cwd and the executable before it forks.
+    // The helper makes the run's directories, opens the files itself (O_APPEND), builds the
+    // environment from its own plus what changed here, and checks the cwd and the executable
+    // before it forks.
     spawned = await spawner.spawn({
       file,
       args,
@@ -481,8 +489,9 @@ async function launchViaSpawner(
       ...(spec.unsetEnv?.length ? { unset: [...spec.unsetEnv] } : {}),
       ...(spec.statusFile && !spec.shell ? { check: spec.command } : {}),
       ...(spec.stdin !== undefined ? { stdin: spec.stdin } : {}),
-      stdout: stdoutOut.path,
-      stderr: stderrOut.path,
+      dirs,
+      stdout: spec.stdoutFile!,
+      stderr: spec.stderrFile!,
     });
   } catch (error) {
     const code = error instanceof SpawnerError ? error.code : null;
@@ -559,6 +568,14 @@ function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string, 
   }
   if (code === 'EACCES') return `permission denied: ${spec.command} is not executable`;
   return `could not start ${spec.command}: ${cause}`;
+}
+
+function removeIfEmpty(file: string): void {
+  try {
+    if (statSync(file).size === 0) unlinkSync(file);
+  } catch {
+    // not there
+  }
 }
 
 function signalProcess(pid: number, signal: NodeJS.Signals): void {

@@ -7,7 +7,7 @@
  * runner goes on recording.
  *
  * Protocol: one JSON object per line. On stdin, requests:
- *   {"op":"spawn","id":N,"file","args","cwd","env","unset"?,"check"?,"stdin"?,"stdout","stderr"}
+ *   {"op":"spawn","id":N,"file","args","cwd","env","unset"?,"check"?,"dirs"?,"stdin"?,"stdout","stderr"}
  * (the process's environment is this one's — the runner's when it started — minus `unset`, plus
  * `env`, which carry whatever the runner changed since; `check` names a command that must resolve on that PATH, in an existing `cwd`, or nothing
  * is started)
@@ -27,7 +27,7 @@
  * starts in tens of milliseconds.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { processStartTime } from './process-info.js';
 import { resolveExecutable } from './which.js';
@@ -41,13 +41,22 @@ interface SpawnRequest {
   env: Record<string, string>;
   unset?: string[];
   check?: string;
+  dirs?: string[];
   stdin?: string;
   stdout: string;
   stderr: string;
 }
 
+// Replies of one turn (a burst of spawns, exits reaped together) go out in one write, so the
+// runner reads them in one chunk and records them in one transaction.
+let outbox: string[] = [];
 const send = (message: object) => {
-  process.stdout.write(`${JSON.stringify(message)}\n`);
+  if (outbox.push(`${JSON.stringify(message)}\n`) > 1) return;
+  setImmediate(() => {
+    const text = outbox.join('');
+    outbox = [];
+    process.stdout.write(text);
+  });
 };
 
 /** The environment of a request: this process's own (the runner's when it started), minus `unset`, plus `env`. */
@@ -73,6 +82,7 @@ function start(req: SpawnRequest): void {
         return;
       }
     }
+    for (const dir of req.dirs ?? []) mkdirSync(dir, { recursive: true, mode: 0o700 });
     out = openSync(req.stdout, 'a', 0o600);
     err = req.stderr === req.stdout ? out : openSync(req.stderr, 'a', 0o600);
     const child = spawn(req.file, req.args, {

@@ -33,7 +33,9 @@ export interface SpawnerRequest {
   check?: string;
   /** Written to stdin, which is then closed; omitted, stdin is not connected. */
   stdin?: string;
-  /** Paths the process's stdout and stderr are appended to. */
+  /** Directories made (0700, with their parents) before the files are opened. */
+  dirs?: string[];
+  /** Paths the process's stdout and stderr are appended to (created 0600). */
   stdout: string;
   stderr: string;
 }
@@ -115,6 +117,11 @@ export class Spawner {
     return new Promise<Spawned>((started, failed) => {
       this.pending.set(id, { started, failed, exited: null, pid: null, startTime: null });
       this.ref();
+      // Requests made in one turn (steps that became ready together) go out in one write.
+      if (!child.stdin!.writableCorked) {
+        child.stdin!.cork();
+        process.nextTick(() => child.stdin!.uncork());
+      }
       child.stdin!.write(`${JSON.stringify(message)}\n`);
     });
   }
