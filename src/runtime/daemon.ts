@@ -151,7 +151,10 @@ export class Daemon {
       dataDir: runtime.dataDir,
     };
     writeJson(pidFile(runtime.dataDir), info);
-    if ((this.options.spawner ?? 'helper') === 'helper') useSpawnerHelper(runtime);
+    if ((this.options.spawner ?? 'helper') === 'helper') {
+      const why = useSpawnerHelper(runtime).unavailableReason;
+      if (why) this.log(`${why}; runs are forked by the daemon itself`);
+    }
     this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
     // `loops cancel` (and other writers) nudge the daemon with SIGUSR2: look at the log now.
     process.on('SIGUSR2', this.onNudge);

@@ -72,13 +72,37 @@ interface Pending {
 }
 
 /** The helper's script: next to this module when built; from the build when this runs from source (tests). */
-const HELPER = [new URL('./spawner-process.js', import.meta.url), new URL('../../dist/runtime/spawner-process.js', import.meta.url)]
+const HELPER: string | undefined = [new URL('./spawner-process.js', import.meta.url), new URL('../../dist/runtime/spawner-process.js', import.meta.url)]
   .map((url) => fileURLToPath(url))
   .find((file) => existsSync(file));
 const WATCH_MS = 100;
 
+/** A helper that dies this many times in a row before it is ready is given up on. */
+const MAX_START_FAILURES = 3;
+
 export class Spawner {
   private child: ChildProcess | null = null;
+  private readonly script: string | undefined;
+  private startFailures = 0;
+  private readonly gone = new WeakSet<ChildProcess>();
+  private isReady = false;
+  private unavailable: string | null = null;
+
+  /** `script`: the helper's entry point (tests); by default spawner-process.js from the build. */
+  constructor(options: { script?: string } = {}) {
+    this.script = options.script ?? HELPER;
+    if (this.script === undefined || !existsSync(this.script)) {
+      this.unavailable = 'the spawner helper script (dist/runtime/spawner-process.js) is missing: run npm run build';
+    }
+  }
+
+  /**
+   * Null while the helper can be used; else why not (its script is missing, or it failed to
+   * start ${MAX_START_FAILURES} times in a row). Runs are then forked by the runner itself.
+   */
+  get unavailableReason(): string | null {
+    return this.unavailable;
+  }
   private buffer = '';
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
@@ -93,7 +117,7 @@ export class Spawner {
 
   /** Starts the helper now rather than on the first spawn (a daemon warms it at start). */
   warm(): void {
-    this.helper();
+    if (this.unavailable === null) this.helper();
   }
 
   /** Resolves once the helper runs with its signal handlers in place (it is started if need be). */
@@ -154,11 +178,12 @@ export class Spawner {
     const base: Record<string, string> = {};
     for (const k in process.env) if (process.env[k] !== undefined) base[k] = process.env[k]!;
     this.base = base;
-    if (!HELPER) throw new SpawnerError('the spawner helper script (spawner-process.js) is missing: run npm run build', null);
+    if (this.unavailable !== null) throw new SpawnerError(this.unavailable, 'EHELPER');
     // Small heaps: the point of this process is that forking it is cheap.
     // Detached: a session of its own, so a terminal's Ctrl-C reaches the runner (which then stops
     // its runs in order and still needs their exits) but not the helper.
-    const child = spawn(process.execPath, ['--max-semi-space-size=1', HELPER], {
+    this.isReady = false;
+    const child = spawn(process.execPath, ['--max-semi-space-size=1', this.script!], {
       stdio: ['pipe', 'pipe', 'inherit'],
       env: base,
       detached: true,
@@ -188,6 +213,8 @@ export class Spawner {
         continue;
       }
       if ((msg as { ready?: boolean }).ready) {
+        this.isReady = true;
+        this.startFailures = 0;
         this.readyResolve?.();
         continue;
       }
@@ -210,7 +237,15 @@ export class Spawner {
 
   /** The helper ended: unanswered spawns fail; started processes are watched until they end. */
   private died(child: ChildProcess): void {
-    if (this.child === child) this.child = null;
+    if (this.gone.has(child)) return; // 'error' then 'exit'
+    this.gone.add(child);
+    const current = this.child === child;
+    if (current) this.child = null;
+    if (current && !this.closed && !this.isReady && ++this.startFailures >= MAX_START_FAILURES) {
+      this.unavailable = `the spawner helper failed to start ${MAX_START_FAILURES} times in a row`;
+    }
+    // A ready() waiting on this helper is answered: the next call starts another.
+    this.readyResolve?.();
     const pending = [...this.pending.values()];
     this.pending.clear();
     for (const p of pending) {

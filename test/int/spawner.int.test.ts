@@ -225,3 +225,33 @@ describe('spawnProcess through the spawner', () => {
     expect(spawner.pid).not.toBe(helper);
   });
 });
+
+describe('Spawner: when the helper cannot be used, runs are forked by the runner itself', () => {
+  it('a missing script: unavailable at once, with the reason; spawnProcess runs the process all the same', async () => {
+    const dir = tempDir();
+    const spawner = new Spawner({ script: join(dir, 'missing.js') });
+    onTestFinished(() => spawner.close());
+    expect(spawner.unavailableReason).toMatch(/spawner helper script .* is missing: run npm run build/);
+    spawner.warm();
+    expect(spawner.pid).toBeNull();
+    const handle = await start(spawner, fileSpec(dir, { command: 'echo inline; exit 2' }));
+    expect(await handle.exited).toMatchObject({ exitCode: 2, stdout: 'inline\n' });
+    // Forked by this process (execa), not by a helper.
+    expect(spawner.pid).toBeNull();
+  });
+
+  it('a helper that dies before it is ready three times in a row is given up on', async () => {
+    const dir = tempDir();
+    const script = join(dir, 'crash.mjs');
+    writeFileSync(script, 'process.exit(1);\n');
+    const spawner = new Spawner({ script });
+    onTestFinished(() => spawner.close());
+    for (let i = 1; i <= 3; i++) {
+      expect(spawner.unavailableReason).toBeNull();
+      await spawner.ready();
+    }
+    expect(spawner.unavailableReason).toBe('the spawner helper failed to start 3 times in a row');
+    const handle = await start(spawner, fileSpec(dir, { command: 'exit 0' }));
+    expect((await handle.exited).exitCode).toBe(0);
+  });
+});
