@@ -8,6 +8,8 @@ import { join } from 'node:path';
 import { Daemon, createCommandLoop, openRuntime } from '../dist/index.js';
 
 const quick = process.argv.includes('--quick');
+// Runs are forked by the daemon's spawner helper (its default); LOOPS_BENCH_SPAWNER=inline compares.
+const spawner = process.env.LOOPS_BENCH_SPAWNER === 'inline' ? 'inline' : 'helper';
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const pct = (a, p) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.floor((a.length * p) / 100))];
 const dirs = [];
@@ -65,7 +67,7 @@ for (const concurrency of [4, 16]) {
   const sub = rt.log.events$.subscribe((e) => {
     if (e.type === 'process.spawned') spawned.push(performance.now() + performance.timeOrigin - Date.parse(startsAt));
   });
-  const d = new Daemon(rt, { log: quiet, concurrency });
+  const d = new Daemon(rt, { log: quiet, concurrency, spawner });
   d.start();
   const deadline = Date.now() + 30_000;
   while (spawned.length < 100 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -77,7 +79,7 @@ for (const concurrency of [4, 16]) {
 
 for (const d of dirs) rmSync(d, { recursive: true, force: true });
 const row = (name, value, goal, ok) => console.log(`${name.padEnd(58)} ${value.padStart(18)}  ${goal.padEnd(22)} ${ok ? 'PASS' : 'MISS'}`);
-console.log(`\nloops daemon benchmarks — ${new Date().toISOString()}, node ${process.version}\n`);
+console.log(`\nloops daemon benchmarks — ${new Date().toISOString()}, node ${process.version}, runs forked ${spawner === "helper" ? "by the spawner helper" : "inline"}\n`);
 row(`pass, nothing due: ${small} vs ${large} loops (median)`, `${passCost[small].toFixed(3)} / ${passCost[large].toFixed(3)} ms`, 'independent of loops', passCost[large] < passCost[small] * 3);
 row(`idle daemon CPU with ${idleLoops} loops`, `${idlePct.toFixed(2)} % of a core`, '< 1 %', idlePct < 1);
 for (const [c, l] of Object.entries(lateness)) {
