@@ -5,7 +5,7 @@
  * Timeout and cancel kill the whole group: SIGTERM, then SIGKILL after the grace period. When
  * the leader exits, anything it left behind in its group is cleaned up the same way.
  */
-import { existsSync, mkdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from './clock.js';
@@ -257,9 +257,10 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
           spec.onOutput?.(stream, chunk);
         });
   } catch (error) {
+    // (Through the helper nothing is removed here: a helper that died before answering may have
+    // started the process, which then writes into those files. It removes what it created itself
+    // when the fork fails.)
     closeOutputs();
-    // The helper may have created the files before the fork failed: an empty one goes, as inline.
-    if (viaHelper) for (const f of [spec.stdoutFile, spec.stderrFile]) if (f) removeIfEmpty(f);
     throw error;
   }
   if (viaHelper) [stdoutOut, stderrOut] = openOutputs();
@@ -569,14 +570,6 @@ function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string, 
   }
   if (code === 'EACCES') return `permission denied: ${spec.command} is not executable`;
   return `could not start ${spec.command}: ${cause}`;
-}
-
-function removeIfEmpty(file: string): void {
-  try {
-    if (statSync(file).size === 0) unlinkSync(file);
-  } catch {
-    // not there
-  }
 }
 
 function signalProcess(pid: number, signal: NodeJS.Signals): void {

@@ -27,7 +27,7 @@
  * starts in tens of milliseconds.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, unlinkSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { processStartTime } from './process-info.js';
 import { resolveExecutable } from './which.js';
@@ -67,7 +67,18 @@ function environment(req: SpawnRequest): Record<string, string> {
   return Object.assign(env, req.env);
 }
 
+function removeCreated(files: string[]): void {
+  for (const f of files) {
+    try {
+      unlinkSync(f);
+    } catch {
+      // not there
+    }
+  }
+}
+
 function start(req: SpawnRequest): void {
+  const created: string[] = [];
   let out: number | null = null;
   let err: number | null = null;
   try {
@@ -83,6 +94,8 @@ function start(req: SpawnRequest): void {
       }
     }
     for (const dir of req.dirs ?? []) mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // Files this request creates are removed again if nothing is started (as inline).
+    for (const f of new Set([req.stdout, req.stderr])) if (!existsSync(f)) created.push(f);
     out = openSync(req.stdout, 'a', 0o600);
     err = req.stderr === req.stdout ? out : openSync(req.stderr, 'a', 0o600);
     const child = spawn(req.file, req.args, {
@@ -93,6 +106,7 @@ function start(req: SpawnRequest): void {
       windowsHide: true,
     });
     if (child.pid === undefined) {
+      removeCreated(created);
       child.once('error', (e: NodeJS.ErrnoException) => send({ id: req.id, error: e.message, code: e.code ?? null }));
       return;
     }
@@ -106,6 +120,7 @@ function start(req: SpawnRequest): void {
     child.once('exit', (code, signal) => send({ id: req.id, exit: { code, signal } }));
   } catch (e) {
     const error = e as NodeJS.ErrnoException;
+    removeCreated(created);
     send({ id: req.id, error: error.message, code: error.code ?? null });
   } finally {
     // The child has its own copies.

@@ -120,6 +120,20 @@ describe('Spawner: the helper process', () => {
     expect(await ok.exit).toMatchObject({ code: 0 });
   });
 
+  it('a fork that fails leaves no files it created; files that were there stay', async () => {
+    const dir = tempDir();
+    const spawner = useSpawner();
+    const notExecutable = join(dir, 'script.sh');
+    writeFileSync(notExecutable, 'echo hi\n', { mode: 0o644 });
+    const fresh = join(dir, 'sub', 'out');
+    await expect(spawner.spawn({ file: notExecutable, args: [], cwd: null, env: {}, dirs: [join(dir, 'sub')], stdout: fresh, stderr: fresh })).rejects.toMatchObject({ code: 'EACCES' });
+    expect(existsSync(fresh)).toBe(false);
+    const kept = join(dir, 'kept');
+    writeFileSync(kept, 'earlier\n');
+    await expect(spawner.spawn({ file: notExecutable, args: [], cwd: null, env: {}, stdout: kept, stderr: kept })).rejects.toMatchObject({ code: 'EACCES' });
+    expect(readFileSync(kept, 'utf8')).toBe('earlier\n');
+  });
+
   it('runs in a session of its own and ignores the signals that stop a runner', async () => {
     const dir = tempDir();
     const spawner = useSpawner();
