@@ -13,8 +13,8 @@ import { formatDuration } from './durations.js';
 import { extendPath } from './env.js';
 import { maskFiles, OutputFile, TailBuffer } from './output.js';
 import { SecretMasker, StreamMasker } from './secrets.js';
-import { type Spawner, SpawnerError } from './spawner.js';
-import { bootId, descendants, groupAlive, isSameProcessAlive, processGroup, processStartTime, signalGroup } from './process-info.js';
+import { type Spawned, type Spawner, SpawnerError, whenGone } from './spawner.js';
+import { bootId, descendants, findWrapperProcess, groupAlive, isSameProcessAlive, processGroup, processStartTime, signalGroup } from './process-info.js';
 
 export interface SpawnSpec {
   command: string;
@@ -405,6 +405,17 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
   };
 }
 
+/** The process of a spawn the helper never answered, if it was started after all. */
+function unansweredSpawn(statusFile: string): Spawned | null {
+  const running = findWrapperProcess(statusFile, WRAPPER_NAME);
+  if (running) {
+    return { ...running, exit: whenGone(running.pid, running.startTime).then(() => ({ code: null, signal: null, lost: true })) };
+  }
+  const status = readStatusFile(statusFile);
+  if (status?.pid) return { pid: status.pid, startTime: null, exit: Promise.resolve({ code: null, signal: null, lost: true }) };
+  return null;
+}
+
 /** A started process, however it was started. */
 interface Launched {
   pid: number;
@@ -478,7 +489,7 @@ async function launchViaSpawner(
   dirs: string[],
   path: string,
 ): Promise<Launched> {
-  let spawned;
+  let spawned: Spawned;
   try {
     // The helper makes the run's directories, opens the files itself (O_APPEND), builds the
     // environment from its own plus what changed here, and checks the cwd and the executable
@@ -497,7 +508,12 @@ async function launchViaSpawner(
     });
   } catch (error) {
     const code = error instanceof SpawnerError ? error.code : null;
-    throw new SpawnFailedError(explainSpawnError(spec, code, (error as Error).message, path), code);
+    // The helper died before it answered, maybe right after the fork: the process is then found
+    // by its wrapper's argv (or, already ended, by the pid in its status file) and followed like
+    // one the helper lost — never reported as not started while it runs.
+    const found = code === 'EHELPERGONE' && spec.statusFile ? unansweredSpawn(spec.statusFile) : null;
+    if (!found) throw new SpawnFailedError(explainSpawnError(spec, code, (error as Error).message, path), code);
+    spawned = found;
   }
   const statusFile = spec.statusFile;
   const exit = spawned.exit.then((e) => {

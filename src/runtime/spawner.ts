@@ -77,6 +77,17 @@ const HELPER: string | undefined = [new URL('./spawner-process.js', import.meta.
   .find((file) => existsSync(file));
 const WATCH_MS = 100;
 
+/** Resolves once the process with this identity has ended (polled: it is not our child). */
+export function whenGone(pid: number, startTime: string | null): Promise<void> {
+  return new Promise((resolve) => {
+    const watch = () => {
+      if (processRunning(pid, startTime)) setTimeout(watch, WATCH_MS);
+      else resolve();
+    };
+    watch();
+  });
+}
+
 /** A helper that dies this many times in a row before it is ready is given up on. */
 const MAX_START_FAILURES = 3;
 
@@ -250,15 +261,10 @@ export class Spawner {
     this.pending.clear();
     for (const p of pending) {
       if (p.pid === null) {
-        p.failed(new SpawnerError('the spawner helper process ended before it started the process', null));
+        p.failed(new SpawnerError('the spawner helper process ended before it answered', 'EHELPERGONE'));
         continue;
       }
-      const { pid, startTime } = p;
-      const watch = () => {
-        if (processRunning(pid, startTime)) setTimeout(watch, WATCH_MS);
-        else p.exited?.({ code: null, signal: null, lost: true });
-      };
-      watch();
+      void whenGone(p.pid, p.startTime).then(() => p.exited?.({ code: null, signal: null, lost: true }));
     }
   }
 

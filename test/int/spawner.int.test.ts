@@ -8,8 +8,8 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { systemClock } from '../../src/runtime/clock.js';
-import { SpawnFailedError, spawnProcess, type SpawnSpec } from '../../src/runtime/executor.js';
-import { processGroup, processStartTime } from '../../src/runtime/process-info.js';
+import { SpawnFailedError, spawnProcess, WRAPPER_NAME, type SpawnSpec } from '../../src/runtime/executor.js';
+import { findWrapperProcess, processGroup, processStartTime } from '../../src/runtime/process-info.js';
 import { Spawner, SpawnerError } from '../../src/runtime/spawner.js';
 import { fixture } from '../helpers/fixtures.js';
 import { isAlive, killGroupIfAlive, liveGroupMembers, waitForGroupGone } from '../helpers/proc.js';
@@ -237,6 +237,24 @@ describe('spawnProcess through the spawner', () => {
     const again = await start(spawner, fileSpec(tempDir(), { command: 'exit 0' }));
     expect((await again.exited).exitCode).toBe(0);
     expect(spawner.pid).not.toBe(helper);
+  });
+});
+
+describe('spawnProcess: the helper dies before it answers', () => {
+  it('a spawn it carried out is found by its wrapper and followed to its real exit, output and all', async () => {
+    const dir = tempDir();
+    const spawner = new Spawner({ script: fixture('spawner-silent.mjs') });
+    onTestFinished(() => spawner.close());
+    const go = join(dir, 'go');
+    const pending = spawnProcess(fileSpec(dir, { command: `while [ ! -e ${go} ]; do sleep 0.05; done; echo done; exit 6` }), systemClock, spawner);
+    await waitFor(() => findWrapperProcess(join(dir, 'exit-status'), WRAPPER_NAME) !== null, 10_000, 'the process');
+    const { pid } = findWrapperProcess(join(dir, 'exit-status'), WRAPPER_NAME)!;
+    onTestFinished(() => killGroupIfAlive(pid));
+    process.kill(spawner.pid!, 'SIGKILL');
+    const handle = await pending;
+    expect(handle.pid).toBe(pid);
+    writeFileSync(go, '');
+    expect(await handle.exited).toMatchObject({ exitCode: 6, stdout: 'done\n', error: 'exited with code 6' });
   });
 });
 
