@@ -30,22 +30,11 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, unlinkSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { processStartTime } from './process-info.js';
+import type { SpawnerRequest } from './spawner.js';
 import { resolveExecutable } from './which.js';
 
-interface SpawnRequest {
-  op: 'spawn';
-  id: number;
-  file: string;
-  args: string[];
-  cwd: string | null;
-  env: Record<string, string>;
-  unset?: string[];
-  check?: string;
-  dirs?: string[];
-  stdin?: string;
-  stdout: string;
-  stderr: string;
-}
+/** A request as the runner writes it (spawner.ts). */
+type SpawnRequest = SpawnerRequest & { op: 'spawn'; id: number };
 
 // Replies of one turn (a burst of spawns, exits reaped together) go out in one write, so the
 // runner reads them in one chunk and records them in one transaction.

@@ -151,7 +151,7 @@ export class Spawner {
     const message = { op: 'spawn', id, ...request, env, ...(unset.size ? { unset: [...unset] } : {}) };
     return new Promise<Spawned>((started, failed) => {
       this.pending.set(id, { started, failed, exited: null, pid: null, startTime: null });
-      this.ref();
+      this.hold(true);
       // Requests made in one turn (steps that became ready together) go out in one write.
       if (!child.stdin!.writableCorked) {
         child.stdin!.cork();
@@ -207,7 +207,7 @@ export class Spawner {
     child.stdin!.on('error', () => undefined); // its death is handled on 'exit'
     child.once('exit', () => this.died(child));
     child.once('error', () => this.died(child));
-    this.unref();
+    this.hold(false);
     return child;
   }
 
@@ -268,23 +268,16 @@ export class Spawner {
     }
   }
 
-  private ref(): void {
+  /** Whether the helper (its process handle and pipes) keeps this process's event loop alive. */
+  private hold(on: boolean): void {
     const child = this.child;
     if (!child) return;
-    child.ref();
-    (child.stdout as unknown as { ref?: () => void }).ref?.();
-    (child.stdin as unknown as { ref?: () => void }).ref?.();
-  }
-
-  private unref(): void {
-    const child = this.child;
-    if (!child) return;
-    child.unref();
-    (child.stdout as unknown as { unref?: () => void }).unref?.();
-    (child.stdin as unknown as { unref?: () => void }).unref?.();
+    const how = on ? 'ref' : 'unref';
+    child[how]();
+    for (const pipe of [child.stdout, child.stdin]) (pipe as unknown as Partial<Record<'ref' | 'unref', () => void>>)[how]?.();
   }
 
   private unrefWhenIdle(): void {
-    if (this.pending.size === 0) this.unref();
+    if (this.pending.size === 0) this.hold(false);
   }
 }
