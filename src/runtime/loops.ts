@@ -12,6 +12,7 @@ import { checkCommand, effectivePath } from './preflight.js';
 import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../events/errors.js';
 import { currentMachines } from '../machines/registry.js';
 import { DurableActor } from './actor.js';
+import { decideLoop } from './scheduler.js';
 import { parseDuration } from './durations.js';
 import { newId } from './ids.js';
 import { findLoop, type LoopView } from './queries.js';
@@ -427,7 +428,13 @@ export function changeLoopState(
       hint: hintFor(command, actor.state, loop.name),
     });
   }
-  actor.record(type, data);
+  runtime.log.batch(() => {
+    actor.record(type, data);
+    // Resumed with nothing left to run (a one-shot whose instant, or a schedule whose last slot,
+    // passed while it was paused or stopped: those slots are not run late): it expires now, as a
+    // pass would decide, instead of staying active with no next run.
+    if (command === 'resume' && data.nextRunAt === null && loop.schedule.kind !== 'manual') decideLoop(runtime, loop.id, runtime.clock.now());
+  });
   return findLoop(runtime.db, loop.id, { includeRemoved: true });
 }
 

@@ -306,6 +306,22 @@ describe('loops tick and loops why', () => {
     expect(JSON.parse(s.run(['tick', '--json'], later).stdout).decisions.filter((d: any) => d.loopName === 'napper')).toEqual([]);
   });
 
+  it('a one-shot resumed after its instant passed while it was paused expires at once and says so; run-now refuses it', () => {
+    const at = new Date(Date.now() + HOUR).toISOString();
+    const after = { LOOPS_NOW: new Date(Date.now() + 2 * HOUR).toISOString() };
+    s.json(['create', 'command', 'once', '--cmd', 'true', '--at', at]);
+    s.json(['pause', 'once']);
+    const r = s.run(['resume', 'once'], after);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^Resumed loop once \(loop_\w+\)\nit has expired at once: its last slot passed while it was not active, and such slots are not run late\n$/);
+    expect(s.json(['show', 'once'], after)).toMatchObject({ status: 'expired', nextRunAt: null });
+    expect(s.run(['run-now', 'once'], after).code).toBe(2);
+    // A paused one-shot resumed before its instant stays scheduled for it.
+    s.json(['create', 'command', 'soon', '--cmd', 'true', '--at', at]);
+    s.json(['pause', 'soon']);
+    expect(s.json(['resume', 'soon'])).toMatchObject({ status: 'active', nextRunAt: at });
+  });
+
   it('LOOPS_NOW that is not a time is a usage error', () => {
     const r = s.run(['tick'], { LOOPS_NOW: 'tomorrow' });
     expect(r.code).toBe(2);

@@ -214,6 +214,10 @@ function stateCommand(command: StateCommand): CliCommand {
         else {
           const next = command === 'resume' && loop.nextRunAt ? `; next run ${when(loop.nextRunAt, ctx)}` : '';
           ctx.out.write(`${past[command]} loop ${paint(ctx.color, 'bold', loop.name)} (${loop.id})${next}\n`);
+          // Resumed with nothing left to run: its slots passed while it was paused or stopped.
+          if (command === 'resume' && loop.status === 'expired') {
+            ctx.out.write('it has expired at once: its last slot passed while it was not active, and such slots are not run late\n');
+          }
         }
         return EXIT.ok;
       } finally {
