@@ -98,6 +98,12 @@ export class Spawner {
   private readonly gone = new WeakSet<ChildProcess>();
   private isReady = false;
   private unavailable: string | null = null;
+  private buffer = '';
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private closed = false;
+  private readyPromise: Promise<void> | null = null;
+  private readyResolve: (() => void) | null = null;
 
   /** `script`: the helper's entry point (tests); by default spawner-process.js from the build. */
   constructor(options: { script?: string } = {}) {
@@ -114,12 +120,6 @@ export class Spawner {
   get unavailableReason(): string | null {
     return this.unavailable;
   }
-  private buffer = '';
-  private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
-  private closed = false;
-  private readyPromise: Promise<void> | null = null;
-  private readyResolve: (() => void) | null = null;
 
   /** The helper's pid while it runs. */
   get pid(): number | null {
@@ -139,7 +139,12 @@ export class Spawner {
 
   spawn(request: SpawnerRequest): Promise<Spawned> {
     if (this.closed) return Promise.reject(new SpawnerError('the spawner is closed', null));
-    const child = this.helper();
+    let child: ChildProcess;
+    try {
+      child = this.helper();
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const id = this.nextId++;
     // The helper holds the environment it was started with; what changed here since goes along.
     const unset = new Set(request.unset ?? []);
