@@ -33,6 +33,8 @@ export interface DaemonState {
   queuedRuns: number;
   nextFireAt: string | null;
   passes: number;
+  /** Who forks the runs: the spawner helper (its pid while it runs) or the daemon itself, and why. */
+  spawner?: { mode: 'helper' | 'inline'; pid: number | null; reason: string | null };
 }
 
 export interface DaemonOptions {
@@ -155,6 +157,7 @@ export class Daemon {
       const why = useSpawnerHelper(runtime).unavailableReason;
       if (why) this.log(`${why}; runs are forked by the daemon itself`);
     }
+    this.saveState();
     this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
     // `loops cancel` (and other writers) nudge the daemon with SIGUSR2: look at the log now.
     process.on('SIGUSR2', this.onNudge);
@@ -446,6 +449,9 @@ export class Daemon {
   private saveState(): void {
     this.state.activeRuns = this.running.size + this.adopted;
     this.state.queuedRuns = this.queued;
+    const spawner = this.runtime.spawner;
+    const why = spawner ? spawner.unavailableReason : (this.options.spawner ?? 'helper') === 'inline' ? 'spawner: inline was asked for' : null;
+    this.state.spawner = spawner && why === null ? { mode: 'helper', pid: spawner.pid, reason: null } : { mode: 'inline', pid: null, reason: why };
     try {
       writeJson(stateFile(this.runtime.dataDir), this.state);
     } catch {

@@ -75,6 +75,7 @@ interface Status {
   pid: number | null;
   lastPassAt: string | null;
   activeRuns: number;
+  spawner: { mode: string; pid: number | null; reason: string | null } | null;
 }
 
 function runs(s: Sandbox, loop: string): Run[] {
@@ -140,10 +141,14 @@ describe('loops daemon start / status / stop', () => {
 
     const st = status(s);
     expect(st.code).toBe(0);
-    expect(st.view).toMatchObject({ running: true, healthy: true, pid });
+    expect(st.view).toMatchObject({ running: true, healthy: true, pid, spawner: { mode: 'helper', reason: null } });
+    // Its runs are forked by its spawner helper, a child of the daemon.
+    const helper = st.view.spawner!.pid!;
+    expect(helper).toBe(spawnerHelperOf(pid));
     const text = s.run(['daemon', 'status']);
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(new RegExp(`^running  pid ${pid}`));
+    expect(text.stdout).toMatch(new RegExp(`forked by the spawner helper \\(pid ${helper}\\)`));
 
     // Seen from ten minutes later, the last pass is stale: running, but not healthy.
     const later = status(s, { LOOPS_NOW: new Date(Date.now() + 10 * 60_000).toISOString() });

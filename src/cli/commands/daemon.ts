@@ -160,6 +160,8 @@ interface StatusView {
   nextFireAt: string | null;
   lastPassAt: string | null;
   lastError: string | null;
+  /** Who forks the runs: the spawner helper (and its pid) or the daemon itself (and why). */
+  spawner: { mode: 'helper' | 'inline'; pid: number | null; reason: string | null } | null;
 }
 
 const status: CliCommand = {
@@ -189,6 +191,7 @@ const status: CliCommand = {
       nextFireAt: state?.nextFireAt ?? null,
       lastPassAt: state?.lastPassAt ?? null,
       lastError: state?.lastError ?? null,
+      spawner: state?.spawner ?? null,
     };
     if (ctx.json) printJson(ctx, view);
     else if (!info) ctx.out.write(`${paint(ctx.color, 'yellow', 'not running')}  (data ${ctx.dataDir}; start it with loops daemon start)\n`);
@@ -197,7 +200,9 @@ const status: CliCommand = {
         `${view.healthy ? paint(ctx.color, 'green', 'running') : paint(ctx.color, 'red', 'running, but no recent pass')}  pid ${view.pid}, up ${formatDuration(Math.max(1000, view.uptimeMs ?? 0))}, loops ${view.version}`,
         `data        ${view.dataDir}`,
         `database    ${view.database.path} (${(view.database.bytes / 1024).toFixed(0)} KiB)`,
-        `runs        ${view.activeRuns} running, ${view.queuedRuns} queued`,
+        `runs        ${view.activeRuns} running, ${view.queuedRuns} queued${
+          view.spawner ? `; forked by ${view.spawner.mode === 'helper' ? `the spawner helper${view.spawner.pid ? ` (pid ${view.spawner.pid})` : ''}` : `the daemon (${view.spawner.reason ?? 'inline'})`}` : ''
+        }`,
         `next fire   ${view.nextFireAt ?? '-'}`,
         `last pass   ${view.lastPassAt ?? '-'}`,
         `last error  ${view.lastError ?? 'none'}`,
