@@ -1,7 +1,9 @@
 /**
- * The process executor. Every process goes through execa, as the leader of a new process group
- * (`detached`), with stdin ignored, output written by the process straight into capped per-run
- * files (followed by the runner for bounded in-memory tails and live output).
+ * The process executor. Every process is the leader of a new process group (`detached`), with
+ * stdin ignored (or carrying an agent's prompt, then closed), output written by the process
+ * straight into capped per-run files (followed by the runner for bounded in-memory tails and live
+ * output). It is forked by the runner's spawner helper (spawner.ts) when it has one, else here
+ * through execa.
  * Timeout and cancel kill the whole group: SIGTERM, then SIGKILL after the grace period. When
  * the leader exits, anything it left behind in its group is cleaned up the same way.
  */
@@ -14,6 +16,7 @@ import { extendPath } from './env.js';
 import { maskFiles, OutputFile, TailBuffer } from './output.js';
 import { SecretMasker, StreamMasker } from './secrets.js';
 import { type Spawned, type Spawner, SpawnerError, whenGone } from './spawner.js';
+import { resolveExecutable } from './which.js';
 import { bootId, descendants, findWrapperProcess, groupAlive, isSameProcessAlive, processGroup, processStartTime, signalGroup } from './process-info.js';
 
 export interface SpawnSpec {
@@ -73,8 +76,9 @@ export interface SpawnSpec {
 /**
  * The exit-status wrapper: runs the command ("$@", or `eval` of a shell command line in a
  * subshell), writes `exit N` or `signal NAME`, then `pid P` (its own pid, the run's process group),
- * to the status file (one small write), and ends the same way the command did. It survives SIGTERM/SIGINT/SIGHUP itself (a handled signal is reset to the
- * default in the command), so the command — in the same process group — decides how it ends.
+ * to the status file (one small write), and ends the same way the command did. It survives
+ * SIGTERM/SIGINT/SIGHUP itself (a handled signal is reset to the default in the command), so the
+ * command — in the same process group — decides how it ends.
  */
 const WRAPPER = [
   'f=$1; mode=$2; shift 2',
@@ -119,8 +123,6 @@ export function readStatusFile(file: string): { exitCode: number | null; signal:
   if (sig) return { exitCode: null, signal: `SIG${sig[1]!.replace(/^SIG/, '')}`, pid };
   return null;
 }
-
-import { resolveExecutable } from './which.js';
 
 export { resolveExecutable };
 
