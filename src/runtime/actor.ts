@@ -25,7 +25,8 @@ export type Effect = (params: any, actor: DurableActor) => void | Promise<void>;
  * event that asked for it: still recorded before any later effect runs, one commit fewer.
  */
 export interface InlineEffect {
-  inline: (params: any, snapshot: AnyMachineSnapshot) => { type: string; data: unknown } | Array<{ type: string; data: unknown }> | null;
+  /** `at`: the instant of the transaction the result joins (every event of one append has it). */
+  inline: (params: any, snapshot: AnyMachineSnapshot, at: string) => { type: string; data: unknown } | Array<{ type: string; data: unknown }> | null;
 }
 
 export type Effects = Record<string, Effect | InlineEffect>;
@@ -142,7 +143,7 @@ export class DurableActor {
         if (typeof effect === 'function') this.schedule(action.type, action.params);
         else if (effect) {
           // An inline effect asked for by someone else's event: recorded now, in a transaction of its own.
-          const more = effect.inline(action.params, this.snapshot);
+          const more = effect.inline(action.params, this.snapshot, isoNow(this.runtime.clock));
           if (more) follow.push(...(Array.isArray(more) ? more : [more]));
         }
       }
@@ -159,8 +160,10 @@ export class DurableActor {
     let snapshot = this.snapshot;
     const queue = [...inputs];
     let next: { type: string; data: unknown } | null = queue.shift() ?? null;
+    // One instant for the whole append: its events are one commit, and an inline effect's
+    // deadlines (a run's timeout) are computed from the same instant its intent is recorded at.
+    const at = isoNow(this.runtime.clock);
     while (next !== null) {
-      const at = isoNow(this.runtime.clock);
       const result = step(this.machine, snapshot, { type: next.type, at, data: next.data });
       if (!result.accepted) {
         const state = typeof snapshot.value === 'string' ? snapshot.value : JSON.stringify(snapshot.value);
@@ -173,7 +176,7 @@ export class DurableActor {
       for (const action of result.actions) {
         const effect = this.effects[action.type];
         if (effect && typeof effect === 'object') {
-          const follow = effect.inline(action.params, snapshot);
+          const follow = effect.inline(action.params, snapshot, at);
           if (follow && (!Array.isArray(follow) || follow.length > 0)) {
             if (inline) throw new Error(`two inline effects in one step of ${this.streamId}`);
             inline = Array.isArray(follow) ? follow : [follow];

@@ -162,6 +162,8 @@ export class SpawnFailedError extends Error {
 }
 
 const DEFAULT_GRACE_MS = 5000;
+/** After a group's SIGTERM, when members that appeared since get theirs (see terminateGroup). */
+const LATE_TERM_MS = 200;
 const DEFAULT_TAIL = 64 * 1024;
 const DEFAULT_FILE_CAP = 16 * 1024 * 1024;
 
@@ -280,12 +282,23 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
   // Descendants that left the run's process group (setsid / their own group), found while the
   // leader lives: they are stopped with the group.
   const strays = new Map<number, string | null>();
+  let lateTermTimer: TimerHandle | null = null;
   const terminateGroup = () => {
+    const termed = new Set([pid]);
     for (const child of descendants(pid)) {
+      termed.add(child);
       if (processGroup(child) !== pid && !strays.has(child)) strays.set(child, processStartTime(child));
     }
     signalGroup(pid, 'SIGTERM');
     for (const [child, start] of strays) if (isSameProcessAlive(child, start)) signalProcess(child, 'SIGTERM');
+    // A command the wrapper started just after the signal (a cancel right at the spawn) never got
+    // it — the wrapper itself ignores TERM: a moment later, what is new in the group gets its own
+    // SIGTERM (what got one is not signalled twice), instead of waiting for the SIGKILL.
+    if (lateTermTimer === null) {
+      lateTermTimer = clock.setTimeout(() => {
+        for (const child of descendants(pid)) if (!termed.has(child) && processGroup(child) === pid) signalProcess(child, 'SIGTERM');
+      }, LATE_TERM_MS);
+    }
     if (killTimer === null) {
       killTimer = clock.setTimeout(() => {
         signalGroup(pid, 'SIGKILL');
@@ -356,6 +369,8 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
           if (!groupAlive(pid)) {
             clock.clearTimeout(killTimer);
             killTimer = null;
+            if (lateTermTimer !== null) clock.clearTimeout(lateTermTimer);
+            lateTermTimer = null;
           } else if (clock.monotonic() - startedSettle < grace) {
             clock.setTimeout(settle, 25);
           }

@@ -130,7 +130,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
   const effects: Effects = {
     // Recorded in the same transaction as run.claimed: the intent is in the log before the spawn.
     requestSpawn: {
-      inline: (_params, snapshot) => {
+      inline: (_params, snapshot, at) => {
         if (options.signal?.aborted) return null; // cancelled before it started: record no intent
         const target = loop.target;
         const context = snapshot.context as RunContext;
@@ -144,7 +144,8 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
           return { type: 'run.workflow_started', data: started };
         }
         const timeoutMs = loop.policies.timeoutMs;
-        const timeoutAt = timeoutMs === null ? null : new Date(clock.now() + timeoutMs).toISOString();
+        // From the instant the intent is recorded at, exactly.
+        const timeoutAt = timeoutMs === null ? null : new Date(Date.parse(at) + timeoutMs).toISOString();
         if (target.kind === 'agent') {
           // The adapter's argv (the prompt is not in it where the CLI has another channel); a
           // problem (an unreadable prompt file, a bad flag value) becomes the spawn's failure.

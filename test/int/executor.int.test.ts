@@ -218,6 +218,31 @@ describe('executor: timeout, cancel and the process group', () => {
     await waitForGroupGone(handle.pgid);
   });
 
+  it('a command started just after the SIGTERM (it never got it) gets its own a moment later, not the SIGKILL after the grace', async () => {
+    const dir = tempDir();
+    // Under the wrapper (which ignores TERM itself): the first sleep takes the group's SIGTERM,
+    // then the shell starts `sleep 30` — after the signal, as a cancel right at the spawn would.
+    const handle = await spawnProcess(
+      {
+        ...base,
+        command: "trap ':' TERM; echo ready; sleep 5; sleep 30",
+        shell: true,
+        killGraceMs: 20_000,
+        stdoutFile: join(dir, 'stdout.log'),
+        stderrFile: join(dir, 'stderr.log'),
+        statusFile: join(dir, 'exit-status'),
+      },
+      systemClock,
+    );
+    await waitFor(() => existsSync(join(dir, 'stdout.log')) && readFileSync(join(dir, 'stdout.log'), 'utf8') === 'ready\n', 5000, 'ready');
+    const started = performance.now();
+    handle.cancel('stop');
+    const exit = await handle.exited;
+    expect(exit).toMatchObject({ cancelled: true, signal: 'SIGTERM' });
+    expect(performance.now() - started).toBeLessThan(10_000);
+    await waitForGroupGone(handle.pgid);
+  });
+
   it('a leader that exits leaving a child behind in its group gets the child killed', async () => {
     const pidFile = join(tempDir(), 'orphan.pid');
     const { handle, exit } = await run({ command: `sleep 300 & echo $! > '${pidFile}'`, shell: true, killGraceMs: 300 });
