@@ -183,12 +183,12 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     expect(eventTypes(runtime.log, `run:${runId}`)).toEqual(['run.claimed', 'run.abandoned']);
   });
 
-  it('spawn requested, no process recorded: abandoned', async () => {
+  it('spawn requested, no process recorded, none found by its wrapper, no status file: abandoned', async () => {
     const { clock, runtime, old, die, loop } = await setup();
     const runId = strandRun(old, loop, 'spawning');
     die();
     clock.advance(TTL + 1);
-    expect(recoverRuns(runtime).abandoned).toEqual([runId]);
+    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
     expectAbandoned(runtime, runId, new RegExp(`runner ${OLD} stopped before the process was started`));
   });
 
@@ -385,15 +385,6 @@ describe('recoverRuns: the runner died after the fork, before it recorded the pi
     expect(events[2]!.data).toMatchObject({ pid, pgid: pid });
     expect(events[3]!.data).toMatchObject({ exitCode: 3, stdout: 'out\n' });
     expect(runRow(runtime, runId).status).toBe('failed');
-  });
-
-  it('with no process and no status file it is abandoned as before', async () => {
-    const { clock, runtime, old, die, loop } = await setup();
-    const runId = strandRun(old, loop, 'spawning');
-    die();
-    clock.advance(TTL + 1);
-    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped before the process was started`));
   });
 });
 
