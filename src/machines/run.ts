@@ -52,6 +52,8 @@ export interface RunContext {
   leaseToken: number | null;
   pid: number | null;
   startTime: string | null;
+  /** The boot the process ran on (with pid and start time, its identity). */
+  bootId: string | null;
   timeoutAt: string | null;
   cancelRequested: boolean;
   exitCode: number | null;
@@ -93,6 +95,7 @@ const initialContext: RunContext = {
   leaseToken: null,
   pid: null,
   startTime: null,
+  bootId: null,
   timeoutAt: null,
   cancelRequested: false,
   exitCode: null,
@@ -209,7 +212,7 @@ export const runMachine = setup({
       on: {
         'process.spawned': {
           target: 'running',
-          actions: assign(({ event }) => ({ pid: event.data.pid, startTime: event.data.startTime })),
+          actions: assign(({ event }) => ({ pid: event.data.pid, startTime: event.data.startTime, bootId: event.data.bootId })),
         },
         'process.spawn_failed': {
           target: 'failed',

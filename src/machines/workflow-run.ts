@@ -54,6 +54,8 @@ export interface StepState {
   attempt: number;
   pid: number | null;
   startTime: string | null;
+  /** The boot the process ran on (with pid and start time, its identity). */
+  bootId: string | null;
   exitCode: number | null;
   signal: string | null;
   error: string | null;
@@ -114,6 +116,7 @@ function newStep(): StepState {
     attempt: 0,
     pid: null,
     startTime: null,
+    bootId: null,
     exitCode: null,
     signal: null,
     error: null,
@@ -400,7 +403,7 @@ export const workflowRunMachine = setup({
         'step.spawned': {
           guard: 'isSpawning',
           actions: assign(({ context, event }) => ({
-            steps: updateStep(context, event.data.stepId, { status: 'running', pid: event.data.pid, startTime: event.data.startTime }),
+            steps: updateStep(context, event.data.stepId, { status: 'running', pid: event.data.pid, startTime: event.data.startTime, bootId: event.data.bootId }),
             toStart: [],
           })),
         },

@@ -27,9 +27,12 @@ export function readPidFile(dataDir: string): DaemonInfo | null {
   }
 }
 
-/** The running daemon of a data directory, or null (a stale pid file is ignored). */
+/**
+ * The running daemon of a data directory, or null: a stale pid file — its process gone, or its
+ * identity (pid, start time, boot id) not confirmed — is ignored.
+ */
 export function runningDaemon(dataDir: string): DaemonInfo | null {
   const info = readPidFile(dataDir);
-  return info && processRunning(info.pid, info.startTime) ? info : null;
+  return info && processRunning({ pid: info.pid, startTime: info.startTime ?? null, bootId: info.bootId ?? null }) ? info : null;
 }
 

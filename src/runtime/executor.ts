@@ -17,7 +17,7 @@ import { maskFiles, OutputFile, TailBuffer } from './output.js';
 import { SecretMasker, StreamMasker } from './secrets.js';
 import { type Spawned, type Spawner, SpawnerError, whenGone } from './spawner.js';
 import { resolveExecutable } from './which.js';
-import { bootId, descendants, findWrapperProcess, groupAlive, isSameProcessAlive, processGroup, processStartTime, signalGroup } from './process-info.js';
+import { bootId, descendants, findWrapperProcess, groupAlive, identityNow, isSameProcessAlive, processGroup, type ProcessIdentity, processStartTime, signalGroup } from './process-info.js';
 
 export interface SpawnSpec {
   command: string;
@@ -281,16 +281,16 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
 
   // Descendants that left the run's process group (setsid / their own group), found while the
   // leader lives: they are stopped with the group.
-  const strays = new Map<number, string | null>();
+  const strays = new Map<number, ProcessIdentity>();
   let lateTermTimer: TimerHandle | null = null;
   const terminateGroup = () => {
     const termed = new Set([pid]);
     for (const child of descendants(pid)) {
       termed.add(child);
-      if (processGroup(child) !== pid && !strays.has(child)) strays.set(child, processStartTime(child));
+      if (processGroup(child) !== pid && !strays.has(child)) strays.set(child, identityNow(child, processStartTime(child)));
     }
     signalGroup(pid, 'SIGTERM');
-    for (const [child, start] of strays) if (isSameProcessAlive(child, start)) signalProcess(child, 'SIGTERM');
+    for (const [child, id] of strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGTERM');
     // A command the wrapper started just after the signal (a cancel right at the spawn) never got
     // it — the wrapper itself ignores TERM: a moment later, what is new in the group gets its own
     // SIGTERM (what got one is not signalled twice), instead of waiting for the SIGKILL.
@@ -302,7 +302,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
     if (killTimer === null) {
       killTimer = clock.setTimeout(() => {
         signalGroup(pid, 'SIGKILL');
-        for (const [child, start] of strays) if (isSameProcessAlive(child, start)) signalProcess(child, 'SIGKILL');
+        for (const [child, id] of strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGKILL');
       }, grace);
     }
   };
@@ -426,7 +426,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
 function unansweredSpawn(statusFile: string): Spawned | null {
   const running = findWrapperProcess(statusFile, WRAPPER_NAME);
   if (running) {
-    return { ...running, exit: whenGone(running.pid, running.startTime).then(() => ({ code: null, signal: null, lost: true })) };
+    return { pid: running.pid, startTime: running.startTime, exit: whenGone(running).then(() => ({ code: null, signal: null, lost: true })) };
   }
   const status = readStatusFile(statusFile);
   if (status?.pid) return { pid: status.pid, startTime: null, exit: Promise.resolve({ code: null, signal: null, lost: true }) };

@@ -1,6 +1,7 @@
 /**
- * Process identity: a pid alone is reused, so a process is identified by pid + start time
- * (+ boot id). Linux reads /proc; elsewhere `ps -o lstart=` is used.
+ * Process identity: a pid alone is reused, so a process is identified by pid + start time + boot
+ * id (`ProcessIdentity`). Linux reads /proc; elsewhere `ps -o lstart=` is used. On any doubt — no
+ * start time recorded, another boot — a process is not the recorded one: it is never signalled.
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -37,11 +38,62 @@ export function processStartTime(pid: number): string | null {
   }
 }
 
-/** True when a process with this pid and this start time is alive. */
-export function isSameProcessAlive(pid: number, startTime: string | null): boolean {
-  const current = processStartTime(pid);
-  if (current === null) return false;
-  return startTime === null || current === startTime;
+/**
+ * Who a recorded process is: its pid, the OS's start time of it and the boot it ran on (`bootId()`
+ * then; null where the OS has none). A pid alone is reused; a start time (ticks since boot on
+ * Linux) is only unique within one boot.
+ */
+export interface ProcessIdentity {
+  pid: number;
+  startTime: string | null;
+  bootId: string | null;
+}
+
+/**
+ * What the OS says of a recorded process now:
+ *  - `running`: a process with this pid, this start time, on this boot, is alive (not a zombie);
+ *  - `gone`: no process has this identity — the pid is free, a zombie, or (same boot, known start
+ *    time) another process's;
+ *  - `unconfirmed`: the pid is alive but the identity cannot be compared — no start time was
+ *    recorded, or it was recorded on another boot (or with no boot id where there is one now). The
+ *    process may be anyone's: never signal it, never adopt it. `reason` says why, for a log line.
+ */
+export type ProcessState = { state: 'running' } | { state: 'gone' } | { state: 'unconfirmed'; reason: string };
+
+const RUNNING: ProcessState = { state: 'running' };
+const GONE: ProcessState = { state: 'gone' };
+
+export function processState(id: ProcessIdentity): ProcessState {
+  const current = processStartTime(id.pid);
+  if (current === null) return GONE;
+  const boot = bootId();
+  if (id.bootId !== boot) {
+    return {
+      state: 'unconfirmed',
+      reason: id.bootId === null ? 'no boot id was recorded' : `it was recorded on another boot (${id.bootId}; this one is ${boot ?? 'unknown'})`,
+    };
+  }
+  if (id.startTime === null) return { state: 'unconfirmed', reason: 'no start time was recorded' };
+  if (current !== id.startTime) return GONE;
+  return isZombie(id.pid) ? GONE : RUNNING;
+}
+
+/** A process on this boot whose start time was just read (a descendant, a wrapper found by its argv). */
+export function identityNow(pid: number, startTime: string | null): ProcessIdentity {
+  return { pid, startTime, bootId: bootId() };
+}
+
+/**
+ * True when the process with this identity exists (a zombie included: see `processRunning`). An
+ * unknown start time or another boot never matches.
+ */
+export function isSameProcessAlive(id: ProcessIdentity): boolean;
+/** @deprecated pass the identity with its recorded boot id: `isSameProcessAlive({ pid, startTime, bootId })`. This form assumes this boot. */
+export function isSameProcessAlive(pid: number, startTime: string | null): boolean;
+export function isSameProcessAlive(idOrPid: ProcessIdentity | number, startTime?: string | null): boolean {
+  const id = typeof idOrPid === 'number' ? identityNow(idOrPid, startTime ?? null) : idOrPid;
+  if (id.startTime === null || id.bootId !== bootId()) return false;
+  return processStartTime(id.pid) === id.startTime;
 }
 
 /** True while any process in the group is alive. */
@@ -65,19 +117,31 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
 }
 
 /**
- * True while the process with this identity is running. A zombie (exited, not yet reaped — e.g.
- * reparented to an init that reaps late or never) still has its /proc entry and start time, but it
- * has ended: it counts as gone.
+ * True while the process with this identity is running: same pid, same start time, same boot. A
+ * zombie (exited, not yet reaped — e.g. reparented to an init that reaps late or never) still has
+ * its /proc entry and start time, but it has ended: it counts as gone. An identity that cannot be
+ * confirmed (no start time, another boot: see `processState`) is not running — never signal it.
  */
-export function processRunning(pid: number, startTime: string | null): boolean {
-  if (!isSameProcessAlive(pid, startTime)) return false;
-  if (process.platform !== 'linux') return true;
+export function processRunning(id: ProcessIdentity): boolean;
+/**
+ * @deprecated pass the identity with its recorded boot id: `processRunning({ pid, startTime, bootId })`
+ * (a `DaemonInfo`, a run's `process.spawned` data are identities). This form assumes the process
+ * was recorded on this boot; a null start time never matches.
+ */
+export function processRunning(pid: number, startTime: string | null): boolean;
+export function processRunning(idOrPid: ProcessIdentity | number, startTime?: string | null): boolean {
+  const id = typeof idOrPid === 'number' ? identityNow(idOrPid, startTime ?? null) : idOrPid;
+  return processState(id).state === 'running';
+}
+
+function isZombie(pid: number): boolean {
+  if (process.platform !== 'linux') return false;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
-    return state !== 'Z' && state !== 'X';
+    return state === 'Z' || state === 'X';
   } catch {
-    return false;
+    return true; // gone meanwhile
   }
 }
 
@@ -132,9 +196,10 @@ export function processGroup(pid: number): number | null {
  * The running process whose argv is the exit-status wrapper for `statusFile` (`… loops-run
  * <statusFile> …`; the path is unique per run and attempt), with its start time, or null. This is how
  * recovery finds a run's process when its runner died after the fork but before it recorded the
- * pid. Linux reads /proc/<pid>/cmdline; elsewhere `ps -axo pid=,args=`.
+ * pid. Linux reads /proc/<pid>/cmdline; elsewhere `ps -axo pid=,args=`. A process whose start time
+ * cannot be read is not returned: it could not be told from a later process with its pid.
  */
-export function findWrapperProcess(statusFile: string, wrapperName = 'loops-run'): { pid: number; startTime: string | null } | null {
+export function findWrapperProcess(statusFile: string, wrapperName = 'loops-run'): ProcessIdentity | null {
   if (process.platform === 'linux') {
     let entries: string[];
     try {
@@ -155,7 +220,9 @@ export function findWrapperProcess(statusFile: string, wrapperName = 'loops-run'
       const pid = Number(name);
       const startTime = processStartTime(pid);
       // A wrapper's subshell (`(eval …)`) carries the same argv: the group leader is the one.
-      if (startTime !== null && processGroup(pid) === pid && processRunning(pid, startTime)) return { pid, startTime };
+      if (startTime === null || processGroup(pid) !== pid) continue;
+      const id = identityNow(pid, startTime);
+      if (processRunning(id)) return id;
     }
     return null;
   }
@@ -165,7 +232,8 @@ export function findWrapperProcess(statusFile: string, wrapperName = 'loops-run'
       const m = /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(line);
       if (!m || m[1] !== m[2] || !m[3]!.includes(` ${wrapperName} ${statusFile} `)) continue;
       const pid = Number(m[1]);
-      return { pid, startTime: processStartTime(pid) };
+      const startTime = processStartTime(pid);
+      return startTime === null ? null : identityNow(pid, startTime);
     }
   } catch {
     // no ps

@@ -18,7 +18,7 @@ import { maskFiles, tailOfOutput } from './output.js';
 import { runSecrets } from './run-secrets.js';
 import { SecretMasker } from './secrets.js';
 import { runDir } from './paths.js';
-import { bootId, findWrapperProcess, processRunning } from './process-info.js';
+import { findWrapperProcess, type ProcessIdentity, processState } from './process-info.js';
 import { findRun } from './queries.js';
 import type { Runtime } from './runtime.js';
 import { scheduleRetry } from './scheduler.js';
@@ -29,8 +29,11 @@ export interface RecoveryReport {
   exited: string[];
   /** Retries scheduled for abandoned runs whose loop has attempts left. */
   retried: string[];
-  /** Runs whose process is still alive though its runner is gone. */
-  orphaned: Array<{ runId: string; pid: number; startTime: string | null; timeoutAt: string | null }>;
+  /**
+   * Runs whose process is still alive though its runner is gone: confirmed by its whole identity
+   * (pid, start time, boot id), which each entry carries for the adopter to check again.
+   */
+  orphaned: Array<ProcessIdentity & { runId: string; timeoutAt: string | null }>;
   /** Runs of workflow loops whose runner is gone while their workflow run went on: to be resumed. */
   workflows: string[];
 }
@@ -64,21 +67,30 @@ export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryRepo
       report.workflows.push(runId);
       continue;
     }
-    if (context.pid !== null && processRunning(context.pid, context.startTime)) {
-      report.orphaned.push({ runId, pid: context.pid, startTime: context.startTime, timeoutAt: context.timeoutAt });
-      continue;
+    // A recorded process is adopted only when its identity is confirmed. A live pid that cannot be
+    // told from another process's (no start time recorded, another boot) is left alone — never
+    // adopted, never signalled — and the run is recorded from its status file or abandoned.
+    let unconfirmed: string | null = null;
+    if (context.pid !== null) {
+      const identity = { pid: context.pid, startTime: context.startTime, bootId: context.bootId };
+      const os = processState(identity);
+      if (os.state === 'running') {
+        report.orphaned.push({ runId, ...identity, timeoutAt: context.timeoutAt });
+        continue;
+      }
+      if (os.state === 'unconfirmed') unconfirmed = os.reason;
     }
     if (context.pid === null && actor.state === 'spawning') {
       // Its runner died after the fork but before it recorded the pid: the process may be running
       // all the same. Found by its wrapper's argv, it is recorded now and adopted, never run twice.
       const found = findWrapperProcess(join(runDir(runtime.dataDir, runId), 'exit-status'), WRAPPER_NAME);
       if (found) {
-        actor.record('process.spawned', { pid: found.pid, pgid: found.pid, startTime: found.startTime, bootId: bootId() }, takeOverLease(runtime, runId, leaseTtlMs));
-        report.orphaned.push({ runId, pid: found.pid, startTime: found.startTime, timeoutAt: context.timeoutAt });
+        actor.record('process.spawned', { pid: found.pid, pgid: found.pid, startTime: found.startTime, bootId: found.bootId }, takeOverLease(runtime, runId, leaseTtlMs));
+        report.orphaned.push({ runId, ...found, timeoutAt: context.timeoutAt });
         continue;
       }
     }
-    const ended = finishRecovered(runtime, runId, leaseTtlMs);
+    const ended = finishRecovered(runtime, runId, leaseTtlMs, unconfirmed === null ? {} : { unconfirmed });
     (ended.outcome === 'exited' ? report.exited : report.abandoned).push(runId);
     report.retried.push(...ended.retried);
   }
@@ -109,7 +121,15 @@ export function finishRecovered(
   runtime: Runtime,
   runId: string,
   leaseTtlMs = 30_000,
-  options: { timedOut?: boolean } = {},
+  options: {
+    timedOut?: boolean;
+    /**
+     * Why the run's recorded process could not be confirmed as its own (a live pid with no start
+     * time recorded, or recorded on another boot): without a status file the run is abandoned
+     * saying so, and the process was not signalled.
+     */
+    unconfirmed?: string;
+  } = {},
 ): { outcome: 'exited' | 'abandoned'; retried: string[] } {
   const actor = DurableActor.load(runtime, `run:${runId}`);
   if (actor.snapshot.status === 'done') return { outcome: 'exited', retried: [] };
@@ -176,7 +196,9 @@ export function finishRecovered(
         reason:
           context.pid === null
             ? `runner ${context.runnerId} stopped before the process was started`
-            : `runner ${context.runnerId} stopped and the process (pid ${context.pid}) is gone; its exit status is unknown`,
+            : options.unconfirmed !== undefined
+              ? `runner ${context.runnerId} stopped and its process identity could not be confirmed (${options.unconfirmed}): pid ${context.pid} is alive but may be another process, so it was not signalled; its exit status is unknown`
+              : `runner ${context.runnerId} stopped and the process (pid ${context.pid}) is gone; its exit status is unknown`,
       },
       takeOver,
     );

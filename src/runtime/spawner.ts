@@ -13,7 +13,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { processRunning } from './process-info.js';
+import { identityNow, type ProcessIdentity, processRunning } from './process-info.js';
 
 export interface SpawnerRequest {
   file: string;
@@ -77,11 +77,15 @@ const HELPER: string | undefined = [new URL('./spawner-process.js', import.meta.
   .find((file) => existsSync(file));
 const WATCH_MS = 100;
 
-/** Resolves once the process with this identity has ended (polled: it is not our child). */
-export function whenGone(pid: number, startTime: string | null): Promise<void> {
+/**
+ * Resolves once the process with this identity has ended (polled: it is not our child). An
+ * identity that cannot be confirmed (no start time) counts as ended at once: a pid alone may be
+ * another process's by now.
+ */
+export function whenGone(id: ProcessIdentity): Promise<void> {
   return new Promise((resolve) => {
     const watch = () => {
-      if (processRunning(pid, startTime)) setTimeout(watch, WATCH_MS);
+      if (processRunning(id)) setTimeout(watch, WATCH_MS);
       else resolve();
     };
     watch();
@@ -269,7 +273,7 @@ export class Spawner {
         p.failed(new SpawnerError('the spawner helper process ended before it answered', 'EHELPERGONE'));
         continue;
       }
-      void whenGone(p.pid, p.startTime).then(() => p.exited?.({ code: null, signal: null, lost: true }));
+      void whenGone(identityNow(p.pid, p.startTime)).then(() => p.exited?.({ code: null, signal: null, lost: true }));
     }
   }
 

@@ -25,7 +25,7 @@ import { DurableActor, type Effects } from './actor.js';
 import { watchCancel } from './cancel.js';
 import type { TimerHandle } from './clock.js';
 import { readStatusFile, SpawnFailedError, spawnProcess, WRAPPER_NAME, type ProcessHandle } from './executor.js';
-import { bootId, findWrapperProcess, processRunning, signalGroup } from './process-info.js';
+import { findWrapperProcess, type ProcessIdentity, processRunning, processState, signalGroup } from './process-info.js';
 import { runSecrets } from './run-secrets.js';
 import { resolveAccountEnv } from './accounts.js';
 import { agentReport, agentSink, cliVersion, prepareAgent, reportFrom, type PreparedAgent } from './agent-run.js';
@@ -505,19 +505,22 @@ class WorkflowRunner {
   }
 
   /** Watches a step process this runner did not start until it ends, then records its end. */
-  private adopt(stepId: string, attempt: number, pid: number, startTime: string | null, startedAt: string | null): void {
+  private adopt(stepId: string, attempt: number, identity: ProcessIdentity, startedAt: string | null): void {
+    const { pid } = identity;
     let cancelled = false;
+    // Its group is signalled only while its leader is still the adopted process (a pid reused since is not).
+    const signal = (sig: NodeJS.Signals) => void (processRunning(identity) && signalGroup(pid, sig));
     this.handles.set(stepId, {
       cancel: () => {
         cancelled = true;
-        signalGroup(pid, 'SIGTERM');
-        this.later(this.runtime.clock.now() + 5000, () => signalGroup(pid, 'SIGKILL'));
+        signal('SIGTERM');
+        this.later(this.runtime.clock.now() + 5000, () => signal('SIGKILL'));
       },
     });
     const watch = () =>
       this.later(this.runtime.clock.now() + 250, () => {
         if (this.actor.snapshot.status === 'done') return;
-        if (processRunning(pid, startTime)) return watch();
+        if (processRunning(identity)) return watch();
         this.handles.delete(stepId);
         if (cancelled) {
           const dir = this.stepDir(stepId, attempt);
@@ -672,18 +675,18 @@ class WorkflowRunner {
           break;
         case 'spawning':
         case 'running': {
-          let { pid, startTime } = s;
-          if (pid === null) {
+          let identity: ProcessIdentity | null = s.pid === null ? null : { pid: s.pid, startTime: s.startTime, bootId: s.bootId };
+          if (identity === null) {
             // Its runner died after the fork, before it recorded the pid: find the process by its
             // wrapper's argv, record it, and adopt it rather than lose track of it.
-            const found = findWrapperProcess(join(this.stepDir(step.id, s.attempt), 'exit-status'), WRAPPER_NAME);
-            if (found) {
-              ({ pid, startTime } = found);
-              this.record('step.spawned', { stepId: step.id, attempt: s.attempt, pid, pgid: pid, startTime, bootId: bootId() });
-            }
+            identity = findWrapperProcess(join(this.stepDir(step.id, s.attempt), 'exit-status'), WRAPPER_NAME);
+            if (identity) this.record('step.spawned', { stepId: step.id, attempt: s.attempt, pid: identity.pid, pgid: identity.pid, startTime: identity.startTime, bootId: identity.bootId });
           }
-          if (pid !== null && processRunning(pid, startTime)) {
-            this.adopt(step.id, s.attempt, pid, startTime, s.startedAt);
+          // Adopted only when its identity is confirmed: a live pid that cannot be told from another
+          // process's (no start time recorded, another boot) is never adopted nor signalled.
+          const os = identity === null ? null : processState(identity);
+          if (identity !== null && os?.state === 'running') {
+            this.adopt(step.id, s.attempt, identity, s.startedAt);
             if (this.context.cancelRequested || this.context.timedOut) this.handles.get(step.id)!.cancel(this.context.cancelReason);
           } else if (!this.recordFromFiles(step.id, s.attempt, s.startedAt, 'recorded from its exit-status file after its runner stopped')) {
             this.record('step.abandoned', {
@@ -692,7 +695,9 @@ class WorkflowRunner {
               reason:
                 s.pid === null
                   ? 'its runner stopped between recording the intent and the spawn; nothing is known of the process'
-                  : `its runner stopped and its process (pid ${s.pid}) is gone without an exit status`,
+                  : os?.state === 'unconfirmed'
+                    ? `its runner stopped and its process identity could not be confirmed (${os.reason}): pid ${s.pid} is alive but may be another process, so it was not signalled; its exit status is unknown`
+                    : `its runner stopped and its process (pid ${s.pid}) is gone without an exit status`,
             });
           }
           break;

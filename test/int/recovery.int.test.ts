@@ -70,13 +70,14 @@ async function setup(): Promise<Setup> {
   return { clock, runtime, old, die, loop };
 }
 
-type Stage = 'claimed' | 'spawning' | { pid: number; startTime: string | null };
+/** A process recorded by the old runner; `bootId` defaults to this boot's. */
+type Stage = 'claimed' | 'spawning' | { pid: number; startTime: string | null; bootId?: string | null };
 
 /**
  * Writes a run the way `executeRun` on runner `old` does — claimed under its lease, the spawn
  * intent, and (for a process) `process.spawned` — and stops there, as if the runner died.
  */
-function strandRun(old: Runtime, loop: LoopView, stage: Stage, ttlMs = TTL): string {
+function strandRun(old: Runtime, loop: LoopView, stage: Stage, ttlMs = TTL, timeoutAt: string | null = null): string {
   const now = old.clock.now();
   const runId = newId('run', now);
   const streamId = `run:${runId}`;
@@ -99,9 +100,9 @@ function strandRun(old: Runtime, loop: LoopView, stage: Stage, ttlMs = TTL): str
     { precondition: () => void takeLease(old.db, streamId, old.runnerId, ttlMs, now), meta: { leaseToken: 1 } },
   );
   if (stage === 'claimed') return runId;
-  actor.record('process.spawn_requested', { command: 'sleep 30', args: [], shell: true, cwd: null, envKeys: [], timeoutAt: null });
+  actor.record('process.spawn_requested', { command: 'sleep 30', args: [], shell: true, cwd: null, envKeys: [], timeoutAt });
   if (stage === 'spawning') return runId;
-  actor.record('process.spawned', { pid: stage.pid, pgid: stage.pid, startTime: stage.startTime, bootId: bootId() });
+  actor.record('process.spawned', { pid: stage.pid, pgid: stage.pid, startTime: stage.startTime, bootId: stage.bootId === undefined ? bootId() : stage.bootId });
   return runId;
 }
 
@@ -226,6 +227,48 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     clock.advance(TTL + 1);
     expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
     expectAbandoned(runtime, runId, new RegExp(`pid ${zombie.pid}\\) is gone`));
+  });
+
+  it('running, its pid alive now but recorded on another boot (same pid and start time): abandoned, saying so; that process is not signalled', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    // A start time is ticks since boot: after a reboot another process can have the same pid and
+    // the same start time. The boot id tells them apart.
+    const other = liveProcess();
+    expect(bootId(), 'this test needs a boot id (Linux)').not.toBeNull();
+    const runId = strandRun(old, loop, { pid: other.pid, startTime: other.startTime, bootId: 'a-boot-before-this-one' });
+    die();
+    clock.advance(TTL + 1);
+    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    expectAbandoned(
+      runtime,
+      runId,
+      new RegExp(`^runner ${OLD} stopped and its process identity could not be confirmed \\(it was recorded on another boot .*\\): pid ${other.pid} is alive but may be another process, so it was not signalled; its exit status is unknown$`),
+    );
+    expect(isAlive(other.pid), 'the process that has its pid now is not touched').toBe(true);
+  });
+
+  it('running, no start time recorded, its pid alive: abandoned as unconfirmed, not adopted; that process is not signalled', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const other = liveProcess();
+    const runId = strandRun(old, loop, { pid: other.pid, startTime: null });
+    die();
+    clock.advance(TTL + 1);
+    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    expectAbandoned(runtime, runId, new RegExp(`its process identity could not be confirmed \\(no start time was recorded\\): pid ${other.pid} is alive`));
+    expect(isAlive(other.pid)).toBe(true);
+  });
+
+  it('running, identity unconfirmed, but its status file is there: the real exit is recorded (the wrapper wrote it, so the process ended)', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const other = liveProcess();
+    const runId = strandRun(old, loop, { pid: other.pid, startTime: other.startTime, bootId: 'a-boot-before-this-one' });
+    mkdirSync(runDir(runtime.dataDir, runId), { recursive: true });
+    writeFileSync(join(runDir(runtime.dataDir, runId), 'exit-status'), `exit 4\npid ${other.pid}\n`);
+    die();
+    clock.advance(TTL + 1);
+    expect(recoverRuns(runtime)).toMatchObject({ exited: [runId], abandoned: [], orphaned: [] });
+    expect(findRun(runtime.db, runId)).toMatchObject({ status: 'failed', exitCode: 4, signal: null });
+    expect(isAlive(other.pid)).toBe(true);
   });
 
   it('no lease row at all: treated as expired', async () => {
@@ -457,6 +500,29 @@ describe('Daemon.start() recovers first', () => {
     expect(recover(runtime).abandoned).toEqual([otherRunner]);
   });
 
+
+  it('a run whose pid is alive but whose identity is unconfirmed (another boot; no start time) is abandoned, never adopted: its timeout passed, yet that process is never signalled', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const otherBoot = liveProcess();
+    const noStart = liveProcess();
+    const past = new Date(T0).toISOString();
+    const a = strandRun(old, loop, { pid: otherBoot.pid, startTime: otherBoot.startTime, bootId: 'a-boot-before-this-one' }, TTL, past);
+    const b = strandRun(old, loop, { pid: noStart.pid, startTime: null }, TTL, past);
+    die();
+    clock.advance(TTL + 1);
+    const lines: string[] = [];
+    const daemon = new Daemon(runtime, { log: (l) => lines.push(l) });
+    onTestFinished(() => daemon.stop());
+    daemon.start();
+    expect(runRow(runtime, a).status).toBe('abandoned');
+    expect(runRow(runtime, b).status).toBe('abandoned');
+    // Long past the timeout an adopter would enforce (SIGTERM, then SIGKILL after 5 s).
+    clock.advance(10_000);
+    await daemon.stop();
+    expect(lines.some((l) => l.includes('adopted run'))).toBe(false);
+    expect(isAlive(otherBoot.pid)).toBe(true);
+    expect(isAlive(noStart.pid)).toBe(true);
+  });
 
   it('abandons what is gone and leaves what is still alive running (reported in its log)', async () => {
     const { clock, runtime, old, die, loop } = await setup();

@@ -4,19 +4,21 @@
  * and its real exit recorded — not abandoned and started a second time. The old runner's helper is
  * a fixture that starts processes and never answers (test/fixtures/spawner-silent.mjs).
  */
+import { spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { filter, firstValueFrom } from 'rxjs';
+import { filter, firstValueFrom, timeout } from 'rxjs';
 import { describe, expect, it, onTestFinished } from 'vitest';
+import { DurableActor } from '../../src/runtime/actor.js';
 import { WRAPPER_NAME } from '../../src/runtime/executor.js';
-import { findWrapperProcess } from '../../src/runtime/process-info.js';
+import { findWrapperProcess, processStartTime } from '../../src/runtime/process-info.js';
 import { openRuntime } from '../../src/runtime/runtime.js';
 import { Spawner } from '../../src/runtime/spawner.js';
 import { resumeWorkflowRun, runWorkflow } from '../../src/runtime/workflow-run.js';
 import { createWorkflow } from '../../src/runtime/workflows.js';
 import { fixture } from '../helpers/fixtures.js';
 import { eventTypes } from '../helpers/invariants.js';
-import { killGroupIfAlive } from '../helpers/proc.js';
+import { isAlive, killGroupIfAlive, waitForGroupGone } from '../helpers/proc.js';
 import { tempDir, useRuntime } from '../helpers/tmp.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -72,5 +74,62 @@ describe('resumeWorkflowRun: a step forked but never recorded', () => {
     // Its output, written after the old runner died, is in its file.
     expect(exited.data).toMatchObject({ stepId: 'wait', exitCode: 4, stdout: 'done\n' });
     expect(existsSync(statusFile)).toBe(true);
+  });
+});
+
+describe('resumeWorkflowRun: a step whose recorded process cannot be confirmed', () => {
+  it('recorded on another boot, its pid alive now: the step is abandoned saying so, never adopted, and that process is not signalled', async () => {
+    const runtime = await useRuntime({ runnerId: 'new-host:2:resumer' });
+    const dir = tempDir();
+    const spec = join(dir, 'wf.yaml');
+    writeFileSync(spec, ['name: held', 'steps:', '  - id: wait', '    run: "sleep 30"', ''].join('\n'));
+    createWorkflow(runtime, spec);
+
+    // The old runner forks the step (through a helper that never answers); the step's process is
+    // killed, leaving no status file, and the runner dies.
+    const old = await openRuntime({ dataDir: runtime.dataDir, runnerId: 'old-host:1:gone' });
+    old.spawner = new Spawner({ script: fixture('spawner-silent.mjs') });
+    let closed = false;
+    const die = () => {
+      if (!closed) old.close();
+      closed = true;
+    };
+    onTestFinished(die);
+    const intent = firstValueFrom(old.log.events$.pipe(filter((e) => e.type === 'step.spawn_requested')));
+    runWorkflow(old, 'held').catch(() => undefined);
+    const wfRunId = (await intent).streamId.slice('wfrun:'.length);
+    const statusFile = join(runtime.dataDir, 'runs', wfRunId, 'wait', '1', 'exit-status');
+    await waitFor(() => findWrapperProcess(statusFile, WRAPPER_NAME) !== null, 10_000, "the step's process");
+    const { pid } = findWrapperProcess(statusFile, WRAPPER_NAME)!;
+    onTestFinished(() => killGroupIfAlive(pid));
+    process.kill(-pid, 'SIGKILL');
+    await waitForGroupGone(pid);
+    die();
+
+    // What the log says of the step: a process with the pid and start time of a process alive
+    // now, recorded on another boot (after a reboot, pids and start times — ticks since boot — repeat).
+    const other = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
+    onTestFinished(() => killGroupIfAlive(other.pid!));
+    const startTime = processStartTime(other.pid!);
+    DurableActor.load(runtime, `wfrun:${wfRunId}`).record('step.spawned', {
+      stepId: 'wait',
+      attempt: 1,
+      pid: other.pid!,
+      pgid: other.pid!,
+      startTime,
+      bootId: 'a-boot-before-this-one',
+    });
+    runtime.db.prepare('UPDATE leases SET expires_at = ? WHERE name = ?').run(new Date(Date.now() - 1000).toISOString(), `wfrun:${wfRunId}`);
+
+    const ended = firstValueFrom(runtime.log.events$.pipe(filter((e) => e.type === 'step.abandoned' || e.type === 'step.exited'), timeout(10_000)));
+    const resumed = resumeWorkflowRun(runtime, wfRunId);
+    resumed.catch(() => undefined);
+    const event = await ended;
+    expect(event.type).toBe('step.abandoned');
+    expect((event.data as { reason: string }).reason).toMatch(
+      new RegExp(`its process identity could not be confirmed \\(it was recorded on another boot .*\\): pid ${other.pid} is alive but may be another process, so it was not signalled`),
+    );
+    expect((await resumed).status).toBe('failed');
+    expect(isAlive(other.pid!), 'the process that has the pid now is not touched').toBe(true);
   });
 });

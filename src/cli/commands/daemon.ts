@@ -134,7 +134,7 @@ const stop: CliCommand = {
       return EXIT.ok;
     }
     process.kill(info.pid, 'SIGTERM');
-    const gone = await until(() => !processRunning(info.pid, info.startTime), timeoutMs, 100);
+    const gone = await until(() => !processRunning(info), timeoutMs, 100);
     if (!gone) {
       throw new LoopsError('internal', `the daemon (pid ${info.pid}) did not stop within ${formatDuration(timeoutMs)}`, {
         hint: `its runs may still be shutting down; kill -9 ${info.pid} forces it (runs are then recovered on the next start)`,
