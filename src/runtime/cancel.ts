@@ -128,6 +128,8 @@ class CancelWatch {
   private arm(): void {
     this.timer = this.runtime.clock.setTimeout(() => {
       this.timer = null;
+      // A runtime closed while it still ran something (its process going away) looks no more.
+      if (!this.runtime.db.open) this.runs.clear();
       if (this.runs.size === 0) return;
       this.check();
       if (this.runs.size > 0 && this.timer === null) this.arm();
