@@ -300,6 +300,24 @@ export const eventSchemas = {
       .strict(),
   },
 
+  /**
+   * Work the loop decided on — a fired or buffered slot, or a scheduled retry — that will not be
+   * run after all, and why: its loop was stopped, archived or removed before it started, or it was
+   * stranded (the runner that fired it stopped before starting it) and the catch-up policy says it
+   * is too late now. Every `runId` a decision promised ends in a run or in one of these.
+   */
+  'slot.dropped': {
+    v: 1,
+    schema: z
+      .object({
+        runId: z.string().min(1),
+        slot: z.string().min(1),
+        attempt: z.number().int().min(1),
+        reason: z.string().min(1),
+      })
+      .strict(),
+  },
+
   // ── run stream: run:<id> ────────────────────────────────────────────────
   'run.claimed': {
     // v2: the loop's policies carry the scheduling policies too (v1 events are upcast below).

@@ -94,6 +94,18 @@ export class ConcurrencyConflictError extends LoopsError {
   }
 }
 
+/**
+ * Claiming queued work lost to another runner: it claimed the run first, or the work was dropped
+ * (its loop stopped). Nothing was recorded; the caller moves on.
+ */
+export class ClaimLostError extends ConcurrencyConflictError {
+  constructor(runId: string, why: string) {
+    super(`run:${runId}`, 0, 1);
+    this.name = 'ClaimLostError';
+    this.message = `run ${runId} was not claimed: ${why}`;
+  }
+}
+
 /** The machine does not accept this event in its current state (e.g. pausing a paused loop). */
 export class InvalidTransitionError extends LoopsError {
   constructor(message: string, options: LoopsErrorOptions = {}) {

@@ -53,6 +53,7 @@ export type LoopEvent = MachineEvent<
   | 'slot.coalesced'
   | 'slot.missed'
   | 'slot.buffered'
+  | 'slot.dropped'
 >;
 
 export const loopMachine = setup({
@@ -92,6 +93,8 @@ export const loopMachine = setup({
           return {};
       }
     }),
+    /** Work it had decided on will not run (slot.dropped): nothing changes but the time. */
+    noteDropped: assign(({ event }) => ({ updatedAt: event.at })),
     /** The loop's due time changed (or it stopped being due): the scheduler re-arms. Runtime-bound. */
     scheduleChanged: (_args, _params: { loopId: string | null; nextRunAt: string | null }) => {},
   },
@@ -159,6 +162,7 @@ export const loopMachine = setup({
         },
         // A failed attempt is retried later under the same slot; the retry is a run of its own.
         'slot.retry_scheduled': { actions: assign(({ event }) => ({ updatedAt: event.at })) },
+        'slot.dropped': { actions: 'noteDropped' },
       },
     },
     /** Past --expires-at or --max-runs: it fires no more. Its history stays; it can be archived or removed. */
@@ -172,12 +176,14 @@ export const loopMachine = setup({
         'loop.removed': { target: 'removed' },
         // Its last slots still get their retries (the slot fired before the loop expired).
         'slot.retry_scheduled': { actions: assign(({ event }) => ({ updatedAt: event.at })) },
+        'slot.dropped': { actions: 'noteDropped' },
       },
     },
     paused: {
       entry: { type: 'scheduleChanged', params: ({ context }) => ({ loopId: context.loopId, nextRunAt: null }) },
       on: {
         'loop.resumed': { target: 'active', actions: 'applyResume' },
+        'slot.dropped': { actions: 'noteDropped' },
         'loop.stopped': { target: 'stopped' },
         'loop.archived': { target: 'archived' },
         'loop.removed': { target: 'removed' },
@@ -194,6 +200,7 @@ export const loopMachine = setup({
       ],
       on: {
         'loop.resumed': { target: 'active', actions: 'applyResume' },
+        'slot.dropped': { actions: 'noteDropped' },
         'loop.archived': { target: 'archived' },
         'loop.removed': { target: 'removed' },
       },
@@ -209,6 +216,7 @@ export const loopMachine = setup({
       ],
       on: {
         'loop.removed': { target: 'removed' },
+        'slot.dropped': { actions: 'noteDropped' },
       },
     },
     removed: {

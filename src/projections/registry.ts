@@ -2,7 +2,7 @@ import type { InlineHandler, StoredEvent } from '../events/types.js';
 import { accountsProjection } from './accounts.js';
 import { loopsProjection } from './loops.js';
 import { runsProjection } from './runs.js';
-import { bufferedSlotsProjection, pendingRetriesProjection, slotDecisionsProjection } from './slots.js';
+import { runQueueProjection, slotDecisionsProjection } from './slots.js';
 import type { Projection } from './types.js';
 import { workflowRunsProjection, workflowsProjection, workflowVersionsProjection } from './workflows.js';
 
@@ -11,12 +11,20 @@ export const projections: ReadonlyArray<Projection> = [
   loopsProjection,
   runsProjection,
   slotDecisionsProjection,
-  pendingRetriesProjection,
-  bufferedSlotsProjection,
+  runQueueProjection,
   workflowsProjection,
   workflowVersionsProjection,
   workflowRunsProjection,
   accountsProjection,
+];
+
+/**
+ * Projections that no longer exist, with their tables: dropped (and forgotten) the next time the
+ * projections are rebuilt. `pending_retries` and `buffered_slots` became `run_queue`.
+ */
+export const retiredProjections: ReadonlyArray<{ name: string; tables: ReadonlyArray<string> }> = [
+  { name: 'pending_retries', tables: ['pending_retries'] },
+  { name: 'buffered_slots', tables: ['buffered_slots'] },
 ];
 
 /** One inline handler applying every projection that handles the event. */

@@ -9,8 +9,8 @@ import { sql, type Projection } from './types.js';
 
 export const slotDecisionsProjection: Projection = {
   name: 'slot_decisions',
-  // v2: retries scheduled for a slot.
-  version: 2,
+  // v2: retries scheduled for a slot; v3: dropped work.
+  version: 3,
   ddl: [
     `CREATE TABLE IF NOT EXISTS slot_decisions (
       position  INTEGER PRIMARY KEY,
@@ -28,7 +28,7 @@ export const slotDecisionsProjection: Projection = {
     `CREATE INDEX IF NOT EXISTS slot_decisions_loop ON slot_decisions (loop_id, slot_to)`,
   ],
   tables: [{ name: 'slot_decisions', orderBy: 'position' }],
-  handles: new Set(['slot.fired', 'slot.buffered', 'slot.skipped', 'slot.coalesced', 'slot.missed', 'slot.retry_scheduled']),
+  handles: new Set(['slot.fired', 'slot.buffered', 'slot.skipped', 'slot.coalesced', 'slot.missed', 'slot.retry_scheduled', 'slot.dropped']),
   evolve(event: StoredEvent) {
     const loopId = event.streamId.slice('loop:'.length);
     const insert = (
@@ -85,6 +85,10 @@ export const slotDecisionsProjection: Projection = {
         const d = event.data as EventData<'slot.retry_scheduled'>;
         return [insert('retry', d.slot, d.slot, 1, d.dueAt, d.runId, `attempt ${d.attempt} after ${d.after} ${d.reason}`, null)];
       }
+      case 'slot.dropped': {
+        const d = event.data as EventData<'slot.dropped'>;
+        return [insert('dropped', d.slot, d.slot, 1, null, d.runId, `attempt ${d.attempt} not run: ${d.reason}`, null)];
+      }
       default:
         return [];
     }
@@ -92,84 +96,69 @@ export const slotDecisionsProjection: Projection = {
 };
 
 /**
- * `pending_retries`: retries scheduled and not yet started — the scheduler's durable deadlines
- * for them (a row leaves when its run is claimed).
+ * `run_queue`: claimable work — every run a decision promised and nobody has claimed yet: a fired
+ * slot, a buffered slot (it also waits for its loop to have no run going) and a scheduled retry,
+ * each due at its `due_at`. Deciding and claiming are separate durable steps: whoever passes next
+ * (the daemon, `loops tick`, `run-now` of a due loop) claims what is due, so a slot fired by a
+ * runner that died before starting it is not lost. A row leaves when its run is claimed or when
+ * the work is dropped (`slot.dropped`: its loop stopped, or it was stranded past its catch-up).
+ * `decided_by` is the runner that recorded the decision: while that runner lives the work is its
+ * to run; once it is gone the work is stranded and the catch-up policy says whether it still runs.
  */
-export const pendingRetriesProjection: Projection = {
-  name: 'pending_retries',
+export const runQueueProjection: Projection = {
+  name: 'run_queue',
   version: 1,
   ddl: [
-    `CREATE TABLE IF NOT EXISTS pending_retries (
-      run_id   TEXT PRIMARY KEY,
-      loop_id  TEXT NOT NULL,
-      slot     TEXT NOT NULL,
-      attempt  INTEGER NOT NULL,
-      due_at   TEXT NOT NULL,
-      after    TEXT NOT NULL
+    `CREATE TABLE IF NOT EXISTS run_queue (
+      run_id     TEXT PRIMARY KEY,
+      loop_id    TEXT NOT NULL,
+      kind       TEXT NOT NULL,
+      slot       TEXT NOT NULL,
+      attempt    INTEGER NOT NULL,
+      due_at     TEXT NOT NULL,
+      position   INTEGER NOT NULL,
+      decided_by TEXT
     ) WITHOUT ROWID`,
-    `CREATE INDEX IF NOT EXISTS pending_retries_due ON pending_retries (due_at)`,
+    `CREATE INDEX IF NOT EXISTS run_queue_due ON run_queue (due_at, position)`,
+    `CREATE INDEX IF NOT EXISTS run_queue_loop ON run_queue (loop_id, position)`,
   ],
-  tables: [{ name: 'pending_retries', orderBy: 'run_id' }],
-  handles: new Set(['slot.retry_scheduled', 'run.claimed']),
+  tables: [{ name: 'run_queue', orderBy: 'run_id' }],
+  handles: new Set(['slot.fired', 'slot.buffered', 'slot.retry_scheduled', 'slot.dropped', 'run.claimed', 'loop.stopped', 'loop.archived', 'loop.removed']),
   evolve(event: StoredEvent) {
-    if (event.type === 'slot.retry_scheduled') {
-      const d = event.data as EventData<'slot.retry_scheduled'>;
-      return [
-        sql(
-          'INSERT INTO pending_retries (run_id, loop_id, slot, attempt, due_at, after) VALUES (?, ?, ?, ?, ?, ?)',
-          d.runId,
-          event.streamId.slice('loop:'.length),
-          d.slot,
-          d.attempt,
-          d.dueAt,
-          d.after,
-        ),
-      ];
-    }
-    const d = event.data as EventData<'run.claimed'>;
-    return [sql('DELETE FROM pending_retries WHERE run_id = ?', d.runId)];
-  },
-};
-
-/**
- * `buffered_slots`: slots that came due while a run of their loop was going and wait for it
- * (overlap buffer-one, buffer-all, cancel-other). A row leaves when its run is claimed, or when the
- * loop is stopped, archived or removed (a stopped loop starts again from now).
- */
-export const bufferedSlotsProjection: Projection = {
-  name: 'buffered_slots',
-  version: 1,
-  ddl: [
-    `CREATE TABLE IF NOT EXISTS buffered_slots (
-      run_id   TEXT PRIMARY KEY,
-      loop_id  TEXT NOT NULL,
-      slot     TEXT NOT NULL,
-      fire_at  TEXT NOT NULL,
-      position INTEGER NOT NULL
-    ) WITHOUT ROWID`,
-    `CREATE INDEX IF NOT EXISTS buffered_slots_loop ON buffered_slots (loop_id, position)`,
-  ],
-  tables: [{ name: 'buffered_slots', orderBy: 'run_id' }],
-  handles: new Set(['slot.buffered', 'run.claimed', 'loop.stopped', 'loop.archived', 'loop.removed']),
-  evolve(event: StoredEvent) {
+    const loopId = event.streamId.slice('loop:'.length);
+    const insert = (runId: string, kind: string, slot: string, attempt: number, dueAt: string) =>
+      sql(
+        'INSERT INTO run_queue (run_id, loop_id, kind, slot, attempt, due_at, position, decided_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+        runId,
+        loopId,
+        kind,
+        slot,
+        attempt,
+        dueAt,
+        event.position,
+        event.meta.runnerId ?? null,
+      );
     switch (event.type) {
+      case 'slot.fired': {
+        const d = event.data as EventData<'slot.fired'>;
+        return [insert(d.runId, 'fired', d.slot, 1, d.fireAt)];
+      }
       case 'slot.buffered': {
         const d = event.data as EventData<'slot.buffered'>;
-        return [
-          sql(
-            'INSERT INTO buffered_slots (run_id, loop_id, slot, fire_at, position) VALUES (?, ?, ?, ?, ?)',
-            d.runId,
-            event.streamId.slice('loop:'.length),
-            d.slot,
-            d.fireAt,
-            event.position,
-          ),
-        ];
+        return [insert(d.runId, 'buffered', d.slot, 1, d.fireAt)];
       }
+      case 'slot.retry_scheduled': {
+        const d = event.data as EventData<'slot.retry_scheduled'>;
+        return [insert(d.runId, 'retry', d.slot, d.attempt, d.dueAt)];
+      }
+      case 'slot.dropped':
+        return [sql('DELETE FROM run_queue WHERE run_id = ?', (event.data as EventData<'slot.dropped'>).runId)];
       case 'run.claimed':
-        return [sql('DELETE FROM buffered_slots WHERE run_id = ?', (event.data as EventData<'run.claimed'>).runId)];
+        return [sql('DELETE FROM run_queue WHERE run_id = ?', (event.data as EventData<'run.claimed'>).runId)];
       default:
-        return [sql('DELETE FROM buffered_slots WHERE loop_id = ?', event.streamId.slice('loop:'.length))];
+        // Logs written before slot.dropped existed: a stopped, archived or removed loop's
+        // buffered slots were given up with it (its fired slots and retries waited for a resume).
+        return [sql("DELETE FROM run_queue WHERE loop_id = ? AND kind = 'buffered'", loopId)];
     }
   },
 };

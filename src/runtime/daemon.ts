@@ -1,10 +1,10 @@
 /**
- * The scheduler daemon: one per data directory. It sleeps until the earliest due loop (never more
- * than `maxSleepMs` at once, re-reading the wall clock on every wake so suspend and clock jumps
- * are noticed and handled by the catch-up policy), notices changes made by other processes
- * (a new loop, a resume) within a second by watching the log's head position, decides due slots
- * exactly like `loops tick`, and runs what fires — concurrently up to `concurrency`, one after
- * another within a loop — without ever waiting for runs before the next pass.
+ * The scheduler daemon: one per data directory. It sleeps until the earliest due loop or queued
+ * run (never more than `maxSleepMs` at once, re-reading the wall clock on every wake so suspend and
+ * clock jumps are noticed and handled by the catch-up policy), notices changes made by other
+ * processes (a new loop, a resume, a run ended elsewhere) within a second by watching the log's
+ * head position, and runs the same pass as `loops tick` (pass.ts): decide what is due, then claim
+ * and run the queued work up to `concurrency` — without ever waiting for runs before the next pass.
  */
 import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,14 +14,15 @@ import type { TimerHandle } from './clock.js';
 import { acquireLease, releaseLease, renewLease, takeLease, type Lease } from './leases.js';
 import { databaseFile } from './paths.js';
 import { bootId, processStartTime, signalGroup } from './process-info.js';
-import { findLoop, findRun, type RunView } from './queries.js';
+import { findRun, type RunView } from './queries.js';
 import { recoverWorkflowLoopRun } from './workflow-run.js';
 import { pidFile, readPidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
 import { finishRecovered, processRunning, recoverRuns } from './recovery.js';
-import { executeRun } from './run-now.js';
+import { decide, Dispatcher } from './pass.js';
+import { nextQueuedDue } from './run-queue.js';
 import { type Runtime, useSpawnerHelper } from './runtime.js';
 import { checkCancelRequests } from './cancel.js';
-import { afterScheduledRun, decideLoop, dueBuffered, dueRetries, nextRetryAt, repairFixedDelay } from './scheduler.js';
+import { afterScheduledRun } from './scheduler.js';
 
 export const DAEMON_LEASE = 'daemon';
 export { pidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
@@ -33,6 +34,13 @@ export interface DaemonState {
   queuedRuns: number;
   nextFireAt: string | null;
   passes: number;
+  /**
+   * The daemon found something due right after a pass had handled it, pass after pass: it backs
+   * off to its watch interval and reports itself unhealthy (`daemon status` exits 1).
+   */
+  spinning?: boolean;
+  /** Since when due work has waited while no run was going (it should have started): unhealthy. */
+  stalledSince?: string | null;
   /** Who forks the runs: the spawner helper (its pid while it runs) or the daemon itself, and why. */
   spawner?: { mode: 'helper' | 'inline'; pid: number | null; reason: string | null };
 }
@@ -80,17 +88,25 @@ export class Daemon {
   private stopping = false;
   private wake: (() => void) | null = null;
   private timers = new Set<TimerHandle>();
-  private readonly running = new Map<string, AbortController>();
-  /** Per-loop chains: runs of one loop execute one after another. */
-  private readonly chains = new Map<string, Promise<void>>();
-  private queued = 0;
+  /** Aborted by stop(): cancels every run the daemon executes. */
+  private readonly abort = new AbortController();
+  /** Claims and runs the queued work (the pass's step 2). */
+  private dispatcher!: Dispatcher;
+  private decisions: { unsubscribe(): void } | null = null;
+  /** Workflow-loop runs resumed after their runner died (recover()), until they end. */
+  private readonly resumed = new Map<string, Promise<void>>();
   private adopted = 0;
   private readonly adoptedIds = new Set<string>();
-  /** Retries already queued (their pending row goes only when the run is claimed). */
-  private readonly retrying = new Set<string>();
-  private active = 0;
-  private waiting: Array<() => void> = [];
-  private readonly state: DaemonState = { lastPassAt: null, lastError: null, activeRuns: 0, queuedRuns: 0, nextFireAt: null, passes: 0 };
+  private readonly state: DaemonState = {
+    lastPassAt: null,
+    lastError: null,
+    activeRuns: 0,
+    queuedRuns: 0,
+    nextFireAt: null,
+    passes: 0,
+    spinning: false,
+    stalledSince: null,
+  };
   private stopped!: Promise<void>;
   private stopPromise: Promise<void> | null = null;
 
@@ -157,6 +173,37 @@ export class Daemon {
       const why = useSpawnerHelper(runtime).unavailableReason;
       if (why) this.log(`${why}; runs are forked by the daemon itself`);
     }
+    this.dispatcher = new Dispatcher(runtime, {
+      concurrency: this.options.concurrency ?? 4,
+      signal: this.abort.signal,
+      onStart: (item) => {
+        if (item.kind === 'retry') this.log(`${item.loopName}: retry ${item.runId} (attempt ${item.attempt} of slot ${item.slot}) is due`);
+        else if (item.kind === 'buffered') this.log(`${item.loopName}: buffered slot ${item.slot} starts as run ${item.runId} (the run it waited for has ended)`);
+        this.saveState();
+      },
+      onRun: (run) => {
+        this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms`);
+        this.saveState();
+        this.options.onRun?.(run);
+      },
+      onError: (item, error) => {
+        this.state.lastError = `run ${item.runId}: ${error.message}`;
+        this.log(this.state.lastError);
+      },
+      // A run ended: its loop's next work, or a buffered slot, may start now.
+      onSettled: () => {
+        this.saveState();
+        this.wake?.();
+      },
+    });
+    this.dispatcher.keepRunnerLease();
+    // Every decision this daemon records — a pass's, a retry after a run, a fixed-delay reschedule —
+    // goes to its log, from the one place they are all published.
+    this.decisions = runtime.log.events$.subscribe((event) => {
+      if (!event.streamId.startsWith('loop:') || !(event.type.startsWith('slot.') || event.type === 'loop.expired' || event.type === 'loop.rescheduled')) return;
+      const name = cached<[string], { name: string }>(runtime.db, 'SELECT name FROM loops WHERE id = ?').get(event.streamId.slice(5))?.name ?? event.streamId;
+      this.log(`${name}: ${event.type} ${JSON.stringify(event.data)}`);
+    });
     this.saveState();
     this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
     // `loops cancel` (and other writers) nudge the daemon with SIGUSR2: look at the log now.
@@ -264,21 +311,30 @@ export class Daemon {
     });
   }
 
-  private nextDue(): number | null {
+  /**
+   * The earliest instant something will be due after the pass at `passMs`: a loop's next slot, or
+   * queued work due later (a retry's back-off). Work already due that did not start waits for
+   * capacity, for its loop's run, or for a run elsewhere to end — a run's end wakes the daemon — so
+   * it is not counted here: counting it made the daemon spin without ever awaiting.
+   */
+  private nextDue(passMs: number): number | null {
     const row = cached<[], { next: string | null }>(
       this.runtime.db,
       "SELECT next_run_at AS next FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1",
     ).get();
     const loop = row?.next ? Date.parse(row.next) : null;
-    const retry = nextRetryAt(this.runtime);
-    if (loop === null) return retry;
-    return retry === null ? loop : Math.min(loop, retry);
+    const queued = nextQueuedDue(this.runtime, passMs);
+    if (loop === null) return queued;
+    return queued === null ? loop : Math.min(loop, queued);
   }
 
   private async loop(): Promise<void> {
     const maxSleep = this.options.maxSleepMs ?? 30_000;
     const watch = this.options.watchMs ?? 1000;
+    /** Passes in a row after which something was still due at once. */
+    let hot = 0;
     while (!this.stopping) {
+      const passMs = this.runtime.clock.now();
       try {
         this.pass();
       } catch (error) {
@@ -288,17 +344,37 @@ export class Daemon {
       // Sleep until the earliest due time, at most maxSleep, waking every `watch` to see whether
       // someone else changed the log (then re-plan at once).
       const head = this.runtime.log.headPosition();
-      const next = this.nextDue();
+      const next = this.nextDue(passMs);
       this.state.nextFireAt = next === null ? null : new Date(next).toISOString();
+      let wait = next === null ? maxSleep : Math.min(maxSleep, next - this.runtime.clock.now());
+      if (wait <= 0) {
+        // Due again right after a pass (a loop with more due slots than one pass decides, or a
+        // clock that moved meanwhile): pass again — but a pass that keeps leaving something due is
+        // a bug, not work: back off to the watch interval and say so.
+        hot += 1;
+        if (hot > 3) {
+          wait = watch;
+          if (hot > 10 && !this.state.spinning) {
+            this.state.spinning = true;
+            this.state.lastError = `something stays due right after every pass (next due ${this.state.nextFireAt}); backing off to ${watch} ms`;
+            this.log(this.state.lastError);
+          }
+        }
+      } else {
+        hot = 0;
+        this.state.spinning = false;
+      }
       this.saveState();
-      const deadline = this.runtime.clock.monotonic() + Math.min(maxSleep, next === null ? maxSleep : Math.max(0, next - this.runtime.clock.now()));
+      // Every iteration awaits, whatever the sums say: signals, run ends and stop() get their turn.
+      if (wait <= 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      const deadline = this.runtime.clock.monotonic() + Math.max(0, wait);
       while (!this.stopping) {
         const left = deadline - this.runtime.clock.monotonic();
         if (left <= 0) break;
         await this.sleep(Math.min(left, watch));
         if (this.runtime.log.headPosition() !== head) break;
-        // A wall-clock jump (or suspend) can make a loop due early: check the due time again.
-        const due = this.nextDue();
+        // A wall-clock jump (or suspend) can make something due early: check the due time again.
+        const due = this.nextDue(passMs);
         if (due !== null && due <= this.runtime.clock.now()) break;
       }
     }
@@ -323,132 +399,49 @@ export class Daemon {
       this.adoptedIds.add(runId);
       this.log(`resuming run ${runId}: its runner stopped while its workflow run went on`);
       // A graceful stop cancels it like the daemon's own runs.
-      const controller = new AbortController();
-      this.running.set(runId, controller);
-      const done = recoverWorkflowLoopRun(this.runtime, runId, { leaseTtlMs: this.options.leaseTtlMs ?? 15_000, signal: controller.signal })
+      const done = recoverWorkflowLoopRun(this.runtime, runId, { leaseTtlMs: this.options.leaseTtlMs ?? 15_000, signal: this.abort.signal })
         .then((status) => {
           const run = findRun(this.runtime.db, runId);
           this.log(`resumed run ${runId} ${status}`);
-          if (!this.stopping) for (const event of afterScheduledRun(this.runtime, run.loopId, run)) this.log(`${run.loopName}: ${event.type} ${JSON.stringify(event.data)}`);
+          if (!this.stopping) afterScheduledRun(this.runtime, run.loopId, run);
         })
         .catch((error: unknown) => {
           this.state.lastError = `resuming run ${runId}: ${(error as Error).message}`;
           this.log(this.state.lastError);
         })
         .finally(() => {
-          this.running.delete(runId);
+          this.resumed.delete(runId);
           this.adoptedIds.delete(runId);
-          this.chains.delete(`recover:${runId}`);
           this.wake?.();
         });
-      // Shutdown waits for it like for the per-loop chains.
-      this.chains.set(`recover:${runId}`, done);
+      // Shutdown waits for it like for the dispatcher's runs.
+      this.resumed.set(runId, done);
     }
   }
 
+  /** One pass: recover what runners left behind, decide what is due, start the queued work that may start. */
   pass(): void {
     const { runtime } = this;
     const now = runtime.clock.now();
     this.recover();
-    for (const event of repairFixedDelay(runtime, now)) this.log(`${event.streamId}: ${event.type} ${JSON.stringify(event.data)}`);
-    const due = cached<[string], { id: string; name: string }>(
-      runtime.db,
-      "SELECT id, name FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at",
-    ).all(new Date(now).toISOString());
-    // Every due loop's decision in one transaction (one fsync for a hundred loops due at once, not
-    // a hundred); each its own savepoint. Their runs start once it committed.
-    const decided: Array<{ loopId: string; fired: ReturnType<typeof decideLoop>['fired'] }> = [];
-    const lines: string[] = [];
-    if (due.length) runtime.log.batch(() => {
-      for (const loop of due) {
-        try {
-          const { events, fired } = decideLoop(runtime, loop.id, now);
-          for (const event of events) lines.push(`${loop.name}: ${event.type} ${JSON.stringify(event.data)}`);
-          decided.push({ loopId: loop.id, fired });
-        } catch (error) {
-          if (error instanceof ConcurrencyConflictError) continue; // someone else (tick, run-now) decided first
-          this.state.lastError = `${loop.name}: ${(error as Error).message}`;
-          lines.push(`deciding ${loop.name} failed: ${(error as Error).message}`);
-        }
-      }
+    decide(runtime, now, {
+      onError: (loopName, error) => {
+        this.state.lastError = `${loopName}: ${error.message}`;
+        this.log(`deciding ${loopName} failed: ${error.message}`);
+      },
     });
-    for (const line of lines) this.log(line);
-    for (const { loopId, fired } of decided) for (const f of fired) this.enqueue(loopId, f);
-    for (const b of dueBuffered(runtime, now)) {
-      if (this.retrying.has(b.runId)) continue;
-      this.retrying.add(b.runId);
-      this.log(`${b.loopName}: buffered slot ${b.slot} starts as run ${b.runId} (the run it waited for has ended)`);
-      this.enqueue(b.loopId, { runId: b.runId, slot: b.slot, fireAt: b.fireAt });
-    }
-    for (const retry of dueRetries(runtime, now)) {
-      if (this.retrying.has(retry.runId)) continue;
-      this.retrying.add(retry.runId);
-      this.log(`${retry.loopName}: retry ${retry.runId} (attempt ${retry.attempt} of slot ${retry.slot}) is due`);
-      this.enqueue(retry.loopId, { runId: retry.runId, slot: retry.slot, fireAt: retry.dueAt, attempt: retry.attempt });
-    }
+    if (!this.stopping) this.dispatcher.dispatch(now);
+    // Due work waits while nothing runs: it should have started (a claim that keeps failing).
+    const stalled = this.dispatcher.waiting > 0 && this.dispatcher.active === 0;
+    if (!stalled) this.state.stalledSince = null;
+    else this.state.stalledSince ??= new Date(now).toISOString();
     this.state.lastPassAt = new Date(now).toISOString();
     this.state.passes += 1;
   }
 
-  private async slot(): Promise<void> {
-    const limit = Math.max(1, this.options.concurrency ?? 4);
-    if (this.active < limit) {
-      this.active += 1;
-      return;
-    }
-    await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.active += 1;
-  }
-
-  private release(): void {
-    this.active -= 1;
-    this.waiting.shift()?.();
-  }
-
-  private enqueue(loopId: string, fired: { runId: string; slot: string; fireAt: string; attempt?: number }): void {
-    this.queued += 1;
-    const previous = this.chains.get(loopId) ?? Promise.resolve();
-    const next = previous.then(async () => {
-      await this.slot();
-      this.queued -= 1;
-      const controller = new AbortController();
-      this.running.set(fired.runId, controller);
-      this.saveState();
-      try {
-        if (this.stopping) controller.abort('daemon shutting down');
-        const loop = findLoop(this.runtime.db, loopId, { includeRemoved: true });
-        const run = await executeRun(this.runtime, loop, {
-          runId: fired.runId,
-          slot: fired.slot,
-          scheduledFor: fired.fireAt,
-          trigger: 'schedule',
-          signal: controller.signal,
-          ...(fired.attempt ? { attempt: fired.attempt } : {}),
-        });
-        this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms`);
-        if (!this.stopping) for (const event of afterScheduledRun(this.runtime, loopId, run)) this.log(`${run.loopName}: ${event.type} ${JSON.stringify(event.data)}`);
-        this.options.onRun?.(run);
-      } catch (error) {
-        this.state.lastError = `run ${fired.runId}: ${(error as Error).message}`;
-        this.log(this.state.lastError);
-      } finally {
-        this.running.delete(fired.runId);
-        this.retrying.delete(fired.runId);
-        this.release();
-        this.saveState();
-        // A slot buffered behind this run may start now.
-        this.wake?.();
-      }
-    });
-    this.chains.set(loopId, next);
-    void next.finally(() => {
-      if (this.chains.get(loopId) === next) this.chains.delete(loopId);
-    });
-  }
-
   private saveState(): void {
-    this.state.activeRuns = this.running.size + this.adopted;
-    this.state.queuedRuns = this.queued;
+    this.state.activeRuns = (this.dispatcher?.active ?? 0) + this.resumed.size + this.adopted;
+    this.state.queuedRuns = this.dispatcher?.waiting ?? 0;
     const spawner = this.runtime.spawner;
     const why = spawner ? spawner.unavailableReason : (this.options.spawner ?? 'helper') === 'inline' ? 'spawner: inline was asked for' : null;
     this.state.spawner = spawner && why === null ? { mode: 'helper', pid: spawner.pid, reason: null } : { mode: 'inline', pid: null, reason: why };
@@ -469,11 +462,14 @@ export class Daemon {
 
   private async shutdown(reason: string): Promise<void> {
     this.stopping = true;
-    this.log(`stopping: ${reason}; cancelling ${this.running.size} running run(s)`);
-    for (const controller of this.running.values()) controller.abort(reason);
+    this.log(`stopping: ${reason}; cancelling ${(this.dispatcher?.active ?? 0) + this.resumed.size} running run(s)`);
+    this.abort.abort(reason);
     this.wake?.();
     await this.stopped;
-    await Promise.all([...this.chains.values()]);
+    await this.dispatcher?.idle();
+    await Promise.all([...this.resumed.values()]);
+    this.dispatcher?.close();
+    this.decisions?.unsubscribe();
     for (const timer of this.timers) this.runtime.clock.clearTimeout(timer);
     this.timers.clear();
     process.off('SIGUSR2', this.onNudge);

@@ -71,3 +71,17 @@ export function assertLeaseHeld(db: Db, lease: Lease, nowMs: number): void {
 export function releaseLease(db: Db, lease: Lease): void {
   cached(db, 'DELETE FROM leases WHERE name = ? AND holder = ? AND token = ?').run(lease.name, lease.holder, lease.token);
 }
+
+// ── runner leases ──
+
+/** How long a runner's claim on the work it decided outlives it (renewed every third). */
+export const RUNNER_LEASE_TTL_MS = 30_000;
+
+export function runnerLeaseName(runnerId: string): string {
+  return `runner:${runnerId}`;
+}
+
+/** Takes (or renews) this runner's lease: the work it decides is its own to run while it lives. */
+export function holdRunnerLease(runtime: { db: Db; runnerId: string; clock: { now(): number } }, ttlMs = RUNNER_LEASE_TTL_MS): void {
+  takeLease(runtime.db, runnerLeaseName(runtime.runnerId), runtime.runnerId, ttlMs, runtime.clock.now());
+}

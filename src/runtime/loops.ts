@@ -13,6 +13,7 @@ import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../
 import { currentMachines } from '../machines/registry.js';
 import { DurableActor } from './actor.js';
 import { decideLoop } from './scheduler.js';
+import { queuedWork, stillQueued } from './run-queue.js';
 import { parseDuration } from './durations.js';
 import { newId } from './ids.js';
 import { findLoop, type LoopView } from './queries.js';
@@ -410,6 +411,8 @@ const COMMAND_EVENTS: Record<LoopStateCommand, string> = {
   remove: 'loop.removed',
 };
 
+const COMMAND_PAST: Record<'stop' | 'archive' | 'remove', string> = { stop: 'stopped', archive: 'archived', remove: 'removed' };
+
 /** Moves a loop through its lifecycle; an impossible move is an error that appends nothing. */
 export function changeLoopState(
   runtime: Runtime,
@@ -429,6 +432,23 @@ export function changeLoopState(
     });
   }
   runtime.log.batch(() => {
+    // Stopping, archiving or removing gives up the work the loop decided and nobody started (a
+    // fired or buffered slot, a scheduled retry): each recorded as dropped, in the same append, so
+    // every promised run ends in a run or in a record of why not. A pause keeps it waiting.
+    if (command === 'stop' || command === 'archive' || command === 'remove') {
+      const queued = queuedWork(runtime, loop.id);
+      if (queued.length) {
+        const checks = queued.map((q) => stillQueued(runtime, q.runId));
+        actor.recordAll(
+          [
+            ...queued.map((q) => ({ type: 'slot.dropped', data: { runId: q.runId, slot: q.slot, attempt: q.attempt, reason: `loop ${COMMAND_PAST[command]} before it started` } })),
+            { type, data },
+          ],
+          { precondition: () => checks.forEach((check) => check()) },
+        );
+        return;
+      }
+    }
     actor.record(type, data);
     // Resumed with nothing left to run (a one-shot whose instant, or a schedule whose last slot,
     // passed while it was paused or stopped: those slots are not run late): it expires now, as a

@@ -307,6 +307,25 @@ export function decideDue(
 }
 
 /**
+ * A fired slot whose runner stopped before starting it (stranded work), looked at again now: null
+ * when it still runs, else why not by the loop's catch-up policy — catch-up none and later than
+ * the grace; outside the catch-up window; or, catch-up latest, a later slot of the loop fired since.
+ */
+export function strandedVerdict(
+  policies: PolicyView,
+  item: { fireAt: string },
+  laterSlotFired: boolean,
+  nowMs: number,
+  graceMs: number,
+): string | null {
+  const late = nowMs - Date.parse(item.fireAt);
+  if (policies.catchUp === 'none') return late > graceMs ? 'catch-up none' : null;
+  if (policies.catchUpWindowMs !== null && late > policies.catchUpWindowMs + graceMs) return 'outside the catch-up window';
+  if (policies.catchUp === 'latest' && laterSlotFired) return 'catch-up latest: a later slot fired since';
+  return null;
+}
+
+/**
  * Fixed delay: one slot at a time, due `every` after the previous run finished (the loop's
  * nextRunAt, set by loop.rescheduled). Never overlaps; after downtime it fires once.
  */

@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { cached, type Db } from '../events/db.js';
 import { rowToEvent } from '../events/sqlite-log.js';
 import type { StoredEvent } from '../events/types.js';
-import { inlineHandler, projections as allProjections } from '../projections/registry.js';
+import { inlineHandler, projections as allProjections, retiredProjections } from '../projections/registry.js';
 import type { Projection } from '../projections/types.js';
 
 type Row = Record<string, unknown>;
@@ -58,6 +58,10 @@ export function rebuildProjections(db: Db, names?: ReadonlyArray<string>): Rebui
   const list = select(names);
   return db
     .transaction((): RebuildResult => {
+      for (const retired of retiredProjections) {
+        for (const table of retired.tables) db.exec(`DROP TABLE IF EXISTS ${table}`);
+        db.prepare('DELETE FROM projections WHERE name = ?').run(retired.name);
+      }
       createTables(db, list);
       const events = apply(db, eventsOf(db), list);
       const upsert = db.prepare(

@@ -6,7 +6,7 @@
 import type { AnyMachineSnapshot } from 'xstate';
 import { join } from 'node:path';
 import type { EventData } from '../events/catalog.js';
-import { InvalidTransitionError, LeaseLostError } from '../events/errors.js';
+import { ClaimLostError, ConcurrencyConflictError, InvalidTransitionError, LoopsError } from '../events/errors.js';
 import { currentMachines } from '../machines/registry.js';
 import type { RunContext } from '../machines/run.js';
 import { DurableActor, type Effects } from './actor.js';
@@ -19,10 +19,11 @@ import { watchCancel } from './cancel.js';
 import type { TimerHandle } from './clock.js';
 import { SpawnFailedError, spawnProcess, type ProcessHandle } from './executor.js';
 import { newId } from './ids.js';
-import { assertLeaseHeld, releaseLease, renewLease, takeLease, type Lease } from './leases.js';
+import { assertLeaseHeld, holdRunnerLease, releaseLease, renewLease, takeLease, type Lease } from './leases.js';
 import { runDir } from './paths.js';
 import { findLoop, findRun, type LoopView, type RunView } from './queries.js';
 import type { Runtime } from './runtime.js';
+import { stillQueued } from './run-queue.js';
 import { afterScheduledRun, decideLoop } from './scheduler.js';
 import { findWorkflow, workflowVersion } from './workflow-queries.js';
 import { executeWorkflowRun, resolveInputs } from './workflow-run.js';
@@ -51,13 +52,20 @@ export async function runNow(runtime: Runtime, idOrName: string, options: RunNow
   }
   const now = runtime.clock.now();
   // A loop that is due: run-now takes the due slot — decided and recorded like any pass (a daemon
-  // or tick racing for it loses the compare-and-set), so the slot never gets two runs.
+  // or tick racing for it loses the compare-and-set), so the slot never gets two runs — and claims
+  // what fired like any pass (a runner that claims one of them first runs it instead).
   if (loop.status === 'active' && loop.nextRunAt !== null && Date.parse(loop.nextRunAt) <= now) {
-    const { fired } = decideLoop(runtime, loop.id, now);
+    const { fired } = runtime.log.batch(() => {
+      holdRunnerLease(runtime);
+      return decideLoop(runtime, loop.id, now);
+    });
     let last: RunView | null = null;
     for (const f of fired) {
-      last = await executeRun(runtime, loop, { runId: f.runId, slot: f.slot, scheduledFor: f.fireAt, trigger: 'schedule', ...options });
-      afterScheduledRun(runtime, loop.id, last);
+      try {
+        last = await executeRun(runtime, loop, { runId: f.runId, slot: f.slot, scheduledFor: f.fireAt, trigger: 'schedule', queued: true, ...options });
+      } catch (error) {
+        if (!(error instanceof ClaimLostError)) throw error;
+      }
     }
     if (last) return last;
   }
@@ -81,11 +89,19 @@ export interface ExecuteRunOptions extends RunNowOptions {
   trigger: 'manual' | 'schedule';
   /** Attempt number within the slot (default 1). */
   attempt?: number;
+  /**
+   * The run is queued work (a fired or buffered slot, a scheduled retry): the claim checks, in its
+   * transaction, that nobody claimed or dropped it first, and fails with a conflict if so.
+   */
+  queued?: boolean;
 }
 
 /**
  * Executes one run of `loop` in this process: claim under a lease, record the intent, spawn,
- * record the process, wait, record the outcome (fenced), release. Used by run-now and the scheduler.
+ * record the process, wait, record the outcome (fenced), release; then, for a scheduled run, what
+ * follows its end (a retry by the loop's policy, a fixed-delay loop's next due time). Used by
+ * run-now and the pass. The claim is made synchronously, before the first await: a claim that
+ * loses to another runner rejects with a `ConcurrencyConflictError` and records nothing.
  */
 export async function executeRun(runtime: Runtime, loop: LoopView, options: ExecuteRunOptions): Promise<RunView> {
   const { db, clock } = runtime;
@@ -322,15 +338,23 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
     runnerId: runtime.runnerId,
     leaseToken: lease.token,
   };
-  actor.record('run.claimed', claimed, {
-    ...fenced,
-    retryOnConflict: false, // another claim of this run id is a lost race, not something to catch up with
-    precondition: () => {
-      const taken = takeLease(db, streamId, runtime.runnerId, ttl, clock.now());
-      if (taken.token !== lease.token) throw new LeaseLostError(`run ${runId} was claimed by another runner`);
-      lease = taken;
-    },
-  });
+  try {
+    actor.record('run.claimed', claimed, {
+      ...fenced,
+      retryOnConflict: false, // another claim of this run id is a lost race, not something to catch up with
+      precondition: () => {
+        if (options.queued) stillQueued(runtime, runId)();
+        const taken = takeLease(db, streamId, runtime.runnerId, ttl, clock.now());
+        if (taken.token !== lease.token) throw new ClaimLostError(runId, 'another runner holds its lease');
+        lease = taken;
+      },
+    });
+  } catch (error) {
+    if (error instanceof ClaimLostError) throw error;
+    if (error instanceof ConcurrencyConflictError) throw new ClaimLostError(runId, 'another runner claimed it first');
+    if (error instanceof LoopsError && error.code === 'conflict') throw new ClaimLostError(runId, error.message);
+    throw error;
+  }
   beat();
   // Cancel requests from anywhere (loops cancel, overlap cancel-other) reach this runner here.
   const unwatch = watchCancel(runtime, streamId, () => {
@@ -361,7 +385,9 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
     unwatch();
     options.signal?.removeEventListener('abort', onAbort);
   }
-  return findRun(db, runId);
+  const run = findRun(db, runId);
+  if (options.trigger === 'schedule') afterScheduledRun(runtime, loop.id, run);
+  return run;
 }
 
 function runEnv(context: RunContext): Record<string, string> {

@@ -5,7 +5,7 @@
  */
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { openDatabase, type Db } from '../events/db.js';
-import { projections } from '../projections/registry.js';
+import { projections, retiredProjections } from '../projections/registry.js';
 import { databaseFile, resolveDataDir } from './paths.js';
 
 export interface Reader {
@@ -44,5 +44,8 @@ export async function openReader(dataDir: string = resolveDataDir()): Promise<Re
 export function staleProjections(db: Db): string[] {
   const rows = db.prepare<[], { name: string; version: number }>('SELECT name, version FROM projections').all();
   const built = new Map(rows.map((r) => [r.name, r.version]));
-  return projections.filter((p) => built.get(p.name) !== p.version).map((p) => p.name);
+  const stale = projections.filter((p) => built.get(p.name) !== p.version).map((p) => p.name);
+  // A retired projection still recorded: the rebuild drops its tables.
+  if (stale.length === 0 && retiredProjections.some((r) => built.has(r.name))) stale.push(projections[0]!.name);
+  return stale;
 }

@@ -386,7 +386,7 @@ describe('loops cancel', () => {
     expect(runs(s, 'long')).toHaveLength(1);
     const db = s.db();
     try {
-      expect(db.prepare('SELECT count(*) AS n FROM pending_retries').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM run_queue').get()).toEqual({ n: 0 });
     } finally {
       db.close();
     }

@@ -367,7 +367,7 @@ describe('cancelling a scheduled workflow loop run', () => {
     expect(runs.map((r) => [r.attempt, r.status])).toEqual([[1, 'cancelled']]);
     const db = s.db();
     try {
-      expect(db.prepare('SELECT count(*) AS n FROM pending_retries').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM run_queue').get()).toEqual({ n: 0 });
     } finally {
       db.close();
     }

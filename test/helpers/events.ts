@@ -181,6 +181,8 @@ export const slotEv = {
     ev('slot.coalesced', { from: at(60_000), to: at(540_000), count: 9, into: at(600_000), ...data }, when),
   missed: (data: Partial<EventData<'slot.missed'>> = {}, when = at(600_000)) =>
     ev('slot.missed', { from: at(60_000), to: at(540_000), count: 9, reason: 'catch-up none', nextRunAt: at(660_000), ...data }, when),
+  dropped: (data: Partial<EventData<'slot.dropped'>> = {}, when = at(700_000)) =>
+    ev('slot.dropped', { runId: 'run_1', slot: at(60_000), attempt: 1, reason: 'loop stopped before it started', ...data }, when),
 };
 
 // ── workflow specs ──────────────────────────────────────────────────────────

@@ -4,11 +4,14 @@
  *  - the live projection tables equal a rebuild into a scratch database (verifyProjections);
  *  - deleting the live rows and rebuilding in place restores identical rows.
  */
+import { join } from 'node:path';
 import { expect } from 'vitest';
-import type { Db } from '../../src/events/db.js';
+import { openDatabase, type Db } from '../../src/events/db.js';
+import { SqliteEventLog } from '../../src/events/sqlite-log.js';
 import type { EventLog } from '../../src/events/types.js';
 import { rebuildProjections, verifyProjections } from '../../src/runtime/projection-admin.js';
 import { replayStream } from '../../src/runtime/replay.js';
+import { liveGroupMembers } from './proc.js';
 
 export type TableRows = Record<'loops' | 'loop_runs', unknown[]>;
 
@@ -48,4 +51,171 @@ export function expectLogConsistent(runtime: { db: Db; log: EventLog }): void {
 
 export function eventTypes(log: EventLog, streamId: string): string[] {
   return log.readStream(streamId).map((e) => e.type);
+}
+
+// ── The invariant checker ──────────────────────────────────────────────────────────────────────
+// What must hold of any log loops wrote, whatever happened to its processes (kill -9, restarts,
+// races): the int suites, the daemon e2e tests and the chaos driver all check the same list.
+
+export interface InvariantOptions {
+  /**
+   * The system is at rest at this instant (every runner stopped or idle): claimable work due by
+   * then must have been claimed — a fired slot still waiting is stranded. Without it, work in the
+   * run queue counts as accounted for (it is durable; whoever passes next claims it).
+   */
+  settledAt?: number;
+  /** Also check that no process recorded as spawned is still alive (default true). */
+  processes?: boolean;
+}
+
+const FINAL_STATES = ['"succeeded"', '"failed"', '"timed_out"', '"cancelled"', '"abandoned"'];
+
+interface DecisionRow {
+  stream_id: string;
+  type: string;
+  data: string;
+}
+
+function tableExists(db: Db, name: string): boolean {
+  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
+}
+
+/** Every violation of the log's invariants, one line each (empty when all hold). */
+export function findViolations(db: Db, log: EventLog, options: InvariantOptions = {}): string[] {
+  const out: string[] = [];
+  // 1. Every stream's versions are 1..n, and the streams table agrees.
+  for (const r of db
+    .prepare<[], { stream_id: string; n: number; lo: number; hi: number; recorded: number | null }>(
+      `SELECT e.stream_id, COUNT(*) AS n, MIN(e.version) AS lo, MAX(e.version) AS hi, s.version AS recorded
+       FROM events e LEFT JOIN streams s ON s.stream_id = e.stream_id GROUP BY e.stream_id`,
+    )
+    .all()) {
+    if (r.lo !== 1 || r.hi !== r.n || r.recorded !== r.hi) {
+      out.push(`${r.stream_id}: versions not contiguous (${r.n} events, versions ${r.lo}..${r.hi}, streams table says ${r.recorded})`);
+    }
+  }
+  // 2. At most one terminal event per run (a final state accepts nothing more).
+  for (const r of db
+    .prepare<string[], { stream_id: string; n: number }>(
+      `SELECT stream_id, COUNT(*) AS n FROM events
+       WHERE (stream_id LIKE 'run:%' OR stream_id LIKE 'wfrun:%') AND state IN (${FINAL_STATES.map(() => '?').join(', ')})
+       GROUP BY stream_id HAVING n > 1`,
+    )
+    .all(...FINAL_STATES)) {
+    out.push(`${r.stream_id}: ${r.n} events in a final state (at most one terminal event per run)`);
+  }
+  // 3. One run per (loop, slot, attempt).
+  for (const r of db
+    .prepare<[], { loop: string; slot: string; attempt: number | null; n: number; runs: string }>(
+      `SELECT json_extract(data, '$.loopId') AS loop, json_extract(data, '$.slot') AS slot, json_extract(data, '$.attempt') AS attempt,
+              COUNT(*) AS n, group_concat(stream_id, ', ') AS runs
+       FROM events WHERE type = 'run.claimed' GROUP BY loop, slot, attempt HAVING n > 1`,
+    )
+    .all()) {
+    out.push(`loop ${r.loop}: slot ${r.slot} attempt ${r.attempt} has ${r.n} runs (${r.runs})`);
+  }
+  // 4. No slot decided twice; 5. every fired slot reaches a run or an explicit record of why not.
+  const decisions = db
+    .prepare<[], DecisionRow>(
+      `SELECT stream_id, type, data FROM events WHERE stream_id LIKE 'loop:%' AND type LIKE 'slot.%' ORDER BY position`,
+    )
+    .all();
+  const perLoop = new Map<string, { singles: Map<string, string>; ranges: Array<{ from: string; to: string; type: string }> }>();
+  const promised: Array<{ loop: string; runId: string; what: string }> = [];
+  const dropped = new Set<string>();
+  for (const d of decisions) {
+    const data = JSON.parse(d.data) as Record<string, any>;
+    let loop = perLoop.get(d.stream_id);
+    if (!loop) perLoop.set(d.stream_id, (loop = { singles: new Map(), ranges: [] }));
+    switch (d.type) {
+      case 'slot.fired':
+      case 'slot.skipped':
+      case 'slot.buffered': {
+        const before = loop.singles.get(data.slot);
+        if (before) out.push(`${d.stream_id}: slot ${data.slot} decided twice (${before}, then ${d.type})`);
+        loop.singles.set(data.slot, d.type);
+        if (d.type !== 'slot.skipped') promised.push({ loop: d.stream_id, runId: data.runId, what: `${d.type} ${data.slot}` });
+        break;
+      }
+      case 'slot.coalesced':
+      case 'slot.missed':
+        loop.ranges.push({ from: data.from, to: data.to, type: d.type });
+        break;
+      case 'slot.retry_scheduled':
+        promised.push({ loop: d.stream_id, runId: data.runId, what: `retry (attempt ${data.attempt}) of ${data.slot}` });
+        break;
+      case 'slot.dropped':
+        dropped.add(data.runId);
+        break;
+    }
+  }
+  for (const [stream, loop] of perLoop) {
+    const ranges = [...loop.ranges].sort((a, b) => a.from.localeCompare(b.from));
+    for (let i = 1; i < ranges.length; i++) {
+      if (ranges[i]!.from <= ranges[i - 1]!.to) {
+        out.push(`${stream}: ${ranges[i - 1]!.type} ${ranges[i - 1]!.from}..${ranges[i - 1]!.to} overlaps ${ranges[i]!.type} ${ranges[i]!.from}..${ranges[i]!.to}`);
+      }
+    }
+    for (const [slot, type] of loop.singles) {
+      const inside = ranges.find((r) => r.from <= slot && slot <= r.to);
+      if (inside) out.push(`${stream}: slot ${slot} decided twice (${type}, and ${inside.type} ${inside.from}..${inside.to})`);
+    }
+  }
+  const claimed = new Set(
+    db
+      .prepare<[], { id: string }>("SELECT json_extract(data, '$.runId') AS id FROM events WHERE type = 'run.claimed'")
+      .all()
+      .map((r) => r.id),
+  );
+  const queue = tableExists(db, 'run_queue')
+    ? new Map(db.prepare<[], { run_id: string; due_at: string }>('SELECT run_id, due_at FROM run_queue').all().map((r) => [r.run_id, r.due_at]))
+    : new Map<string, string>();
+  for (const p of promised) {
+    if (claimed.has(p.runId) || dropped.has(p.runId)) continue;
+    const due = queue.get(p.runId);
+    if (due === undefined) out.push(`${p.loop}: ${p.what} → ${p.runId} was never claimed, and nothing records why (stranded)`);
+    else if (options.settledAt !== undefined && Date.parse(due) <= options.settledAt) {
+      out.push(`${p.loop}: ${p.what} → ${p.runId} due at ${due} still waits in the run queue`);
+    }
+  }
+  // 6. Every stream replays on the machine that wrote it to the states recorded in the log.
+  for (const { stream_id } of db.prepare<[], { stream_id: string }>('SELECT stream_id FROM streams ORDER BY stream_id').all()) {
+    try {
+      const result = replayStream(log, stream_id);
+      if (!result.ok) out.push(`${stream_id}: replay diverges from the log at version ${result.firstMismatch}`);
+    } catch (error) {
+      out.push(`${stream_id}: cannot be replayed: ${(error as Error).message}`);
+    }
+  }
+  // 7. The projections equal a rebuild from the log.
+  const verify = verifyProjections(db);
+  if (!verify.ok) for (const t of verify.tables) for (const d of t.differences) out.push(`projection ${t.table}: ${d}`);
+  // 8. No process a run or step started is still alive.
+  if (options.processes !== false) {
+    for (const r of db
+      .prepare<[], { stream_id: string; pgid: number | null }>(
+        "SELECT stream_id, json_extract(data, '$.pgid') AS pgid FROM events WHERE type IN ('process.spawned', 'step.spawned')",
+      )
+      .all()) {
+      if (r.pgid === null) continue;
+      const alive = liveGroupMembers(r.pgid);
+      if (alive.length) out.push(`${r.stream_id}: process group ${r.pgid} is still alive (${alive.join(', ')})`);
+    }
+  }
+  return out;
+}
+
+/** Fails with every violation listed. */
+export function expectInvariants(runtime: { db: Db; log: EventLog }, options: InvariantOptions = {}): void {
+  expect(findViolations(runtime.db, runtime.log, options)).toEqual([]);
+}
+
+/** The checker on a data directory another process wrote (e2e): opened read-mostly, closed after. */
+export function expectDataDirInvariants(dataDir: string, options: InvariantOptions = {}): void {
+  const db = openDatabase(join(dataDir, 'loops.db'));
+  try {
+    expect(findViolations(db, new SqliteEventLog(db, { handlers: [] }), options)).toEqual([]);
+  } finally {
+    db.close();
+  }
 }

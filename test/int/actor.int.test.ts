@@ -160,7 +160,7 @@ describe('the consistency checks can fail', () => {
     expect(rebuilt).toMatchObject({
       projections: projections.map((p) => p.name),
       events: 1,
-      rows: { loops: 1, loop_runs: 0, slot_decisions: 0, pending_retries: 0 },
+      rows: { loops: 1, loop_runs: 0, slot_decisions: 0, run_queue: 0 },
     });
     expectLogConsistent(runtime);
   });

@@ -372,7 +372,8 @@ describe('Daemon: stop and exclusivity', () => {
     const { pgid } = spawned!.data as { pgid: number };
     onTestFinished(() => killGroupIfAlive(pgid));
     expect(isAlive(pgid)).toBe(true);
-    expect(leaseRows(runtime).map((l) => l.name).sort()).toEqual(['daemon', spawned!.streamId].sort());
+    // The daemon's, the run's, and the runner's own (the work it decided is its to run while it lives).
+    expect(leaseRows(runtime).map((l) => l.name).sort()).toEqual(['daemon', `runner:${runtime.runnerId}`, spawned!.streamId].sort());
 
     await daemon.stop('test says stop');
     const [run] = runs.all;

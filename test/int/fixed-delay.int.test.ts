@@ -8,7 +8,8 @@ import { SimulatedClock } from '../../src/runtime/clock.js';
 import { createCommandLoop } from '../../src/runtime/loops.js';
 import { decideDue } from '../../src/runtime/planner.js';
 import { findLoop, listRuns } from '../../src/runtime/queries.js';
-import { decideLoop, repairFixedDelay, tick } from '../../src/runtime/scheduler.js';
+import { tick } from '../../src/runtime/pass.js';
+import { decideLoop, repairFixedDelay } from '../../src/runtime/scheduler.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
 import { useRuntime } from '../helpers/tmp.js';
 

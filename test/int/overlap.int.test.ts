@@ -11,7 +11,9 @@ import { SimulatedClock } from '../../src/runtime/clock.js';
 import { createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops.js';
 import { findLoop } from '../../src/runtime/queries.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
-import { dueBuffered, runningRuns, tick } from '../../src/runtime/scheduler.js';
+import { tick } from '../../src/runtime/pass.js';
+import { claimableWork } from '../../src/runtime/run-queue.js';
+import { runningRuns } from '../../src/runtime/scheduler.js';
 import { explainSlot } from '../../src/runtime/why.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
 import { killGroupIfAlive } from '../helpers/proc.js';
@@ -95,7 +97,7 @@ describe('overlap buffer-one', () => {
     ]);
     expect(b.runs).toEqual([]);
     // Nothing may start while the run it waits for is going.
-    expect(dueBuffered(other, other.clock.now())).toEqual([]);
+    expect(claimableWork(other, other.clock.now())).toEqual([]);
     release();
     // Runner A's pass runs its own run, then the slot that waited for it.
     const a = await first;
@@ -111,7 +113,7 @@ describe('overlap buffer-one', () => {
     ]);
     // Buffered slots count as runs of the loop; nothing is left waiting.
     expect(findLoop(runtime.db, 'job')).toMatchObject({ scheduledRuns: 2, nextRunAt: slotH(5) });
-    expect(dueBuffered(runtime, runtime.clock.now())).toEqual([]);
+    expect(runtime.db.prepare('SELECT count(*) AS n FROM run_queue').get()).toEqual({ n: 0 });
     const why = explainSlot(runtime.db, findLoop(runtime.db, 'job'), T0 + 2 * HOUR, runtime.clock.now());
     expect(why.explanation).toMatch(/^the slot 2026-01-01T02:00:00.000Z was buffered \(overlap buffer-one: waiting for run_.*\); it ran as run run_.* and succeeded/);
     expect(explainSlot(runtime.db, findLoop(runtime.db, 'job'), T0 + 3 * HOUR, runtime.clock.now()).explanation).toMatch(
@@ -177,7 +179,7 @@ describe('overlap cancel-other', () => {
       [slotH(4), 'succeeded', null],
     ]);
     // Cancelled is not failed: no retry of 01:00 was scheduled.
-    expect(runtime.db.prepare('SELECT count(*) AS n FROM pending_retries').get()).toEqual({ n: 0 });
+    expect(runtime.db.prepare("SELECT count(*) AS n FROM run_queue WHERE kind = 'retry'").get()).toEqual({ n: 0 });
     expect(decisions(runtime, loop.id).map((d) => d[0])).toEqual(['fired', 'coalesced', 'buffered']);
     expect(existsSync(join(runtime.dataDir, 'runs', going, 'exit-status'))).toBe(true);
   });

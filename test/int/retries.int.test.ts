@@ -9,7 +9,8 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { changeLoopState, createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops.js';
 import { listRuns } from '../../src/runtime/queries.js';
-import { retryDelay, tick } from '../../src/runtime/scheduler.js';
+import { tick } from '../../src/runtime/pass.js';
+import { retryDelay } from '../../src/runtime/scheduler.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
 import { useRuntime } from '../helpers/tmp.js';
 
@@ -38,8 +39,8 @@ describe('retries', () => {
     const first = await tick(runtime);
     expect(first.runs.map((r) => r.attempt)).toEqual([1]);
     // The retry is a durable deadline in the log (and its projection), due a minute after the finish.
-    expect(runtime.db.prepare('SELECT attempt, due_at AS dueAt, after FROM pending_retries').all()).toEqual([
-      { attempt: 2, dueAt: new Date(Date.parse(first.runs[0]!.finishedAt!) + MIN).toISOString(), after: first.runs[0]!.id },
+    expect(runtime.db.prepare('SELECT kind, attempt, due_at AS dueAt FROM run_queue').all()).toEqual([
+      { kind: 'retry', attempt: 2, dueAt: new Date(Date.parse(first.runs[0]!.finishedAt!) + MIN).toISOString() },
     ]);
     // Not yet: the first retry is due a minute after the first attempt finished.
     clock.jumpWall(30_000);
@@ -71,7 +72,7 @@ describe('retries', () => {
     expect((await tick(runtime)).runs.map((r) => [r.attempt, r.status])).toEqual([[2, 'succeeded']]);
     clock.jumpWall(30 * MIN);
     expect((await tick(runtime)).runs).toEqual([]);
-    expect(runtime.db.prepare('SELECT COUNT(*) AS n FROM pending_retries').get()).toEqual({ n: 0 });
+    expect(runtime.db.prepare('SELECT COUNT(*) AS n FROM run_queue').get()).toEqual({ n: 0 });
   });
 
   it('a cancelled run is never retried', async () => {
@@ -86,7 +87,7 @@ describe('retries', () => {
     expect(result.runs.map((r) => [r.attempt, r.status])).toEqual([[1, 'cancelled']]);
     clock.jumpWall(10 * MIN);
     expect((await tick(runtime)).runs).toEqual([]);
-    expect(runtime.db.prepare('SELECT COUNT(*) AS n FROM pending_retries').get()).toEqual({ n: 0 });
+    expect(runtime.db.prepare('SELECT COUNT(*) AS n FROM run_queue').get()).toEqual({ n: 0 });
   });
 
   it('a retry waits while its loop is paused, and runs after resume', async () => {

@@ -42,6 +42,7 @@ describe('event catalogue', () => {
       slotEv.retryScheduled(),
       slotEv.coalesced(),
       slotEv.missed(),
+      slotEv.dropped(),
       workflowEv.created(),
       workflowEv.updated(),
       workflowEv.archived('old'),

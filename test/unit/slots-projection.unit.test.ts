@@ -40,9 +40,17 @@ beforeEach(() => {
 
 describe('slot_decisions projection', () => {
   it('is registered after loops and loop_runs, and handles the slot decision events only', () => {
-    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions', 'pending_retries', 'buffered_slots', 'workflows', 'workflow_versions', 'workflow_runs', 'accounts']);
+    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions', 'run_queue', 'workflows', 'workflow_versions', 'workflow_runs', 'accounts']);
     expect(findProjection('slot_decisions')).toBe(slotDecisionsProjection);
-    expect([...slotDecisionsProjection.handles].sort()).toEqual(['slot.buffered', 'slot.coalesced', 'slot.fired', 'slot.missed', 'slot.retry_scheduled', 'slot.skipped']);
+    expect([...slotDecisionsProjection.handles].sort()).toEqual([
+      'slot.buffered',
+      'slot.coalesced',
+      'slot.dropped',
+      'slot.fired',
+      'slot.missed',
+      'slot.retry_scheduled',
+      'slot.skipped',
+    ]);
     const created = storedStream(loopMachine, 'loop:loop_1', [loopEv.created()], positions)[0]!;
     expect(slotDecisionsProjection.evolve(created)).toEqual([]);
   });
@@ -130,7 +138,7 @@ describe('loops projection (v7): slot decisions and expiry', () => {
       positions,
     );
     const after = (n: number) => {
-      db.exec('DELETE FROM loops; DELETE FROM slot_decisions');
+      db.exec('DELETE FROM loops; DELETE FROM slot_decisions; DELETE FROM run_queue');
       apply(stored.slice(0, n));
       return loopRow();
     };
@@ -169,25 +177,51 @@ describe('loops projection (v7): slot decisions and expiry', () => {
   });
 });
 
-describe('buffered_slots projection', () => {
-  const rows = () => db.prepare('SELECT run_id, loop_id, slot, fire_at FROM buffered_slots ORDER BY position').all();
+describe('run_queue projection', () => {
+  const rows = () => db.prepare('SELECT run_id, loop_id, kind, slot, attempt, due_at, decided_by FROM run_queue ORDER BY position').all();
+  const claim = (runId: string, slot = at(2 * MIN)) => apply(storedStream(runMachine, `run:${runId}`, [runEv.claimed({ runId, slot })], positions));
 
-  it('a buffered slot waits until its run is claimed; a decision row says what it waits for', () => {
-    loop([loopEv.created(), slotEv.fired(), slotEv.buffered({ runId: 'run_2', slot: at(2 * MIN), fireAt: at(2 * MIN), blockedBy: 'run_1' })]);
-    expect(rows()).toEqual([{ run_id: 'run_2', loop_id: 'loop_1', slot: at(2 * MIN), fire_at: at(2 * MIN) }]);
-    expect(decisionRows().at(-1)).toMatchObject({ decision: 'buffered', run_id: 'run_2', reason: 'overlap buffer-one: waiting for run_1' });
-    apply(storedStream(runMachine, 'run:run_2', [runEv.claimed({ runId: 'run_2', slot: at(2 * MIN) })], positions));
+  it('a fired slot is claimable work until its run is claimed', () => {
+    loop([loopEv.created(), slotEv.fired({ runId: 'run_1', fireAt: at(MIN + 500) })]);
+    expect(rows()).toEqual([{ run_id: 'run_1', loop_id: 'loop_1', kind: 'fired', slot: at(MIN), attempt: 1, due_at: at(MIN + 500), decided_by: null }]);
+    claim('run_1', at(MIN));
     expect(rows()).toEqual([]);
   });
 
-  it('stop, archive and remove drop the slots still waiting (a resumed loop starts again from now)', () => {
+  it('a buffered slot waits until its run is claimed; a decision row says what it waits for', () => {
+    loop([loopEv.created(), slotEv.fired(), slotEv.buffered({ runId: 'run_2', slot: at(2 * MIN), fireAt: at(2 * MIN), blockedBy: 'run_1' })]);
+    expect(rows()).toMatchObject([{ run_id: 'run_1', kind: 'fired' }, { run_id: 'run_2', kind: 'buffered', slot: at(2 * MIN), due_at: at(2 * MIN) }]);
+    expect(decisionRows().at(-1)).toMatchObject({ decision: 'buffered', run_id: 'run_2', reason: 'overlap buffer-one: waiting for run_1' });
+    claim('run_2');
+    expect(rows()).toMatchObject([{ run_id: 'run_1' }]);
+  });
+
+  it('a retry is due at its back-off, with its attempt', () => {
+    loop([loopEv.created(), slotEv.fired(), slotEv.retryScheduled({ runId: 'run_2', attempt: 2, dueAt: at(80_000) })]);
+    claim('run_1', at(MIN));
+    expect(rows()).toMatchObject([{ run_id: 'run_2', kind: 'retry', slot: at(MIN), attempt: 2, due_at: at(80_000) }]);
+  });
+
+  it('dropped work leaves the queue, and the decision row says why', () => {
+    loop([loopEv.created(), slotEv.fired(), slotEv.dropped({ runId: 'run_1', reason: 'loop stopped before it started' }), loopEv.stopped()]);
+    expect(rows()).toEqual([]);
+    expect(decisionRows().at(-1)).toMatchObject({ decision: 'dropped', run_id: 'run_1', reason: 'attempt 1 not run: loop stopped before it started' });
+  });
+
+  it('logs from before slot.dropped: stop, archive and remove drop the buffered slots still waiting (fired ones and retries wait for a resume)', () => {
     for (const [i, end] of [loopEv.stopped(), loopEv.archived(), loopEv.removed()].entries()) {
       const id = `loop_${i + 2}`;
-      const stream = storedStream(loopMachine, `loop:${id}`, [loopEv.created({ loopId: id, name: id }), slotEv.fired(), slotEv.buffered({ runId: `run_b${i}` }), end], positions);
+      const stream = storedStream(
+        loopMachine,
+        `loop:${id}`,
+        [loopEv.created({ loopId: id, name: id }), slotEv.fired({ runId: `run_f${i}` }), slotEv.buffered({ runId: `run_b${i}` }), end],
+        positions,
+      );
       apply(stream.slice(0, -1));
-      expect(rows()).toHaveLength(1);
+      expect(rows()).toHaveLength(2);
       apply(stream.slice(-1));
-      expect(rows()).toEqual([]);
+      expect(rows()).toMatchObject([{ run_id: `run_f${i}`, kind: 'fired' }]);
+      db.exec('DELETE FROM run_queue');
     }
   });
 });

@@ -149,6 +149,8 @@ const stop: CliCommand = {
 interface StatusView {
   running: boolean;
   healthy: boolean;
+  /** Why it is not healthy, or null. */
+  problem: string | null;
   pid: number | null;
   startedAt: string | null;
   uptimeMs: number | null;
@@ -168,7 +170,11 @@ const status: CliCommand = {
   spec: {
     name: 'daemon status',
     summary: 'Is the daemon running and healthy? pid, uptime, version, database, runs, next fire time, last error.',
-    description: 'Exit code 0 when the daemon runs and its last pass was recent, 1 otherwise (not running, or stuck).',
+    description: [
+      'Exit code 0 when the daemon runs and is healthy, 1 otherwise: not running; no pass for 2 minutes;',
+      'passes that spin (something stays due right after every pass); or due runs that wait for a',
+      'minute while nothing runs. `problem` says which.',
+    ].join('\n'),
     positionals: [],
     options: { json: JSON_OPTION },
   },
@@ -177,9 +183,20 @@ const status: CliCommand = {
     const state = info ? readDaemonState(ctx.dataDir) : null;
     const now = ctx.now;
     const recent = state?.lastPassAt ? now - Date.parse(state.lastPassAt) < 120_000 : false;
+    const stalled = state?.stalledSince ? now - Date.parse(state.stalledSince) >= 60_000 : false;
+    const problem = !info
+      ? 'not running'
+      : !recent
+        ? `no pass since ${state?.lastPassAt ?? 'it started'}`
+        : state?.spinning
+          ? 'its passes spin: something stays due right after every pass'
+          : stalled
+            ? `due runs have waited since ${state!.stalledSince} while nothing runs`
+            : null;
     const view: StatusView = {
       running: info !== null,
-      healthy: info !== null && recent,
+      healthy: problem === null,
+      problem,
       pid: info?.pid ?? null,
       startedAt: info?.startedAt ?? null,
       uptimeMs: info ? now - Date.parse(info.startedAt) : null,
@@ -197,7 +214,7 @@ const status: CliCommand = {
     else if (!info) ctx.out.write(`${paint(ctx.color, 'yellow', 'not running')}  (data ${ctx.dataDir}; start it with loops daemon start)\n`);
     else {
       const lines = [
-        `${view.healthy ? paint(ctx.color, 'green', 'running') : paint(ctx.color, 'red', 'running, but no recent pass')}  pid ${view.pid}, up ${formatDuration(Math.max(1000, view.uptimeMs ?? 0))}, loops ${view.version}`,
+        `${view.healthy ? paint(ctx.color, 'green', 'running') : paint(ctx.color, 'red', `running, but unhealthy: ${view.problem}`)}  pid ${view.pid}, up ${formatDuration(Math.max(1000, view.uptimeMs ?? 0))}, loops ${view.version}`,
         `data        ${view.dataDir}`,
         `database    ${view.database.path} (${(view.database.bytes / 1024).toFixed(0)} KiB)`,
         `runs        ${view.activeRuns} running, ${view.queuedRuns} queued${

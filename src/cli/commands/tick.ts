@@ -1,6 +1,6 @@
 import type { RunView } from '../../runtime/queries.js';
 import { openRuntime } from '../../runtime/runtime.js';
-import { tick } from '../../runtime/scheduler.js';
+import { tick } from '../../runtime/pass.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT, exitCodeForRunStatus } from '../exit-codes.js';
@@ -35,8 +35,8 @@ function describe(type: string, data: Record<string, unknown>): string {
       return `${data.count} slot(s) ${data.from} … ${data.to} missed: ${data.reason}`;
     case 'loop.expired':
       return `expired (${data.reason})`;
-    case 'slot.retry_due':
-      return `retry of ${data.slot} due: attempt ${data.attempt} → ${data.runId}`;
+    case 'slot.dropped':
+      return `${data.slot} (run ${data.runId}) dropped: ${data.reason}`;
     default:
       return type;
   }
@@ -62,6 +62,18 @@ const tickCommand: CliCommand = {
         onDecision: ctx.json
           ? undefined
           : (loopName, event) => ctx.out.write(`${paint(ctx.color, 'bold', loopName)}  ${describe(event.type, event.data as Record<string, unknown>)}\n`),
+        onStart: ctx.json
+          ? undefined
+          : (item) =>
+              ctx.out.write(
+                `${paint(ctx.color, 'bold', item.loopName)}  ${
+                  item.kind === 'retry'
+                    ? `retry of ${item.slot} (attempt ${item.attempt}) due → ${item.runId}`
+                    : item.kind === 'buffered'
+                      ? `buffered slot ${item.slot} starts → ${item.runId}`
+                      : `${item.slot} fired earlier, not started (its runner stopped) → ${item.runId}`
+                }\n`,
+              ),
         onRun: ctx.json
           ? undefined
           : (run) =>
@@ -70,7 +82,7 @@ const tickCommand: CliCommand = {
               ),
       });
       if (ctx.json) printJson(ctx, result);
-      else if (result.decisions.length === 0) ctx.err.write('nothing due\n');
+      else if (result.decisions.length === 0 && result.started.length === 0) ctx.err.write('nothing due\n');
       for (const name of result.conflicts) ctx.err.write(`loops: ${name}: another scheduler decided its due slots first\n`);
       return worst(result.runs);
     } finally {
