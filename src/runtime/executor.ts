@@ -8,7 +8,8 @@
  * the leader exits, anything it left behind in its group is cleaned up the same way.
  */
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { constants as osConstants } from 'node:os';
+import { delimiter, dirname } from 'node:path';
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from './clock.js';
 import { formatDuration } from './durations.js';
@@ -74,38 +75,99 @@ export interface SpawnSpec {
 }
 
 /**
- * The exit-status wrapper: runs the command ("$@", or `eval` of a shell command line in a
- * subshell), writes `exit N` or `signal NAME`, then `pid P` (its own pid, the run's process group),
- * to the status file (one small write), and ends the same way the command did. It survives
- * SIGTERM/SIGINT/SIGHUP itself (a handled signal is reset to the default in the command), so the
- * command — in the same process group — decides how it ends.
+ * The exit-status wrapper: the run's process-group leader, the parent of the command. It runs the
+ * command (its argv, or a shell command line), writes `exit N` or `signal S`, then `pid P` (its own
+ * pid, the run's process group), to the status file (0600, one small write), and ends the same way
+ * the command did. It survives SIGTERM/SIGINT/SIGHUP itself (a handled signal is reset to the
+ * default in the command), so the command — in the same process group — decides how it ends, and
+ * its status is still written after a timeout or a cancel.
+ *
+ * Exit codes above 128 are exit codes: `exit 137` is recorded as exit code 137, a command killed by
+ * SIGKILL as the signal. Only the command's parent can tell them apart (a shell's `$?` is 137 for
+ * both), so the wrapper is a few lines of perl when perl is there (`waitpid` gives the wait status:
+ * exact), else /bin/sh (see SH_WRAPPER).
  */
-const WRAPPER = [
+const PERL_WRAPPER = [
+  'my (undef, $f, $m, @c) = @ARGV;',
+  // Set (empty) by spawnProcess so that perl says nothing of a locale it lacks; not the command's.
+  "delete $ENV{PERL_BADLANG} if defined $ENV{PERL_BADLANG} && $ENV{PERL_BADLANG} eq '';",
+  '$SIG{$_} = sub {} for qw(TERM INT HUP);',
+  "@c = ('sh', '-c', $c[0]) if $m eq 'shell';",
+  'my $s;',
+  'my $p = fork;',
+  'if (!defined $p) { print STDERR "loops-run: cannot fork: $!\\n"; $s = 126 << 8 }',
+  "elsif (!$p) { exec { $m eq 'shell' ? '/bin/sh' : $c[0] } @c; print STDERR \"loops-run: $c[0]: $!\\n\"; exit($! == 2 ? 127 : 126) }",
+  'else { waitpid($p, 0); $s = $? }',
+  'my $n = $s & 127;',
+  'umask 077;',
+  // One short write (at close); readers ignore a partial line.
+  "if (open my $h, '>', $f) { print $h ($n ? \"signal $n\" : 'exit ' . ($s >> 8)), \"\\npid $$\\n\"; close $h }",
+  "if ($n) { $SIG{$_} = 'DEFAULT' for qw(TERM INT HUP); kill $n, $$ }",
+  'exit($n ? 128 + $n : $s >> 8);',
+].join('\n');
+
+/**
+ * The wrapper where there is no perl: /bin/sh, which cannot read the command's wait status — its
+ * `$?` is 128+N both for a command killed by signal N and for one that exits 128+N. It reads a
+ * status above 128 as the exit code it is, unless the wrapper itself caught that very signal (TERM,
+ * INT, HUP: what a timeout, a cancel or a shutdown sends the group), which then ended the command.
+ * So without perl a signal sent to the command alone (a crash, an OOM kill, `kill -9 <its pid>`)
+ * is recorded as exit code 128+N.
+ */
+const SH_WRAPPER = [
   'f=$1; mode=$2; shift 2',
-  "trap ':' TERM INT HUP",
+  'g=',
+  "trap 'g=TERM' TERM; trap 'g=INT' INT; trap 'g=HUP' HUP",
   'if [ "$mode" = shell ]; then (eval "$1"); else "$@"; fi',
   's=$?',
-  'if [ "$s" -gt 128 ] && [ "$s" -lt 193 ]; then r="signal $(kill -l $((s - 128)))"; else r="exit $s"; fi',
+  // TERM, INT and HUP are 15, 2 and 1 everywhere.
+  'case "$g$s" in TERM143|INT130|HUP129) r="signal $g" ;; *) r="exit $s"; g= ;; esac',
+  'umask 077',
   // One short write with a builtin (no mv: an extra exec costs ~1 ms per run); readers ignore a partial line.
   'printf "%s\\npid %s\\n" "$r" "$$" > "$f"',
-  'if [ "$s" -gt 128 ] && [ "$s" -lt 193 ]; then trap - TERM INT HUP; kill -s "$(kill -l $((s - 128)))" $$ 2>/dev/null; fi',
+  'if [ -n "$g" ]; then trap - TERM INT HUP; kill -s "$g" $$ 2>/dev/null; fi',
   'exit "$s"',
 ].join('\n');
 
 /** The wrapper's $0: with the status file after it, it names a run's process in `ps` and /proc. */
 export const WRAPPER_NAME = 'loops-run';
 
-/** The argv that runs `command` under the exit-status wrapper writing `statusFile`. */
-export function wrapperArgv(statusFile: string, command: string, args: readonly string[], shell: boolean): { file: string; args: string[] } {
-  return {
-    file: '/bin/sh',
-    args: shell ? ['-c', WRAPPER, WRAPPER_NAME, statusFile, 'shell', command] : ['-c', WRAPPER, WRAPPER_NAME, statusFile, 'argv', command, ...args],
-  };
+/** Which exit-status wrapper runs the command: perl (exact signals) or /bin/sh. */
+export type WrapperKind = 'perl' | 'sh';
+
+let perlPath: string | null | undefined;
+
+/** The perl the wrapper uses: the system's first, else one on the runner's PATH; null when none. */
+export function findPerl(): string | null {
+  if (perlPath === undefined) perlPath = resolveExecutable('perl', `/usr/bin:/bin:/usr/local/bin:/opt/homebrew/bin${delimiter}${process.env.PATH ?? ''}`, null);
+  return perlPath;
 }
 
 /**
- * What a status file says: the exit code, or the signal that ended the command, and the wrapper's
- * pid (null in files written before it was added).
+ * The wrapper new runs get: perl when there is one, else sh. `LOOPS_EXIT_WRAPPER=sh` forces the sh
+ * wrapper (tests, diagnosis); `perl` asks for perl (sh still when there is none).
+ */
+export function wrapperKind(): WrapperKind {
+  return process.env.LOOPS_EXIT_WRAPPER === 'sh' || findPerl() === null ? 'sh' : 'perl';
+}
+
+/** The argv that runs `command` under the exit-status wrapper writing `statusFile`. */
+export function wrapperArgv(
+  statusFile: string,
+  command: string,
+  args: readonly string[],
+  shell: boolean,
+  kind: WrapperKind = wrapperKind(),
+): { file: string; args: string[] } {
+  const rest = shell ? [WRAPPER_NAME, statusFile, 'shell', command] : [WRAPPER_NAME, statusFile, 'argv', command, ...args];
+  const perl = kind === 'perl' ? findPerl() : null;
+  return perl ? { file: perl, args: ['-e', PERL_WRAPPER, ...rest] } : { file: '/bin/sh', args: ['-c', SH_WRAPPER, ...rest] };
+}
+
+/**
+ * What a status file says: the exit code, or the signal that ended the command (`signal 9` from the
+ * perl wrapper, `signal KILL` from the sh wrapper and from files written before the perl one), and
+ * the wrapper's pid (null in files written before it was added).
  */
 export function readStatusFile(file: string): { exitCode: number | null; signal: string | null; pid: number | null } | null {
   let text: string;
@@ -120,8 +182,18 @@ export function readStatusFile(file: string): { exitCode: number | null; signal:
   const exit = /^exit (\d+)$/.exec(first ?? '');
   if (exit) return { exitCode: Number(exit[1]), signal: null, pid };
   const sig = /^signal (\w+)$/.exec(first ?? '');
-  if (sig) return { exitCode: null, signal: `SIG${sig[1]!.replace(/^SIG/, '')}`, pid };
+  if (sig) return { exitCode: null, signal: signalName(sig[1]!), pid };
   return null;
+}
+
+/** `9` → `SIGKILL`, `KILL` / `SIGKILL` → `SIGKILL` (numbers as this OS numbers them, as node names them). */
+function signalName(token: string): string {
+  if (/^\d+$/.test(token)) {
+    const n = Number(token);
+    const named = Object.entries(osConstants.signals).find(([, value]) => value === n);
+    return named ? named[0] : `SIG${n}`;
+  }
+  return `SIG${token.replace(/^SIG/, '')}`;
 }
 
 export { resolveExecutable };
@@ -190,7 +262,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
     unset.size && !viaHelper
       ? Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined && !unset.has(e[0])))
       : null;
-  const env = { ...(inherited ?? {}), ...spec.env, PATH: path };
+  const env: Record<string, string> = { ...(inherited ?? {}), ...spec.env, PATH: path };
   const runDirs = [...new Set([spec.statusFile, spec.stdoutFile, spec.stderrFile].filter((f) => f !== undefined).map((f) => dirname(f)))];
   if (spec.statusFile) {
     // Under the wrapper a missing program would only be the shell's exit 127: check first (the
@@ -203,7 +275,14 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
     }
     // The run's directories: made here, or by the helper (off this thread) before it opens the files.
     if (!viaHelper) for (const dir of runDirs) mkdirSync(dir, { recursive: true, mode: 0o700 });
-    ({ file, args } = wrapperArgv(spec.statusFile, spec.command, spec.args, spec.shell));
+    const kind = wrapperKind();
+    ({ file, args } = wrapperArgv(spec.statusFile, spec.command, spec.args, spec.shell, kind));
+    // perl warns on stderr of a locale it lacks (a LANG forwarded by ssh): an empty PERL_BADLANG
+    // silences it, and the wrapper removes it again before the command starts (a run's own is kept,
+    // unless it is the empty string).
+    if (kind === 'perl' && spec.env.PERL_BADLANG === undefined && (unset.has('PERL_BADLANG') || process.env.PERL_BADLANG === undefined)) {
+      env.PERL_BADLANG = '';
+    }
     shell = false;
   }
   const tailBytes = spec.tailBytes ?? DEFAULT_TAIL;

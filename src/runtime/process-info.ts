@@ -219,7 +219,8 @@ export function findWrapperProcess(statusFile: string, wrapperName = 'loops-run'
       if (!cmdline.includes(needle)) continue;
       const pid = Number(name);
       const startTime = processStartTime(pid);
-      // A wrapper's subshell (`(eval …)`) carries the same argv: the group leader is the one.
+      // A wrapper's child carries the same argv for a moment (the perl wrapper's before its exec, the
+      // sh wrapper's `(eval …)` subshell): the group leader is the one.
       if (startTime === null || processGroup(pid) !== pid) continue;
       const id = identityNow(pid, startTime);
       if (processRunning(id)) return id;

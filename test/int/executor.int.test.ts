@@ -1,8 +1,8 @@
-import { existsSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock, systemClock, type Clock } from '../../src/runtime/clock.js';
-import { readStatusFile, SpawnFailedError, spawnProcess as spawnReal, type SpawnSpec } from '../../src/runtime/executor.js';
+import { findPerl, readStatusFile, SpawnFailedError, spawnProcess as spawnReal, type SpawnSpec, wrapperKind, type WrapperKind } from '../../src/runtime/executor.js';
 import { OutputFile, TailBuffer } from '../../src/runtime/output.js';
 import { fixture } from '../helpers/fixtures.js';
 import { isAlive, killGroupIfAlive, liveGroupMembers, waitForGroupGone } from '../helpers/proc.js';
@@ -238,7 +238,9 @@ describe('executor: timeout, cancel and the process group', () => {
     const started = performance.now();
     handle.cancel('stop');
     const exit = await handle.exited;
-    expect(exit).toMatchObject({ cancelled: true, signal: 'SIGTERM' });
+    // The command — a shell that traps TERM — ends when its `sleep 30` got the late SIGTERM, with
+    // that status as its exit code (143); the sh wrapper cannot tell, and records the SIGTERM it caught.
+    expect(exit).toMatchObject(wrapperKind() === 'perl' ? { cancelled: true, exitCode: 143, signal: null } : { cancelled: true, signal: 'SIGTERM' });
     expect(performance.now() - started).toBeLessThan(10_000);
     await waitForGroupGone(handle.pgid);
   });
@@ -369,6 +371,79 @@ describe('executor: stdin and the idle watchdog (agent CLIs)', () => {
   });
 });
 
+const wrapperKinds: WrapperKind[] = findPerl() ? ['perl', 'sh'] : ['sh'];
+
+describe.each(wrapperKinds)('the exit-status wrapper (%s): an exit code above 128 is an exit code, a signal a signal', (kind) => {
+  beforeEach(() => {
+    const before = process.env.LOOPS_EXIT_WRAPPER;
+    process.env.LOOPS_EXIT_WRAPPER = kind;
+    return () => {
+      if (before === undefined) delete process.env.LOOPS_EXIT_WRAPPER;
+      else process.env.LOOPS_EXIT_WRAPPER = before;
+    };
+  });
+
+  /** Runs `spec` as runs run (output files, the status file); the exit and what the status file says. */
+  async function wrapped(spec: Partial<SpawnSpec>) {
+    const dir = tempDir();
+    const statusFile = join(dir, 'exit-status');
+    const handle = await spawnProcess({ ...base, stdoutFile: join(dir, 'stdout.log'), stderrFile: join(dir, 'stderr.log'), statusFile, ...spec }, systemClock);
+    const exit = await handle.exited;
+    await waitForGroupGone(handle.pgid);
+    return { handle, exit, status: readStatusFile(statusFile), statusFile };
+  }
+
+  it('exit 137, 130, 143 (shell and argv form): that exit code, no signal — as the runner sees it and in the status file (0600)', async () => {
+    for (const code of [137, 130, 143]) {
+      for (const spec of [{ command: `exit ${code}`, shell: true }, { command: 'sh', args: ['-c', `exit ${code}`] }]) {
+        const { handle, exit, status, statusFile } = await wrapped(spec);
+        expect(exit, `${spec.command} ${code}`).toMatchObject({ exitCode: code, signal: null, error: `exited with code ${code}` });
+        expect(status).toEqual({ exitCode: code, signal: null, pid: handle.pid });
+        expect(statSync(statusFile).mode & 0o777).toBe(0o600);
+      }
+    }
+  });
+
+  it("a timeout's SIGTERM to the group: killed by SIGTERM, as the runner sees it and in the status file", async () => {
+    for (const spec of [{ command: 'sleep 30', shell: true }, { command: 'sleep', args: ['30'] }]) {
+      const { exit, status } = await wrapped({ ...spec, timeoutMs: 300 });
+      expect(exit).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGTERM' });
+      expect(status).toMatchObject({ exitCode: null, signal: 'SIGTERM' });
+    }
+  });
+
+  it('a shell command that kills its shell with SIGKILL (kill -KILL $$) is killed by SIGKILL', async () => {
+    const { exit, status } = await wrapped({ command: 'kill -KILL $$', shell: true });
+    expect(exit).toMatchObject({ exitCode: null, signal: 'SIGKILL', error: 'killed by signal SIGKILL' });
+    if (kind === 'perl') expect(status).toMatchObject({ exitCode: null, signal: 'SIGKILL' });
+    // The sh wrapper runs a shell command in its own subshell, where $$ is the wrapper: it is killed
+    // itself, before it writes anything.
+    else expect(status).toBeNull();
+  });
+
+  it('a program killed by a signal sent to it alone', async () => {
+    const { exit, status } = await wrapped({ command: 'sh', args: ['-c', 'kill -KILL $$'] });
+    if (kind === 'perl') {
+      expect(exit).toMatchObject({ exitCode: null, signal: 'SIGKILL' });
+      expect(status).toMatchObject({ exitCode: null, signal: 'SIGKILL' });
+    } else {
+      // The documented limit of the sh wrapper: a shell's $? is 137 for both, and the wrapper
+      // caught no signal itself, so it is read as the exit code.
+      expect(exit).toMatchObject({ exitCode: 137, signal: null });
+      expect(status).toMatchObject({ exitCode: 137, signal: null });
+    }
+  });
+
+  it.runIf(kind === 'perl')('perl says nothing of a missing locale, and the command sees no PERL_BADLANG but its own', async () => {
+    const out = (r: { handle: { pid: number }; statusFile: string }) => readFileSync(join(r.statusFile, '..', 'stdout.log'), 'utf8');
+    const quiet = await wrapped({ command: 'echo "[${PERL_BADLANG-unset}]"', shell: true, env: { LC_ALL: 'xx_XX.UTF-8' } });
+    expect(quiet.exit).toMatchObject({ exitCode: 0, stderr: '' });
+    expect(out(quiet)).toBe('[unset]\n');
+    const own = await wrapped({ command: 'echo "[${PERL_BADLANG-unset}]"', shell: true, env: { PERL_BADLANG: '1' } });
+    expect(out(own)).toBe('[1]\n');
+  });
+});
+
 describe('readStatusFile', () => {
   it('reads the exit code or signal and the wrapper pid; files from before the pid line still read; garbage is null', () => {
     const dir = tempDir();
@@ -379,6 +454,10 @@ describe('readStatusFile', () => {
     };
     expect(read('exit 3\npid 1234\n')).toEqual({ exitCode: 3, signal: null, pid: 1234 });
     expect(read('signal TERM\npid 99\n')).toEqual({ exitCode: null, signal: 'SIGTERM', pid: 99 });
+    // The perl wrapper writes the signal's number.
+    expect(read('signal 9\npid 99\n')).toEqual({ exitCode: null, signal: 'SIGKILL', pid: 99 });
+    expect(read('signal 15\npid 99\n')).toEqual({ exitCode: null, signal: 'SIGTERM', pid: 99 });
+    expect(read('exit 137\npid 99\n')).toEqual({ exitCode: 137, signal: null, pid: 99 });
     expect(read('exit 0\n')).toEqual({ exitCode: 0, signal: null, pid: null });
     expect(read('exit 0\npi')).toEqual({ exitCode: 0, signal: null, pid: null });
     expect(read('ex')).toBeNull();

@@ -14,7 +14,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
@@ -32,7 +32,7 @@ import { createAgentLoop, createCommandLoop } from '../../src/runtime/loops.js';
 import { bootId, processStartTime } from '../../src/runtime/process-info.js';
 import { findLoop, findRun, type LoopView } from '../../src/runtime/queries.js';
 import { recoverRuns } from '../../src/runtime/recovery.js';
-import { wrapperArgv } from '../../src/runtime/executor.js';
+import { wrapperArgv, wrapperKind } from '../../src/runtime/executor.js';
 import { runDir } from '../../src/runtime/paths.js';
 import { executeRun, runNow } from '../../src/runtime/run-now.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
@@ -428,6 +428,32 @@ describe('recoverRuns: the runner died after the fork, before it recorded the pi
     expect(events[2]!.data).toMatchObject({ pid, pgid: pid });
     expect(events[3]!.data).toMatchObject({ exitCode: 3, stdout: 'out\n' });
     expect(runRow(runtime, runId).status).toBe('failed');
+  });
+
+  it('from the status file, exit 137 is exit code 137, not SIGKILL; a command killed by a signal is recorded with that signal', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const exited137 = strandRun(old, loop, 'spawning');
+    const termed = strandRun(old, loop, 'spawning');
+    const killed = strandRun(old, loop, 'spawning');
+    const a = startUnrecorded(runtime, exited137, 'exit 137');
+    const b = startUnrecorded(runtime, termed, 'echo started; sleep 30');
+    // Its own SIGKILL (the sh wrapper, without perl, would be killed itself: $$ is the wrapper there).
+    const c = startUnrecorded(runtime, killed, wrapperKind() === 'perl' ? 'kill -KILL $$' : 'sleep 30');
+    await waitFor(() => existsSync(join(dirname(b.statusFile), 'stdout.log')) && readFileSync(join(dirname(b.statusFile), 'stdout.log'), 'utf8') === 'started\n', 5000, 'started');
+    process.kill(-b.pid, 'SIGTERM'); // what a timeout sends the group
+    if (wrapperKind() !== 'perl') process.kill(-c.pid, 'SIGKILL');
+    await Promise.all([a, b, c].map(({ child }) => (child.exitCode !== null || child.signalCode !== null ? null : once(child, 'exit'))));
+    die();
+    clock.advance(TTL + 1);
+    const report = recoverRuns(runtime);
+    expect(report.exited.sort()).toEqual((wrapperKind() === 'perl' ? [exited137, termed, killed] : [exited137, termed]).sort());
+    expect(findRun(runtime.db, exited137)).toMatchObject({ status: 'failed', exitCode: 137, signal: null });
+    expect(runRow(runtime, exited137).error).toMatch(/^exited with code 137 \(recorded from its exit-status file/);
+    expect(findRun(runtime.db, termed)).toMatchObject({ status: 'failed', exitCode: null, signal: 'SIGTERM' });
+    if (wrapperKind() === 'perl') {
+      expect(findRun(runtime.db, killed)).toMatchObject({ status: 'failed', exitCode: null, signal: 'SIGKILL' });
+      expect(runRow(runtime, killed).error).toMatch(/^killed by signal SIGKILL \(recorded from its exit-status file/);
+    }
   });
 });
 

@@ -74,6 +74,29 @@ describe('runNow: outcomes', () => {
     expectLogConsistent(runtime);
   });
 
+  it('exit 137, 130 and 143 are exit codes, not signals: failed with that code; a command killed by SIGKILL is recorded with the signal', async () => {
+    const runtime = await useRuntime();
+    for (const code of [137, 130, 143]) {
+      loop(runtime, { name: `exit-${code}`, command: `echo before; exit ${code}` });
+      const run = await runNow(runtime, `exit-${code}`);
+      expect(run).toMatchObject({ status: 'failed', exitCode: code, signal: null, error: `exited with code ${code}`, stdout: 'before\n' });
+      expect(runtime.log.readStream(`run:${run.id}`).at(-1)!.data).toMatchObject({ exitCode: code, signal: null });
+    }
+    loop(runtime, { name: 'killed', command: 'kill -KILL $$' });
+    const killed = await runNow(runtime, 'killed');
+    expect(killed).toMatchObject({ status: 'failed', exitCode: null, signal: 'SIGKILL', error: 'killed by signal SIGKILL' });
+    expectLogConsistent(runtime);
+  });
+
+  it('the exit-status file is 0600, like every file of the data directory', async () => {
+    const runtime = await useRuntime();
+    loop(runtime, { command: 'exit 3' });
+    const run = await runNow(runtime, 'job');
+    const file = join(runDir(runtime.dataDir, run.id), 'exit-status');
+    expect(readFileSync(file, 'utf8')).toBe(`exit 3\npid ${run.pid}\n`);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+  });
+
   it('argv form passes args verbatim; cwd and env are honoured; the log records env names, not values', async () => {
     const runtime = await useRuntime();
     const cwd = tempDir();
