@@ -133,12 +133,7 @@ export class SqliteEventLog implements EventLog {
     try {
       result = this.appendTx.immediate(streamId, prepared, options);
     } catch (error) {
-      if ((error as { code?: string }).code === 'SQLITE_BUSY') {
-        throw new BusyError('the database is busy (another loops process holds the write lock)', {
-          cause: error,
-          hint: 'retry in a moment',
-        });
-      }
+      if (isBusy(error)) throw busyError(error);
       if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && /events/.test(String(error))) {
         const actual = this.selectStream.get(streamId)?.version ?? 0;
         throw new ConcurrencyConflictError(streamId, options.expectedVersion, actual);
@@ -166,6 +161,9 @@ export class SqliteEventLog implements EventLog {
     let result: T;
     try {
       result = this.db.transaction(fn).immediate();
+    } catch (error) {
+      // BEGIN IMMEDIATE (or the commit) waited out busy_timeout for another connection's lock.
+      throw isBusy(error) ? busyError(error) : error;
     } finally {
       events = this.batched;
       this.batched = null;
@@ -277,4 +275,14 @@ export class SqliteEventLog implements EventLog {
   close(): void {
     this.subject.complete();
   }
+}
+
+/** SQLite's "busy": another connection holds the lock for longer than busy_timeout (any SQLITE_BUSY_* extended code too). */
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^SQLITE_BUSY(_|$)/.test(code);
+}
+
+function busyError(cause: unknown): BusyError {
+  return new BusyError('the database is busy (another loops process holds the write lock)', { cause, hint: 'retry in a moment' });
 }

@@ -154,6 +154,21 @@ describe('create, run-now, runs, show', () => {
     expect(s.json(['create', 'command', 'three', '--cmd', 'true', '--manual']).name).toBe('three');
   });
 
+  it('pause while another connection holds the database (BEGIN EXCLUSIVE): exit 75 (busy) with one clear line, nothing changed', () => {
+    const other = s.db();
+    try {
+      other.exec('BEGIN EXCLUSIVE');
+      const r = s.run(['pause', 'hi']);
+      expect(r.code).toBe(75);
+      expect(r.stderr).toBe('loops: the database is busy (another loops process holds the write lock); retry in a moment\n');
+      expect(r.stdout).toBe('');
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK');
+      other.close();
+    }
+    expect(s.json(['show', 'hi']).status).toBe('active');
+  });
+
   it('replay reproduces every recorded state of every run; events print the stream in order', () => {
     const runs = s.json<any[]>(['runs', '--limit', '100']);
     expect(runs.length).toBeGreaterThanOrEqual(7);

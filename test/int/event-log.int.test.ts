@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { openDatabase, type Db } from '../../src/events/db.js';
-import { ConcurrencyConflictError, ValidationError } from '../../src/events/errors.js';
+import { BusyError, ConcurrencyConflictError, ValidationError } from '../../src/events/errors.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
 import type { InlineHandler, NewEvent, StoredEvent } from '../../src/events/types.js';
 import { inlineHandler, projections } from '../../src/projections/registry.js';
@@ -271,5 +271,49 @@ describe('SqliteEventLog.batch: many appends, one commit', () => {
     expect(log.readStream('loop:a')).toEqual([]);
     // The log works on after it.
     expect(log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' }).version).toBe(1);
+  });
+});
+
+describe('SqliteEventLog: a database another connection holds (SQLITE_BUSY)', () => {
+  /** A log whose connection waits only 50 ms for the write lock, and a second connection holding it. */
+  function lockedLog() {
+    const file = join(tempDir(), 'log.db');
+    const db = openDatabase(file, { busyTimeoutMs: 50 });
+    const log = new SqliteEventLog(db);
+    const other = new Database(file);
+    onTestFinished(() => {
+      if (other.inTransaction) other.exec('ROLLBACK');
+      other.close();
+      log.close();
+      db.close();
+    });
+    other.exec('BEGIN EXCLUSIVE');
+    return { db, log, other };
+  }
+
+  it('batch() throws the busy error (code busy, retryable), appends and publishes nothing, and works once the lock is released', () => {
+    const { log, other } = lockedLog();
+    const seen: StoredEvent[] = [];
+    const sub = log.events$.subscribe((e) => seen.push(e));
+    let error: unknown;
+    try {
+      log.batch(() => log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' }));
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(BusyError);
+    expect(error).toMatchObject({ code: 'busy', retryable: true, message: 'the database is busy (another loops process holds the write lock)' });
+    expect((error as BusyError).cause).toMatchObject({ code: 'SQLITE_BUSY' });
+    other.exec('ROLLBACK');
+    expect(seen).toEqual([]);
+    expect(log.headPosition()).toBe(0);
+    expect(log.batch(() => log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' }).version)).toBe(1);
+    sub.unsubscribe();
+    expect(seen.map((e) => e.version)).toEqual([1]);
+  });
+
+  it('append() outside a batch throws the same busy error', () => {
+    const { log } = lockedLog();
+    expect(() => log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' })).toThrow(BusyError);
   });
 });
