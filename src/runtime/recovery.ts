@@ -36,6 +36,12 @@ export interface RecoveryReport {
   orphaned: Array<ProcessIdentity & { runId: string; timeoutAt: string | null }>;
   /** Runs of workflow loops whose runner is gone while their workflow run went on: to be resumed. */
   workflows: string[];
+  /**
+   * Runs whose recorded pid is alive but whose process identity could not be confirmed (no start
+   * time recorded, another boot): not adopted, not signalled; recorded from their status file or
+   * abandoned (they are in `exited` or `abandoned` too). `reason` says why, for a log line.
+   */
+  unconfirmed: Array<{ runId: string; pid: number; reason: string }>;
 }
 
 export { processRunning } from './process-info.js';
@@ -58,7 +64,7 @@ function staleRuns(runtime: Runtime, nowIso: string): string[] {
 
 export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryReport {
   const now = runtime.clock.now();
-  const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [], workflows: [] };
+  const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [], workflows: [], unconfirmed: [] };
   for (const runId of staleRuns(runtime, new Date(now).toISOString())) {
     const actor = DurableActor.load(runtime, `run:${runId}`);
     if (actor.snapshot.status === 'done') continue;
@@ -78,7 +84,10 @@ export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryRepo
         report.orphaned.push({ runId, ...identity, timeoutAt: context.timeoutAt });
         continue;
       }
-      if (os.state === 'unconfirmed') unconfirmed = os.reason;
+      if (os.state === 'unconfirmed') {
+        unconfirmed = os.reason;
+        report.unconfirmed.push({ runId, pid: context.pid, reason: os.reason });
+      }
     }
     if (context.pid === null && actor.state === 'spawning') {
       // Its runner died after the fork but before it recorded the pid: the process may be running

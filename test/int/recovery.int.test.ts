@@ -253,7 +253,8 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     const runId = strandRun(old, loop, { pid: other.pid, startTime: null });
     die();
     clock.advance(TTL + 1);
-    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    const report = recoverRuns(runtime);
+    expect(report).toMatchObject({ abandoned: [runId], orphaned: [], unconfirmed: [{ runId, pid: other.pid, reason: 'no start time was recorded' }] });
     expectAbandoned(runtime, runId, new RegExp(`its process identity could not be confirmed \\(no start time was recorded\\): pid ${other.pid} is alive`));
     expect(isAlive(other.pid)).toBe(true);
   });
