@@ -145,6 +145,19 @@ export class SqliteEventLog implements EventLog {
     return result;
   }
 
+  /** Callbacks waiting for the open `batch()` to commit (dropped if it fails). */
+  private committed: Array<() => void> | null = null;
+
+  /**
+   * Runs `fn` once what was appended so far is committed: at once outside `batch()`, after the
+   * batch's commit inside one, never if the batch fails. For caches of what the log says (stream
+   * snapshots), which must not learn of appends a failed batch rolled back.
+   */
+  afterCommit(fn: () => void): void {
+    if (this.committed) this.committed.push(fn);
+    else fn();
+  }
+
   /** Events appended inside `batch()`, published once it commits. */
   private batched: StoredEvent[] | null = null;
 
@@ -157,7 +170,9 @@ export class SqliteEventLog implements EventLog {
   batch<T>(fn: () => T): T {
     if (this.batched) return fn();
     this.batched = [];
+    this.committed = [];
     let events: StoredEvent[];
+    let after: Array<() => void>;
     let result: T;
     try {
       result = this.db.transaction(fn).immediate();
@@ -166,8 +181,11 @@ export class SqliteEventLog implements EventLog {
       throw isBusy(error) ? busyError(error) : error;
     } finally {
       events = this.batched;
+      after = this.committed;
       this.batched = null;
+      this.committed = null;
     }
+    for (const fn of after) fn();
     for (const event of events) this.subject.next(event);
     return result;
   }

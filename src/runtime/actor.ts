@@ -11,7 +11,7 @@
 import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
 import { ConcurrencyConflictError, InvalidTransitionError, NotFoundError } from '../events/errors.js';
 import type { EventMeta, NewEvent, StoredEvent } from '../events/types.js';
-import { fold, initialSnapshot, stateOf, step } from '../machines/fold.js';
+import { initialSnapshot, stateOf, step } from '../machines/fold.js';
 import { getMachine, type MachineRef } from '../machines/registry.js';
 import { isoNow } from './clock.js';
 import type { Runtime } from './runtime.js';
@@ -80,7 +80,11 @@ export class DurableActor {
     return new DurableActor(runtime, streamId, kind, ref, machine, initialSnapshot(machine), 0, effects);
   }
 
-  /** Restores a stream by folding its events (actions discarded). */
+  /**
+   * Restores a stream by folding its events (actions discarded) — from the newest snapshot of it
+   * this runtime holds or finds persisted (snapshots.ts), else from its first event — so only the
+   * events since that snapshot are read.
+   */
   static load(runtime: Runtime, streamId: string, effects: Effects = {}): DurableActor {
     const info = runtime.log.streamInfo(streamId);
     if (!info || info.machineId === null || info.machineVersion === null) {
@@ -88,9 +92,27 @@ export class DurableActor {
     }
     const ref = { id: info.machineId, version: info.machineVersion };
     const machine = machineFor(ref);
-    const events = runtime.log.readStream(streamId);
-    const { snapshot } = fold(machine, events);
-    return new DurableActor(runtime, streamId, info.kind, ref, machine, snapshot, info.version, effects);
+    const base = runtime.snapshots?.get(streamId, ref, machine, info.version) ?? null;
+    let snapshot = base?.snapshot ?? initialSnapshot(machine);
+    let version = base?.version ?? 0;
+    const events = version < info.version ? runtime.log.readStream(streamId, version + 1) : [];
+    for (const event of events) {
+      snapshot = step(machine, snapshot, event).after;
+      version = event.version;
+    }
+    if (runtime.snapshots) {
+      runtime.snapshots.folded += events.length;
+      if (events.length) runtime.snapshots.remember(streamId, ref, version, snapshot);
+    }
+    return new DurableActor(runtime, streamId, info.kind, ref, machine, snapshot, version, effects);
+  }
+
+  /** Tells the runtime's snapshot store the state this actor reached, once it is committed. */
+  private share(): void {
+    const store = this.runtime.snapshots;
+    if (!store) return;
+    const { snapshot, version } = this;
+    this.runtime.log.afterCommit(() => store.remember(this.streamId, this.machineRef, version, snapshot));
   }
 
   get state(): string {
@@ -148,6 +170,7 @@ export class DurableActor {
         }
       }
     }
+    if (events.length) this.share();
     if (events.length && this.snapshot.status === 'done') this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);
     if (follow.length) this.recordAll(follow, options);
     return events;
@@ -205,6 +228,7 @@ export class DurableActor {
       this.version = before.version;
       throw error;
     }
+    this.share();
     for (const action of deferred) this.schedule(action.type, action.params);
     if (this.snapshot.status === 'done') {
       this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);

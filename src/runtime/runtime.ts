@@ -9,6 +9,7 @@ import { inlineHandler } from '../projections/registry.js';
 import { systemClock, type Clock } from './clock.js';
 import { newId } from './ids.js';
 import { resolveDataDir } from './paths.js';
+import { SnapshotStore } from './snapshots.js';
 import { Spawner } from './spawner.js';
 import { openReader } from './store.js';
 
@@ -33,6 +34,8 @@ export interface Runtime {
   runnerId: string;
   /** The spawner helper runs are started through, or null to start them from this process. */
   spawner: Spawner | null;
+  /** Where restoring a stream may start instead of its first event (snapshots.ts). */
+  snapshots?: SnapshotStore;
   close(): void;
 }
 
@@ -55,6 +58,7 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
     clock,
     runnerId,
     spawner: null,
+    snapshots: new SnapshotStore(reader.db),
     close() {
       runtime.spawner?.close();
       log.close();
