@@ -17,7 +17,7 @@ import { bootId, processStartTime, signalGroup } from './process-info.js';
 import { findRun, type RunView } from './queries.js';
 import { recoverWorkflowLoopRun } from './workflow-run.js';
 import { pidFile, readPidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
-import { finishRecovered, processRunning, recoverRuns } from './recovery.js';
+import { finishRecovered, processRunning, recoverRuns, type RecoveryReport } from './recovery.js';
 import { decide, Dispatcher } from './pass.js';
 import { nextQueuedDue } from './run-queue.js';
 import { type Runtime, useSpawnerHelper } from './runtime.js';
@@ -128,7 +128,7 @@ export class Daemon {
   start(): void {
     const { runtime } = this;
     const previous = readPidFile(runtime.dataDir);
-    const other = previous && processRunning(previous.pid, previous.startTime) ? previous : null;
+    const other = previous && processRunning(previous) ? previous : null;
     if (other && other.runnerId !== runtime.runnerId) {
       throw new LoopsError('already_exists', `a daemon is already running for ${runtime.dataDir} (pid ${other.pid}, since ${other.startedAt})`, {
         hint: 'loops daemon status shows it; loops daemon stop stops it',
@@ -218,7 +218,7 @@ export class Daemon {
    * runner), keep it alive, enforce the run's timeout, and when the process ends record its real
    * outcome from the exit-status file.
    */
-  private adopt(o: { runId: string; pid: number; startTime: string | null; timeoutAt: string | null }, ttl: number): void {
+  private adopt(o: RecoveryReport['orphaned'][number], ttl: number): void {
     const { runtime } = this;
     const name = `run:${o.runId}`;
     let lease: Lease;
@@ -241,7 +241,7 @@ export class Daemon {
           return; // left running; adopted again by the next daemon
         }
         const now = runtime.clock.now();
-        if (!processRunning(o.pid, o.startTime)) {
+        if (!processRunning(o)) {
           this.adopted -= 1;
           this.adoptedIds.delete(o.runId);
           try {
@@ -387,7 +387,15 @@ export class Daemon {
    */
   private recover(): void {
     const report = recoverRuns(this.runtime);
-    for (const id of report.abandoned) this.log(`recovered run ${id}: abandoned (its runner stopped and its process is gone)`);
+    const unconfirmed = new Map(report.unconfirmed.map((u) => [u.runId, u]));
+    for (const id of report.abandoned) {
+      const u = unconfirmed.get(id);
+      this.log(
+        u
+          ? `recovered run ${id}: abandoned (its runner stopped; pid ${u.pid} is alive but ${u.reason}, so it was not signalled)`
+          : `recovered run ${id}: abandoned (its runner stopped and its process is gone)`,
+      );
+    }
     for (const id of report.retried) this.log(`scheduled retry ${id} for a recovered run`);
     for (const id of report.exited) this.log(`recovered run ${id}: its real exit status was recorded from its exit-status file`);
     for (const o of report.orphaned) {

@@ -87,11 +87,7 @@ export function identityNow(pid: number, startTime: string | null): ProcessIdent
  * True when the process with this identity exists (a zombie included: see `processRunning`). An
  * unknown start time or another boot never matches.
  */
-export function isSameProcessAlive(id: ProcessIdentity): boolean;
-/** @deprecated pass the identity with its recorded boot id: `isSameProcessAlive({ pid, startTime, bootId })`. This form assumes this boot. */
-export function isSameProcessAlive(pid: number, startTime: string | null): boolean;
-export function isSameProcessAlive(idOrPid: ProcessIdentity | number, startTime?: string | null): boolean {
-  const id = typeof idOrPid === 'number' ? identityNow(idOrPid, startTime ?? null) : idOrPid;
+export function isSameProcessAlive(id: ProcessIdentity): boolean {
   if (id.startTime === null || id.bootId !== bootId()) return false;
   return processStartTime(id.pid) === id.startTime;
 }
@@ -122,15 +118,7 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
  * its /proc entry and start time, but it has ended: it counts as gone. An identity that cannot be
  * confirmed (no start time, another boot: see `processState`) is not running — never signal it.
  */
-export function processRunning(id: ProcessIdentity): boolean;
-/**
- * @deprecated pass the identity with its recorded boot id: `processRunning({ pid, startTime, bootId })`
- * (a `DaemonInfo`, a run's `process.spawned` data are identities). This form assumes the process
- * was recorded on this boot; a null start time never matches.
- */
-export function processRunning(pid: number, startTime: string | null): boolean;
-export function processRunning(idOrPid: ProcessIdentity | number, startTime?: string | null): boolean {
-  const id = typeof idOrPid === 'number' ? identityNow(idOrPid, startTime ?? null) : idOrPid;
+export function processRunning(id: ProcessIdentity): boolean {
   return processState(id).state === 'running';
 }
 
