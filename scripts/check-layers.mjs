@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// Enforces the dependency direction cli -> runtime -> {machines, projections} -> events, and the
-// purity of machines and projections (no I/O, no clock, no processes). Exit 1 on any violation.
+// Enforces the dependency direction cli -> runtime -> {machines, projections} -> {workflow,
+// scheduling} -> events, the purity of machines, projections, workflow and scheduling (no I/O, no
+// clock, no processes), and that no module imports itself through others (no import circle).
+// Exit 1 on any violation.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,15 +13,20 @@ const defaultSrc = join(root, 'src');
 /** Which layers each layer may import (value imports). */
 const allowed = {
   events: ['events'],
-  machines: ['machines', 'events'],
+  workflow: ['workflow', 'events'],
+  scheduling: ['scheduling', 'events'],
+  machines: ['machines', 'workflow', 'events'],
   projections: ['projections', 'events'],
-  runtime: ['runtime', 'machines', 'projections', 'events'],
-  cli: ['cli', 'runtime', 'machines', 'projections', 'events'],
-  '.': ['events', 'machines', 'projections', 'runtime', 'cli'],
+  runtime: ['runtime', 'machines', 'projections', 'workflow', 'scheduling', 'events'],
+  cli: ['cli', 'runtime', 'machines', 'projections', 'workflow', 'scheduling', 'events'],
+  '.': ['events', 'workflow', 'scheduling', 'machines', 'projections', 'runtime', 'cli'],
 };
 /** Packages each layer may import; `*` = any. */
 const packages = {
   events: ['better-sqlite3', 'zod', 'rxjs', 'node:*'],
+  workflow: ['zod'],
+  // croner is a calculator here: always called with an explicit reference time.
+  scheduling: ['croner'],
   machines: ['xstate', 'zod'],
   projections: [],
   runtime: ['*'],
@@ -27,7 +34,7 @@ const packages = {
   '.': [],
 };
 /** Pure layers: also no clock or process access. */
-const pure = new Set(['machines', 'projections']);
+const pure = new Set(['machines', 'projections', 'workflow', 'scheduling']);
 const impure = [/Date\.now\(/, /new Date\(\)/, /(?<!['\"\w.])process\.(env\b|kill\(|pid\b|exit\(|cwd\(|hrtime)/, /\bset(Timeout|Interval)\(/, /Math\.random\(/];
 
 function files(dir) {
@@ -94,7 +101,7 @@ export function check(src = defaultSrc) {
       if (spec.startsWith('.')) {
         const target = layerOf(src, resolve(dirname(file), spec));
         if (!allowed[layer].includes(target) && !(typeOnly && layer !== 'events')) {
-          problems.push(`${rel}:${line}: ${layer} must not import ${target} (${spec}); the direction is cli -> runtime -> {machines, projections} -> events`);
+          problems.push(`${rel}:${line}: ${layer} must not import ${target} (${spec}); the direction is cli -> runtime -> {machines, projections} -> {workflow, scheduling} -> events`);
         }
         if (pure.has(layer) && target === 'events' && !typeOnly && !pureModule(resolveTs(resolve(dirname(file), spec)))) {
           problems.push(`${rel}:${line}: ${layer} is pure and may import from events only types, or values of modules that are pure themselves (${spec})`);
@@ -113,7 +120,62 @@ export function check(src = defaultSrc) {
       });
     }
   }
+  problems.push(...cycles(src));
   return problems;
+}
+
+/**
+ * Import circles among modules (value imports; `import type` is erased), each reported once by its
+ * members in import order. A circle makes load order matter and hides which module owns what.
+ */
+function cycles(src) {
+  const graph = new Map();
+  for (const file of files(src)) {
+    const text = readFileSync(file, 'utf8');
+    const re = /^\s*(import|export)\s+(type\s+)?[^'";]*?from\s+['"]([^'"]+)['"]/gm;
+    const deps = [];
+    let m;
+    while ((m = re.exec(text)) !== null) {
+      if (m[2] || !m[3].startsWith('.')) continue;
+      // `import { type A, type B } from` is erased too.
+      const names = /\{([^}]*)\}/.exec(m[0]);
+      if (names && names[1].split(',').every((n) => /^\s*type\s/.test(n) || n.trim() === '')) continue;
+      deps.push(resolveTs(resolve(dirname(file), m[3])));
+    }
+    graph.set(resolve(file), deps);
+  }
+  // Tarjan's strongly connected components.
+  const index = new Map();
+  const low = new Map();
+  const stack = [];
+  const on = new Set();
+  const out = [];
+  let next = 0;
+  const visit = (v) => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    on.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!graph.has(w)) continue;
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v), low.get(w)));
+      } else if (on.has(w)) low.set(v, Math.min(low.get(v), index.get(w)));
+    }
+    if (low.get(v) === index.get(v)) {
+      const component = [];
+      let w;
+      do {
+        w = stack.pop();
+        on.delete(w);
+        component.push(w);
+      } while (w !== v);
+      if (component.length > 1) out.push(`import circle: ${component.reverse().map((f) => relative(root, f)).join(' -> ')}`);
+    }
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return out;
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

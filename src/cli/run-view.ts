@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { runDir } from '../runtime/paths.js';
-import type { RunView } from '../runtime/queries.js';
+import type { RunView } from '../runtime/queries/loops.js';
 import type { CliContext } from './context.js';
 import { durationText, paint, statusColor, when } from './render.js';
 

@@ -389,7 +389,7 @@ export function renderLiveSteps(
   });
 }
 
-/** What agent CLIs reported, summed (the shape of `AgentTotals` in src/runtime/workflow-queries.ts). */
+/** What agent CLIs reported, summed (the shape of `AgentTotals` in src/runtime/queries/workflows.ts). */
 export interface AgentTotalsLike {
   reports: number;
   tokens: { input: number | null; output: number | null };

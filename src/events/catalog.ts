@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { ValidationError } from './errors.js';
-import { workflowSpecSchema } from './workflow-spec.js';
+import { workflowSpecSchema } from './workflow-model.js';
 
 const isoInstant = z.string().datetime({ offset: true });
 
@@ -378,7 +378,7 @@ export const eventSchemas = {
   'account.removed': { v: 1, schema: z.object({ reason }).strict() },
 
   // ── workflow spec stream: workflow:<id> ─────────────────────────────────
-  /** Version 1 of a workflow spec, normalised (see workflow-spec.ts); `sourceFile` is where it was read from. */
+  /** Version 1 of a workflow spec, normalised (see workflow-model.ts); `sourceFile` is where it was read from. */
   'workflow.created': {
     v: 1,
     schema: z
@@ -495,7 +495,7 @@ type Obj = Record<string, unknown>;
 /**
  * Policies as written by v1 (timeout and kill grace only), completed with what a v1 loop actually
  * did: no retries, skip on overlap, catch-up latest. These are frozen facts about v1, deliberately
- * not shared with the current defaults in runtime/loops.ts — changing a default later must not
+ * not shared with the current defaults in runtime/loops/commands.ts — changing a default later must not
  * change what old events mean.
  */
 function policiesV1toV2(policies: unknown): Obj {

@@ -4,13 +4,7 @@ export * from './catalog.js';
 export * from './db.js';
 export * from './sqlite-log.js';
 export * from './durations.js';
-export * from './workflow-expr.js';
 export {
-  normalizeWorkflowSpec,
-  stepAncestors,
-  topologicalOrder,
-  workflowFileSchema,
-  workflowJsonSchema,
   workflowSpecSchema,
   type AgentTarget,
   // `CommandTarget` of the loop catalogue is another shape (`kind`): the step's is renamed here.
@@ -21,4 +15,4 @@ export {
   type StepTarget,
   type WorkflowInput,
   type WorkflowSpec,
-} from './workflow-spec.js';
+} from './workflow-model.js';

@@ -22,8 +22,8 @@
  */
 import { assign, setup } from 'xstate';
 import type { EventType } from '../events/catalog.js';
-import { evaluateCondition, parseCondition, type ConditionContext, type StepView } from '../events/workflow-expr.js';
-import type { WorkflowSpec } from '../events/workflow-spec.js';
+import { evaluateCondition, parseCondition, type ConditionContext, type StepView } from '../workflow/expr.js';
+import type { WorkflowSpec } from '../workflow/spec.js';
 import type { MachineEvent } from './events.js';
 
 export const WORKFLOW_RUN_MACHINE_ID = 'loops.workflow-run';

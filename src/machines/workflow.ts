@@ -6,7 +6,7 @@
  * new ─workflow.created─► active ─workflow.updated─► active ─workflow.archived─► archived
  */
 import { assign, setup } from 'xstate';
-import type { WorkflowSpec } from '../events/workflow-spec.js';
+import type { WorkflowSpec } from '../workflow/spec.js';
 import type { MachineEvent } from './events.js';
 
 export const WORKFLOW_MACHINE_ID = 'loops.workflow';

@@ -1,36 +1,38 @@
+/**
+ * src/runtime — the only impure layer: the clock, the durable actor (persist, then execute), the
+ * store seam, and in folders by concern: execution/ (an attempt from claim to recorded exit, the
+ * executor, the spawner helper, output files, process identity, cancel), daemon/ (the pass, the
+ * run queue, the daemon, recovery), loops/ (defining loops, the decisions on their streams),
+ * workflows/ (the workflow runner, spec files), agents/ (one file per provider), admin/ (doctor,
+ * stats, projections, replay, why) and queries/ (the read side). See docs/architecture.md.
+ */
 export * from './clock.js';
-export * from './durations.js';
-export * from './schedule.js';
-export * from './describe.js';
 export * from './paths.js';
 export * from './store.js';
 export * from './runtime.js';
 export * from './actor.js';
-export * from './executor.js';
-export * from './spawner.js';
-export * from './output.js';
-export * from './process-info.js';
+export * from './execution/executor.js';
+export * from './execution/spawner.js';
+export * from './execution/output.js';
+export * from './execution/process-info.js';
 export * from './leases.js';
-export * from './loops.js';
-export * from './run-now.js';
-export * from './queries.js';
-export * from './replay.js';
-export * from './projection-admin.js';
+export * from './loops/commands.js';
+export * from './execution/run-now.js';
+export * from './queries/loops.js';
+export * from './admin/replay.js';
+export * from './admin/projections.js';
 export * from './ids.js';
-export * from './zone.js';
-export * from './cron.js';
-export * from './planner.js';
-export * from './scheduler.js';
-export * from './why.js';
-export * from './recovery.js';
-export * from './daemon.js';
-export * from './service.js';
-export * from './cancel.js';
-export * from './workflow-files.js';
-export * from './workflow-queries.js';
-export * from './workflows.js';
-export * from './workflow-run.js';
-export * from './env.js';
-export * from './secrets.js';
+export * from './loops/decisions.js';
+export * from './admin/why.js';
+export * from './daemon/recovery.js';
+export * from './daemon/daemon.js';
+export * from './daemon/service.js';
+export * from './execution/cancel.js';
+export * from './workflows/files.js';
+export * from './queries/workflows.js';
+export * from './workflows/specs.js';
+export * from './workflows/runner.js';
+export * from './execution/env.js';
+export * from './execution/secrets.js';
 export * from './agents/index.js';
-export * from './agent-run.js';
+export * from './agents/run.js';

@@ -10,7 +10,7 @@ import { systemClock, type Clock } from './clock.js';
 import { newId } from './ids.js';
 import { resolveDataDir } from './paths.js';
 import { SnapshotStore } from './snapshots.js';
-import { Spawner } from './spawner.js';
+import { Spawner } from './execution/spawner.js';
 import { openReader } from './store.js';
 
 export interface RuntimeOptions {

@@ -25,7 +25,7 @@ export async function openReader(dataDir: string = resolveDataDir()): Promise<Re
   const db = openDatabase(databaseFile(dataDir));
   const stale = staleProjections(db);
   if (stale.length > 0) {
-    const { rebuildProjections } = await import('./projection-admin.js');
+    const { rebuildProjections } = await import('./admin/projections.js');
     try {
       rebuildProjections(db, stale);
     } catch (error) {

@@ -3,7 +3,7 @@
  * catalog.unit.test.ts). Times default to a fixed base so tests are deterministic.
  */
 import type { EventData, EventType, LoopPolicies, Schedule, Target, Timing } from '../../src/events/catalog.js';
-import type { StepSpec, WorkflowSpec } from '../../src/events/workflow-spec.js';
+import type { StepSpec, WorkflowSpec } from '../../src/workflow/spec.js';
 
 export const T0 = Date.parse('2026-03-01T12:00:00.000Z');
 

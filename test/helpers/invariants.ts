@@ -9,10 +9,10 @@ import { expect } from 'vitest';
 import { openDatabase, type Db } from '../../src/events/db.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
 import type { EventLog } from '../../src/events/types.js';
-import { rebuildProjections, verifyProjections } from '../../src/runtime/projection-admin.js';
+import { rebuildProjections, verifyProjections } from '../../src/runtime/admin/projections.js';
 import { fold } from '../../src/machines/fold.js';
 import { getMachine } from '../../src/machines/registry.js';
-import { replayStream } from '../../src/runtime/replay.js';
+import { replayStream } from '../../src/runtime/admin/replay.js';
 import { liveGroupMembers } from './proc.js';
 
 export type TableRows = Record<'loops' | 'loop_runs', unknown[]>;

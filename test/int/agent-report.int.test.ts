@@ -6,8 +6,8 @@ import { existsSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { agentReport } from '../../src/runtime/agent-run.js';
-import { OutputFile, TailBuffer } from '../../src/runtime/output.js';
+import { agentReport } from '../../src/runtime/agents/run.js';
+import { OutputFile, TailBuffer } from '../../src/runtime/execution/output.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const FIXTURES = resolve(dirname(fileURLToPath(import.meta.url)), '../fixtures/agents');

@@ -2,8 +2,8 @@ import { existsSync, readFileSync, statSync, writeFileSync, writeSync } from 'no
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock, systemClock, type Clock } from '../../src/runtime/clock.js';
-import { findPerl, readStatusFile, SpawnFailedError, spawnProcess as spawnReal, type SpawnSpec, wrapperKind, type WrapperKind } from '../../src/runtime/executor.js';
-import { OutputFile, TailBuffer } from '../../src/runtime/output.js';
+import { findPerl, readStatusFile, SpawnFailedError, spawnProcess as spawnReal, type SpawnSpec, wrapperKind, type WrapperKind } from '../../src/runtime/execution/executor.js';
+import { OutputFile, TailBuffer } from '../../src/runtime/execution/output.js';
 import { fixture } from '../helpers/fixtures.js';
 import { isAlive, killGroupIfAlive, liveGroupMembers, waitForGroupGone } from '../helpers/proc.js';
 import { tempDir } from '../helpers/tmp.js';

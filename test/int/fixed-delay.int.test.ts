@@ -5,11 +5,11 @@
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock } from '../../src/runtime/clock.js';
-import { createCommandLoop } from '../../src/runtime/loops.js';
-import { decideDue } from '../../src/runtime/planner.js';
-import { findLoop, listRuns } from '../../src/runtime/queries.js';
-import { tick } from '../../src/runtime/pass.js';
-import { decideLoop, repairFixedDelay } from '../../src/runtime/scheduler.js';
+import { createCommandLoop } from '../../src/runtime/loops/commands.js';
+import { decideDue } from '../../src/scheduling/planner.js';
+import { findLoop, listRuns } from '../../src/runtime/queries/loops.js';
+import { tick } from '../../src/runtime/daemon/pass.js';
+import { decideLoop, repairFixedDelay } from '../../src/runtime/loops/decisions.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
 import { useRuntime } from '../helpers/tmp.js';
 
@@ -94,7 +94,7 @@ describe('fixed-delay loops', () => {
 
 describe('run-now on a due loop', () => {
   it('takes the due slot (recorded like a pass); a later pass does not run that slot again', async () => {
-    const { runNow } = await import('../../src/runtime/run-now.js');
+    const { runNow } = await import('../../src/runtime/execution/run-now.js');
     const clock = new SimulatedClock(T0);
     const runtime = await useRuntime({ clock });
     onTestFinished(() => expectLogConsistent(runtime));

@@ -15,8 +15,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/events/db.js';
 import { projections } from '../../src/projections/registry.js';
-import { rebuildProjections } from '../../src/runtime/projection-admin.js';
-import { replayStream } from '../../src/runtime/replay.js';
+import { rebuildProjections } from '../../src/runtime/admin/projections.js';
+import { replayStream } from '../../src/runtime/admin/replay.js';
 import { expectVerifyOk } from '../helpers/invariants.js';
 import { openTestRuntime, type TestRuntime } from '../helpers/tmp.js';
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { AlreadyExistsError, AmbiguousError, InvalidTransitionError, NotFoundError, UsageError, ValidationError } from '../../src/events/errors.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
-import { changeLoopState, createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops.js';
-import { findLoop, listLoops } from '../../src/runtime/queries.js';
+import { changeLoopState, createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops/commands.js';
+import { findLoop, listLoops } from '../../src/runtime/queries/loops.js';
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
 import { tempDir, useRuntime } from '../helpers/tmp.js';
 

@@ -8,10 +8,10 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AlreadyExistsError, InvalidTransitionError, NotFoundError } from '../../src/events/errors.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
-import { changeLoopState, createCommandLoop, type LoopStateCommand } from '../../src/runtime/loops.js';
-import { findLoop, listRuns } from '../../src/runtime/queries.js';
-import { runNow } from '../../src/runtime/run-now.js';
-import type { ScheduleFlags } from '../../src/runtime/schedule.js';
+import { changeLoopState, createCommandLoop, type LoopStateCommand } from '../../src/runtime/loops/commands.js';
+import { findLoop, listRuns } from '../../src/runtime/queries/loops.js';
+import { runNow } from '../../src/runtime/execution/run-now.js';
+import type { ScheduleFlags } from '../../src/scheduling/schedule.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
 import { openTestRuntime } from '../helpers/tmp.js';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LOG_FORMAT_VERSION, openDatabase } from '../../src/events/db.js';
 import { FormatVersionError } from '../../src/events/errors.js';
-import { createCommandLoop } from '../../src/runtime/loops.js';
+import { createCommandLoop } from '../../src/runtime/loops/commands.js';
 import { openRuntime } from '../../src/runtime/runtime.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { databaseFile } from '../../src/runtime/paths.js';

@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock } from '../../src/runtime/clock.js';
-import { changeLoopState, createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops.js';
-import { listRuns } from '../../src/runtime/queries.js';
-import { tick } from '../../src/runtime/pass.js';
-import { retryDelay } from '../../src/runtime/scheduler.js';
+import { changeLoopState, createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops/commands.js';
+import { listRuns } from '../../src/runtime/queries/loops.js';
+import { tick } from '../../src/runtime/daemon/pass.js';
+import { retryDelay } from '../../src/runtime/loops/decisions.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
 import { useRuntime } from '../helpers/tmp.js';
 

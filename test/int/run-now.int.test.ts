@@ -6,10 +6,10 @@ import { InvalidTransitionError, LeaseLostError, NotFoundError } from '../../src
 import type { StoredEvent } from '../../src/events/types.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { acquireLease } from '../../src/runtime/leases.js';
-import { changeLoopState, createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops.js';
+import { changeLoopState, createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops/commands.js';
 import { runDir } from '../../src/runtime/paths.js';
-import { findLoop, findRun } from '../../src/runtime/queries.js';
-import { runNow } from '../../src/runtime/run-now.js';
+import { findLoop, findRun } from '../../src/runtime/queries/loops.js';
+import { runNow } from '../../src/runtime/execution/run-now.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
 import { fixture } from '../helpers/fixtures.js';
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';

@@ -1,5 +1,5 @@
 /**
- * The spawner helper (src/runtime/spawner.ts, spawner-process.ts): a small process that forks runs
+ * The spawner helper (src/runtime/execution/spawner.ts, spawner-process.ts): a small process that forks runs
  * for a busy runner. Real helper, real children; the helper script comes from the build (`npm test`
  * builds first).
  */
@@ -8,9 +8,9 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { systemClock } from '../../src/runtime/clock.js';
-import { SpawnFailedError, spawnProcess, WRAPPER_NAME, type SpawnSpec } from '../../src/runtime/executor.js';
-import { findWrapperProcess, processGroup, processStartTime } from '../../src/runtime/process-info.js';
-import { Spawner, SpawnerError } from '../../src/runtime/spawner.js';
+import { SpawnFailedError, spawnProcess, WRAPPER_NAME, type SpawnSpec } from '../../src/runtime/execution/executor.js';
+import { findWrapperProcess, processGroup, processStartTime } from '../../src/runtime/execution/process-info.js';
+import { Spawner, SpawnerError } from '../../src/runtime/execution/spawner.js';
 import { fixture } from '../helpers/fixtures.js';
 import { isAlive, killGroupIfAlive, liveGroupMembers, waitForGroupGone } from '../helpers/proc.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -150,7 +150,7 @@ describe('Spawner: the helper process', () => {
   it('does not keep a finished runner alive: a script that runs a process through it exits by itself', () => {
     const dir = tempDir();
     const script = join(dir, 'runner.mjs');
-    const spawnerModule = new URL('../../dist/runtime/spawner.js', import.meta.url).href;
+    const spawnerModule = new URL('../../dist/runtime/execution/spawner.js', import.meta.url).href;
     writeFileSync(
       script,
       [

@@ -6,11 +6,11 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { findLoop, listRuns } from '../../src/runtime/queries.js';
-import { replayStream } from '../../src/runtime/replay.js';
-import { runNow } from '../../src/runtime/run-now.js';
+import { findLoop, listRuns } from '../../src/runtime/queries/loops.js';
+import { replayStream } from '../../src/runtime/admin/replay.js';
+import { runNow } from '../../src/runtime/execution/run-now.js';
 import { openRuntime } from '../../src/runtime/runtime.js';
-import { verifyProjections } from '../../src/runtime/projection-admin.js';
+import { verifyProjections } from '../../src/runtime/admin/projections.js';
 import { tempDir } from '../helpers/tmp.js';
 
 describe('an old log (v1 events)', () => {

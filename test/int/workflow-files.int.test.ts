@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/events/errors.js';
-import { loadWorkflowFile, parseWorkflowText, type WorkflowFileProblem } from '../../src/runtime/workflow-files.js';
+import { loadWorkflowFile, parseWorkflowText, type WorkflowFileProblem } from '../../src/runtime/workflows/files.js';
 
 const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'workflows');
 const dir = mkdtempSync(join(tmpdir(), 'loops-workflow-files-'));

@@ -7,7 +7,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LoopsError, ValidationError } from '../../src/events/errors.js';
-import type { AgentTarget } from '../../src/events/workflow-spec.js';
+import type { AgentTarget } from '../../src/workflow/spec.js';
 import { AgentOutputParser, parseAgentOutput, type AgentReport } from '../../src/runtime/agents/parse.js';
 import {
   AUTH_ENV_VARS,

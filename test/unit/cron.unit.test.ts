@@ -7,8 +7,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/events/errors.js';
-import { nextCronFire, parseCronPattern } from '../../src/runtime/cron.js';
-import { offsetOf, utcToWall } from '../../src/runtime/zone.js';
+import { nextCronFire, parseCronPattern } from '../../src/scheduling/cron.js';
+import { offsetOf, utcToWall } from '../../src/scheduling/zone.js';
 
 const SEC = 1000;
 const MIN = 60_000;

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/events/errors.js';
-import { formatDuration, parseDuration } from '../../src/runtime/durations.js';
+import { formatDuration, parseDuration } from '../../src/events/durations.js';
 
 describe('parseDuration', () => {
   it.each([

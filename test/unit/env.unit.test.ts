@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { extendPath, userBinDirs } from '../../src/runtime/env.js';
+import { extendPath, userBinDirs } from '../../src/runtime/execution/env.js';
 
 describe('extendPath', () => {
   it('appends the user bin directories that exist, after the inherited PATH, once each', () => {

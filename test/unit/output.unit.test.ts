@@ -2,8 +2,8 @@ import { existsSync, readFileSync, statSync, writeFileSync, writeSync } from 'no
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { HEAD_BYTES, maskFiles, OutputFile, TailBuffer } from '../../src/runtime/output.js';
-import { SecretMasker } from '../../src/runtime/secrets.js';
+import { HEAD_BYTES, maskFiles, OutputFile, TailBuffer } from '../../src/runtime/execution/output.js';
+import { SecretMasker } from '../../src/runtime/execution/secrets.js';
 import { tempDir } from '../helpers/tmp.js';
 
 describe('TailBuffer', () => {

@@ -1,5 +1,5 @@
 /**
- * decideDue (src/runtime/planner.ts): what happens to every slot that came due — fired, skipped
+ * decideDue (src/scheduling/planner.ts): what happens to every slot that came due — fired, skipped
  * for overlap, coalesced or missed by the catch-up policy — and whether the loop has ended.
  * Examples for each rule, then properties over schedules (every 1m / 1h, cron in two zones across
  * DST, --at) × catch-up (none / latest / all, window, limit) × overlap (skip / allow, running or
@@ -19,7 +19,7 @@ import {
   type DueState,
   type PlannedSlot,
   type PolicyView,
-} from '../../src/runtime/planner.js';
+} from '../../src/scheduling/planner.js';
 import { commandTarget, policies as fullPolicies, timing as mkTiming } from '../helpers/events.js';
 
 const SEC = 1000;

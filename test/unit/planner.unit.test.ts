@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Schedule, Timing } from '../../src/events/catalog.js';
-import { jitterFor, nextFireAt, nextNominal, upcomingSlots, type Plannable } from '../../src/runtime/planner.js';
+import { jitterFor, nextFireAt, nextNominal, upcomingSlots, type Plannable } from '../../src/scheduling/planner.js';
 import { timing } from '../helpers/events.js';
 
 const MIN = 60_000;

@@ -3,7 +3,7 @@ import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { checkCommand, commandWord, commandWords } from '../../src/runtime/preflight.js';
+import { checkCommand, commandWord, commandWords } from '../../src/runtime/execution/preflight.js';
 
 describe('commandWord', () => {
   it.each<[string, string | null]>([

@@ -21,7 +21,7 @@ function apply(events: StoredEvent[]): void {
     for (const s of handler(event)) db.prepare(s.sql).run(...s.params);
   }
 }
-// The loop's row with its last run's status, joined the way readers do (src/runtime/queries.ts).
+// The loop's row with its last run's status, joined the way readers do (src/runtime/queries/loops.ts).
 const loopRow = (id = 'loop_1') =>
   db
     .prepare('SELECT l.*, r.status AS lastRunStatus FROM loops l LEFT JOIN loop_runs r ON r.id = l.last_run_id WHERE l.id = ?')

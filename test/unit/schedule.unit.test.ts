@@ -2,10 +2,10 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Schedule } from '../../src/events/catalog.js';
 import { UsageError, ValidationError } from '../../src/events/errors.js';
-import { describeSchedule } from '../../src/runtime/describe.js';
-import { jitterFor, nextFireAt, nextNominal, upcomingSlots } from '../../src/runtime/planner.js';
-import { buildSchedule, parseInstant, systemTimeZone, validateTimeZone } from '../../src/runtime/schedule.js';
-import { offsetOf } from '../../src/runtime/zone.js';
+import { describeSchedule } from '../../src/scheduling/describe.js';
+import { jitterFor, nextFireAt, nextNominal, upcomingSlots } from '../../src/scheduling/planner.js';
+import { buildSchedule, parseInstant, systemTimeZone, validateTimeZone } from '../../src/scheduling/schedule.js';
+import { offsetOf } from '../../src/scheduling/zone.js';
 import { timing } from '../helpers/events.js';
 
 const NOW = Date.parse('2026-06-15T10:00:00.000Z');

@@ -7,7 +7,7 @@ import {
   maskDeep,
   secretForms,
   secretValues,
-} from '../../src/runtime/secrets.js';
+} from '../../src/runtime/execution/secrets.js';
 
 const b64 = (s: string | Buffer) => Buffer.from(s).toString('base64');
 const url = (s: string) => s.replace(/\+/g, '-').replace(/\//g, '_');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { launchAgent, systemdQuote, systemdUnit, xmlEscape } from '../../src/runtime/service.js';
+import { launchAgent, systemdQuote, systemdUnit, xmlEscape } from '../../src/runtime/daemon/service.js';
 
 const spec = {
   node: '/opt/node 20/bin/node',

@@ -16,7 +16,7 @@ import {
   type ConditionContext,
   type Expr,
   type StepView,
-} from '../../src/events/workflow-expr.js';
+} from '../../src/workflow/expr.js';
 
 function ctx(over: Partial<ConditionContext> = {}): ConditionContext {
   return { success: true, failure: false, cancelled: false, steps: {}, inputs: {}, ...over };

@@ -13,13 +13,13 @@ import { openDatabase } from '../../src/events/db.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import type { StoredEvent } from '../../src/events/types.js';
-import type { StepSpec, WorkflowSpec } from '../../src/events/workflow-spec.js';
+import type { StepSpec, WorkflowSpec } from '../../src/workflow/spec.js';
 import { fold, initialSnapshot, stateOf, step as machineStep } from '../../src/machines/fold.js';
 import { workflowMachine } from '../../src/machines/workflow.js';
 import { workflowRunMachine, type WorkflowRunContext } from '../../src/machines/workflow-run.js';
 import { findProjection, inlineHandler, projections } from '../../src/projections/registry.js';
 import { workflowRunsProjection, workflowsProjection, workflowVersionsProjection } from '../../src/projections/workflows.js';
-import { rebuildProjections, verifyProjections } from '../../src/runtime/projection-admin.js';
+import { rebuildProjections, verifyProjections } from '../../src/runtime/admin/projections.js';
 import {
   findWorkflow,
   findWorkflowRun,
@@ -29,7 +29,7 @@ import {
   stepAgentTotals,
   workflowRunSteps,
   workflowVersion,
-} from '../../src/runtime/workflow-queries.js';
+} from '../../src/runtime/queries/workflows.js';
 import { at, wfrunEv, wfSpec, wfStep, workflowEv } from '../helpers/events.js';
 import type { MachineInput } from '../helpers/machine.js';
 import { Positions, storedStream } from '../helpers/stored.js';

@@ -4,7 +4,7 @@
  * cancel, and the run's final status — folded from events exactly as the log replays them.
  */
 import { describe, expect, it } from 'vitest';
-import { normalizeWorkflowSpec, type WorkflowSpec } from '../../src/events/workflow-spec.js';
+import { normalizeWorkflowSpec, type WorkflowSpec } from '../../src/workflow/spec.js';
 import { fold } from '../../src/machines/fold.js';
 import { workflowRunMachine, type WorkflowRunContext } from '../../src/machines/workflow-run.js';
 

@@ -12,7 +12,7 @@ import {
   workflowSpecSchema,
   type SpecProblem,
   type WorkflowSpec,
-} from '../../src/events/workflow-spec.js';
+} from '../../src/workflow/spec.js';
 
 const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'workflows');
 const fixture = (name: string) => readFileSync(join(FIXTURES, name), 'utf8');

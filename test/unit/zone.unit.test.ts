@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { formatInZone, isValidTimeZone, offsetOf, utcToWall, wallToUtc } from '../../src/runtime/zone.js';
+import { formatInZone, isValidTimeZone, offsetOf, utcToWall, wallToUtc } from '../../src/scheduling/zone.js';
 
 const MIN = 60_000;
 const HOUR = 3_600_000;

@@ -1,4 +1,4 @@
-import { addAccount, listAccounts, removeAccount } from '../../runtime/accounts.js';
+import { addAccount, listAccounts, removeAccount } from '../../runtime/agents/accounts.js';
 import { openRuntime } from '../../runtime/runtime.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand } from '../context.js';

@@ -1,5 +1,5 @@
-import { requestCancel, type CancelResult } from '../../runtime/cancel.js';
-import { findRun } from '../../runtime/queries.js';
+import { requestCancel, type CancelResult } from '../../runtime/execution/cancel.js';
+import { findRun } from '../../runtime/queries/loops.js';
 import { openRuntime } from '../../runtime/runtime.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand } from '../context.js';

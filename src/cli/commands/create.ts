@@ -1,7 +1,7 @@
 import { UsageError } from '../../events/errors.js';
-import { describeSchedule } from '../../runtime/describe.js';
-import { createAgentLoop, createCommandLoop, createWorkflowLoop } from '../../runtime/loops.js';
-import type { LoopView } from '../../runtime/queries.js';
+import { describeSchedule } from '../../scheduling/describe.js';
+import { createAgentLoop, createCommandLoop, createWorkflowLoop } from '../../runtime/loops/commands.js';
+import type { LoopView } from '../../runtime/queries/loops.js';
 import { openRuntime, type Runtime } from '../../runtime/runtime.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';

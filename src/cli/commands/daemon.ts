@@ -8,10 +8,10 @@ import {
   logFile,
   readDaemonState,
   runningDaemon,
-} from '../../runtime/daemon.js';
-import { formatDuration } from '../../runtime/durations.js';
+} from '../../runtime/daemon/daemon.js';
+import { formatDuration } from '../../events/durations.js';
 import { databaseFile } from '../../runtime/paths.js';
-import { processRunning } from '../../runtime/recovery.js';
+import { processRunning } from '../../runtime/daemon/recovery.js';
 import { openRuntime } from '../../runtime/runtime.js';
 import { ensureDataDir } from '../../runtime/store.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
@@ -125,7 +125,7 @@ const stop: CliCommand = {
     },
   },
   async run({ values }, ctx) {
-    const { parseDuration } = await import('../../runtime/durations.js');
+    const { parseDuration } = await import('../../events/durations.js');
     const timeoutMs = values.timeout ? parseDuration(values.timeout as string, '--timeout') : 60_000;
     const info = runningDaemon(ctx.dataDir);
     if (!info) {
@@ -307,7 +307,7 @@ const install: CliCommand = {
     },
   },
   async run({ values }, ctx) {
-    const { systemdUnit, launchAgent } = await import('../../runtime/service.js');
+    const { systemdUnit, launchAgent } = await import('../../runtime/daemon/service.js');
     const { mkdirSync, writeFileSync } = await import('node:fs');
     const { dirname } = await import('node:path');
     const spec = {

@@ -1,4 +1,4 @@
-import { runDoctor, type CheckStatus, type DoctorCheck } from '../../runtime/doctor.js';
+import { runDoctor, type CheckStatus, type DoctorCheck } from '../../runtime/admin/doctor.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';

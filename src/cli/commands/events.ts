@@ -1,8 +1,8 @@
 import type { Db } from '../../events/db.js';
 import { NotFoundError } from '../../events/errors.js';
 import { SqliteEventLog } from '../../events/sqlite-log.js';
-import { findLoop, findRun } from '../../runtime/queries.js';
-import { determinismError, replayStream } from '../../runtime/replay.js';
+import { findLoop, findRun } from '../../runtime/queries/loops.js';
+import { determinismError, replayStream } from '../../runtime/admin/replay.js';
 import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';

@@ -1,7 +1,7 @@
 /**
  * `loops logs <run | loop | wfrun>`: print a run's output from its files, or follow it while the
  * run goes (like `docker logs -f`), then exit with the run's outcome. Reads the projections and the
- * files only (src/runtime/run-files.ts); never writes. Following polls the files' sizes and the
+ * files only (src/runtime/queries/run-files.ts); never writes. Following polls the files' sizes and the
  * run's status every 200 ms.
  */
 import { existsSync } from 'node:fs';
@@ -9,7 +9,7 @@ import { NotFoundError, UsageError } from '../../events/errors.js';
 import { isProviderId, PROVIDERS, type TranscriptFormat } from '../../runtime/agents/providers.js';
 import { TranscriptRenderer, thousands, type RenderedLine } from '../../runtime/agents/render.js';
 import { runDir } from '../../runtime/paths.js';
-import { findRun, type RunView } from '../../runtime/queries.js';
+import { findRun, type RunView } from '../../runtime/queries/loops.js';
 import {
   droppedBytes,
   keptBytes,
@@ -27,11 +27,11 @@ import {
   type LogsSubject,
   type OutputFiles,
   type OutputStream,
-} from '../../runtime/run-files.js';
-import { runSecrets } from '../../runtime/run-secrets.js';
-import { SecretMasker, StreamMasker } from '../../runtime/secrets.js';
+} from '../../runtime/queries/run-files.js';
+import { runSecrets } from '../../runtime/execution/run-secrets.js';
+import { SecretMasker, StreamMasker } from '../../runtime/execution/secrets.js';
 import { openReader } from '../../runtime/store.js';
-import { findWorkflowRun, workflowRunSteps, workflowVersion, type WorkflowRunView } from '../../runtime/workflow-queries.js';
+import { findWorkflowRun, workflowRunSteps, workflowVersion, type WorkflowRunView } from '../../runtime/queries/workflows.js';
 import type { Db } from '../../events/db.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';

@@ -1,9 +1,9 @@
 import { enforcedLimits } from '../../runtime/agents/providers.js';
-import { describeSchedule, describeTiming } from '../../runtime/describe.js';
-import { formatDuration } from '../../runtime/durations.js';
+import { describeSchedule, describeTiming } from '../../scheduling/describe.js';
+import { formatDuration } from '../../events/durations.js';
 import { UsageError } from '../../events/errors.js';
-import { findLoop, findRun, listLoops, listRuns, type LoopView } from '../../runtime/queries.js';
-import { runTarget, workflowRunOfLoopRun } from '../../runtime/run-files.js';
+import { findLoop, findRun, listLoops, listRuns, type LoopView } from '../../runtime/queries/loops.js';
+import { runTarget, workflowRunOfLoopRun } from '../../runtime/queries/run-files.js';
 import { isRunId, runDetail } from '../run-view.js';
 import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
@@ -203,7 +203,7 @@ function stateCommand(command: StateCommand): CliCommand {
     async run({ values, positionals }, ctx: CliContext) {
       const [{ openRuntime }, { changeLoopState }] = await Promise.all([
         import('../../runtime/runtime.js'),
-        import('../../runtime/loops.js'),
+        import('../../runtime/loops/commands.js'),
       ]);
       const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
       try {

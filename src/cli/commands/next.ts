@@ -1,9 +1,9 @@
 import { UsageError } from '../../events/errors.js';
-import { describeSchedule } from '../../runtime/describe.js';
-import { upcomingSlots } from '../../runtime/planner.js';
-import { findLoop } from '../../runtime/queries.js';
+import { describeSchedule } from '../../scheduling/describe.js';
+import { upcomingSlots } from '../../scheduling/planner.js';
+import { findLoop } from '../../runtime/queries/loops.js';
 import { openReader } from '../../runtime/store.js';
-import { formatInZone } from '../../runtime/zone.js';
+import { formatInZone } from '../../scheduling/zone.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand } from '../context.js';
 import { EXIT } from '../exit-codes.js';

@@ -1,4 +1,4 @@
-import { rebuildProjections, verifyProjections } from '../../runtime/projection-admin.js';
+import { rebuildProjections, verifyProjections } from '../../runtime/admin/projections.js';
 import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand } from '../context.js';

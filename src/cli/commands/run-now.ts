@@ -1,6 +1,6 @@
 import { openRuntime } from '../../runtime/runtime.js';
-import { runNow } from '../../runtime/run-now.js';
-import type { RunView } from '../../runtime/queries.js';
+import { runNow } from '../../runtime/execution/run-now.js';
+import type { RunView } from '../../runtime/queries/loops.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { exitCodeForRunStatus } from '../exit-codes.js';

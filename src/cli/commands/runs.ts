@@ -1,4 +1,4 @@
-import { findLoop, listRuns } from '../../runtime/queries.js';
+import { findLoop, listRuns } from '../../runtime/queries/loops.js';
 import { openReader } from '../../runtime/store.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand } from '../context.js';

@@ -1,5 +1,5 @@
 import { openReader } from '../../runtime/store.js';
-import type { LoopStats, RunStats, StatsReport } from '../../runtime/stats.js';
+import type { LoopStats, RunStats, StatsReport } from '../../runtime/admin/stats.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliContext, CliCommand } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -31,7 +31,7 @@ const spec: CommandSpec = {
 const stats: CliCommand = {
   spec,
   async run({ values, positionals }, ctx) {
-    const { parseSince, runStats } = await import('../../runtime/stats.js');
+    const { parseSince, runStats } = await import('../../runtime/admin/stats.js');
     const since = typeof values.since === 'string' ? await parseSince(values.since, ctx.now) : null;
     const reader = await openReader(ctx.dataDir);
     let report: StatsReport;

@@ -1,6 +1,6 @@
-import type { RunView } from '../../runtime/queries.js';
+import type { RunView } from '../../runtime/queries/loops.js';
 import { openRuntime } from '../../runtime/runtime.js';
-import { tick } from '../../runtime/pass.js';
+import { tick } from '../../runtime/daemon/pass.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT, exitCodeForRunStatus } from '../exit-codes.js';

@@ -1,7 +1,7 @@
-import { findLoop } from '../../runtime/queries.js';
-import { parseInstant } from '../../runtime/schedule.js';
+import { findLoop } from '../../runtime/queries/loops.js';
+import { parseInstant } from '../../scheduling/schedule.js';
 import { openReader } from '../../runtime/store.js';
-import { explainSlot, recentDecisions } from '../../runtime/why.js';
+import { explainSlot, recentDecisions } from '../../runtime/admin/why.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand } from '../context.js';
 import { EXIT } from '../exit-codes.js';

@@ -1,10 +1,10 @@
 import { UsageError } from '../../events/errors.js';
-import { requestWorkflowCancel } from '../../runtime/cancel.js';
+import { requestWorkflowCancel } from '../../runtime/execution/cancel.js';
 import { openRuntime } from '../../runtime/runtime.js';
 import type { WorkflowRunContext } from '../../machines/workflow-run.js';
-import { resumeWorkflowRun, runWorkflow } from '../../runtime/workflow-run.js';
-import { archiveWorkflow, createWorkflow, updateWorkflow } from '../../runtime/workflows.js';
-import { findWorkflowRun } from '../../runtime/workflow-queries.js';
+import { resumeWorkflowRun, runWorkflow } from '../../runtime/workflows/runner.js';
+import { archiveWorkflow, createWorkflow, updateWorkflow } from '../../runtime/workflows/specs.js';
+import { findWorkflowRun } from '../../runtime/queries/workflows.js';
 import { formatDuration } from '../../events/durations.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';

@@ -4,8 +4,8 @@
  * the spec parser only when they run.
  */
 import { UsageError, ValidationError } from '../../events/errors.js';
-import type { StepSpec, WorkflowSpec } from '../../events/workflow-spec.js';
-import { formatDuration } from '../../runtime/durations.js';
+import type { StepSpec, WorkflowSpec } from '../../workflow/spec.js';
+import { formatDuration } from '../../events/durations.js';
 import { openReader } from '../../runtime/store.js';
 import {
   findWorkflow,
@@ -18,7 +18,7 @@ import {
   workflowVersion,
   type WorkflowRunView,
   type WorkflowStepView,
-} from '../../runtime/workflow-queries.js';
+} from '../../runtime/queries/workflows.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -371,7 +371,7 @@ const inspect: CliCommand = {
       const steps = workflowRunSteps(reader.db, run.id);
       // Why steps were skipped is decided by the machine, not stored in the tables: fold the log.
       const reasons = steps.some((s) => s.status === 'skipped')
-        ? (await import('../../runtime/workflow-explain.js')).skipReasons(reader.db, run.id)
+        ? (await import('../../runtime/workflows/explain.js')).skipReasons(reader.db, run.id)
         : {};
       if (ctx.json) {
         printJson(ctx, {
@@ -416,7 +416,7 @@ const validate: CliCommand = {
   spec: validateSpec,
   async run({ positionals, values }, ctx) {
     const file = positionals[0]!;
-    const { loadWorkflowFile } = await import('../../runtime/workflow-files.js');
+    const { loadWorkflowFile } = await import('../../runtime/workflows/files.js');
     let loaded;
     try {
       loaded = loadWorkflowFile(file);
@@ -434,7 +434,7 @@ const validate: CliCommand = {
       return EXIT.usage;
     }
     const steps = loaded.spec.steps.length;
-    const preflight = values.preflight === true ? (await import('../../runtime/workflow-preflight.js')).preflightWorkflow(loaded.spec, file) : null;
+    const preflight = values.preflight === true ? (await import('../../runtime/workflows/preflight.js')).preflightWorkflow(loaded.spec, file) : null;
     if (preflight && preflight.length) {
       if (ctx.json) {
         printJson(ctx, { ok: false, file, name: loaded.spec.name, preflight });
@@ -486,7 +486,7 @@ const schemaSpec: CommandSpec = {
 const schema: CliCommand = {
   spec: schemaSpec,
   async run(_parsed, ctx) {
-    const { workflowJsonSchema } = await import('../../events/workflow-spec.js');
+    const { workflowJsonSchema } = await import('../../workflow/spec.js');
     ctx.out.write(JSON.stringify(workflowJsonSchema(), null, 2) + '\n');
     return EXIT.ok;
   },

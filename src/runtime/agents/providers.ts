@@ -10,7 +10,7 @@
  */
 import { join } from 'node:path';
 import { LoopsError, ValidationError } from '../../events/errors.js';
-import type { AgentTarget } from '../../events/workflow-spec.js';
+import type { AgentTarget } from '../../workflow/spec.js';
 
 export type ProviderId = 'claude' | 'codex' | 'cursor' | 'opencode' | 'gemini' | 'codewith' | 'aicopilot';
 

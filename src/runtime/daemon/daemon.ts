@@ -1,0 +1,510 @@
+/**
+ * The scheduler daemon: one per data directory. It sleeps until the earliest due loop or queued
+ * run (never more than `maxSleepMs` at once, re-reading the wall clock on every wake so suspend and
+ * clock jumps are noticed and handled by the catch-up policy), notices changes made by other
+ * processes (a new loop, a resume, a run ended elsewhere) within a second by watching the log's
+ * head position, and runs the same pass as `loops tick` (pass.ts): decide what is due, then claim
+ * and run the queued work up to `concurrency` — without ever waiting for runs before the next pass.
+ */
+import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cached } from '../../events/db.js';
+import { ConcurrencyConflictError, LoopsError } from '../../events/errors.js';
+import type { TimerHandle } from '../clock.js';
+import { acquireLease, releaseLease, renewLease, takeLease, type Lease } from '../leases.js';
+import { databaseFile } from '../paths.js';
+import { bootId, processStartTime, signalGroup } from '../execution/process-info.js';
+import { findRun, type RunView } from '../queries/loops.js';
+import { recoverWorkflowLoopRun } from '../workflows/runner.js';
+import { pidFile, readPidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
+import { finishRecovered, processRunning, recoverRuns, type RecoveryReport } from './recovery.js';
+import { decide, Dispatcher } from './pass.js';
+import { nextQueuedDue } from './run-queue.js';
+import { type Runtime, useSpawnerHelper } from '../runtime.js';
+import { checkCancelRequests } from '../execution/cancel.js';
+import { afterScheduledRun } from '../loops/decisions.js';
+
+export const DAEMON_LEASE = 'daemon';
+export { pidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
+
+export interface DaemonState {
+  lastPassAt: string | null;
+  lastError: string | null;
+  activeRuns: number;
+  queuedRuns: number;
+  nextFireAt: string | null;
+  passes: number;
+  /**
+   * The daemon found something due right after a pass had handled it, pass after pass: it backs
+   * off to its watch interval and reports itself unhealthy (`daemon status` exits 1).
+   */
+  spinning?: boolean;
+  /** Since when due work has waited while no run was going (it should have started): unhealthy. */
+  stalledSince?: string | null;
+  /** Who forks the runs: the spawner helper (its pid while it runs) or the daemon itself, and why. */
+  spawner?: { mode: 'helper' | 'inline'; pid: number | null; reason: string | null };
+}
+
+export interface DaemonOptions {
+  concurrency?: number;
+  /** Longest single sleep (default 30 s): wake up and re-read the wall clock at least this often. */
+  maxSleepMs?: number;
+  /** How often the log's head is checked for changes made by others (default 1 s). */
+  watchMs?: number;
+  /** Daemon lease time-to-live (default 15 s), renewed every third. */
+  leaseTtlMs?: number;
+  version?: string;
+  log?: (line: string) => void;
+  onRun?: (run: RunView) => void;
+  /**
+   * `helper` (default): runs are forked by a small spawner process (spawner.ts), so starting 100
+   * runs at once does not hold this thread for the forks; `inline`: forked from this process.
+   */
+  spawner?: 'helper' | 'inline';
+}
+
+export function stateFile(dataDir: string): string {
+  return join(dataDir, 'daemon-state.json');
+}
+export function logFile(dataDir: string): string {
+  return join(dataDir, 'daemon.log');
+}
+
+export function readDaemonState(dataDir: string): DaemonState | null {
+  try {
+    return JSON.parse(readFileSync(stateFile(dataDir), 'utf8')) as DaemonState;
+  } catch {
+    return null;
+  }
+}
+
+function writeJson(file: string, value: unknown): void {
+  writeFileSync(`${file}.tmp`, JSON.stringify(value, null, 2) + '\n', { mode: 0o600 });
+  renameSync(`${file}.tmp`, file);
+}
+
+export class Daemon {
+  private lease: Lease | null = null;
+  private stopping = false;
+  private wake: (() => void) | null = null;
+  private timers = new Set<TimerHandle>();
+  /** Aborted by stop(): cancels every run the daemon executes. */
+  private readonly abort = new AbortController();
+  /** Claims and runs the queued work (the pass's step 2). */
+  private dispatcher!: Dispatcher;
+  private decisions: { unsubscribe(): void } | null = null;
+  /** Workflow-loop runs resumed after their runner died (recover()), until they end. */
+  private readonly resumed = new Map<string, Promise<void>>();
+  private adopted = 0;
+  private readonly adoptedIds = new Set<string>();
+  private readonly state: DaemonState = {
+    lastPassAt: null,
+    lastError: null,
+    activeRuns: 0,
+    queuedRuns: 0,
+    nextFireAt: null,
+    passes: 0,
+    spinning: false,
+    stalledSince: null,
+  };
+  private stopped!: Promise<void>;
+  private stopPromise: Promise<void> | null = null;
+
+  constructor(
+    readonly runtime: Runtime,
+    readonly options: DaemonOptions = {},
+  ) {}
+
+  private readonly onNudge = (): void => {
+    checkCancelRequests(this.runtime);
+    this.wake?.();
+  };
+
+  private log(line: string): void {
+    (this.options.log ?? ((l: string) => process.stdout.write(`${l}\n`)))(`${new Date(this.runtime.clock.now()).toISOString()} ${line}`);
+  }
+
+  /** Takes the data directory's daemon lease (refusing when another live daemon holds it), recovers, starts the loop. */
+  start(): void {
+    const { runtime } = this;
+    const previous = readPidFile(runtime.dataDir);
+    const other = previous && processRunning(previous) ? previous : null;
+    if (other && other.runnerId !== runtime.runnerId) {
+      throw new LoopsError('already_exists', `a daemon is already running for ${runtime.dataDir} (pid ${other.pid}, since ${other.startedAt})`, {
+        hint: 'loops daemon status shows it; loops daemon stop stops it',
+      });
+    }
+    // A pid file left by a daemon whose process is gone (kill -9, a crash, a reboot) proves its
+    // runner dead: its leases — the daemon lease and those of the runs it was executing — are
+    // expired now, in the same transaction that takes the daemon lease, instead of blocking this
+    // start (and recovery) until they run out.
+    const dead = previous && !other && previous.runnerId !== runtime.runnerId ? previous.runnerId : null;
+    const ttl = this.options.leaseTtlMs ?? 15_000;
+    try {
+      const now = runtime.clock.now();
+      this.lease = runtime.db
+        .transaction(() => {
+          if (dead) {
+            const nowIso = new Date(now).toISOString();
+            cached(runtime.db, 'UPDATE leases SET expires_at = ? WHERE holder = ? AND expires_at > ?').run(nowIso, dead, nowIso);
+          }
+          return takeLease(runtime.db, DAEMON_LEASE, runtime.runnerId, ttl, now);
+        })
+        .immediate();
+    } catch (error) {
+      // The holder's lease is live but its process is gone (no pid file, or a stale one): wait it out.
+      throw new LoopsError('conflict', `another daemon held ${runtime.dataDir} moments ago; its lease expires within ${ttl / 1000}s`, {
+        cause: error,
+        retryable: true,
+        hint: 'try again in a few seconds',
+      });
+    }
+    const info: DaemonInfo = {
+      pid: process.pid,
+      startTime: processStartTime(process.pid),
+      bootId: bootId(),
+      runnerId: runtime.runnerId,
+      version: this.options.version ?? '0.0.0',
+      startedAt: new Date(runtime.clock.now()).toISOString(),
+      dataDir: runtime.dataDir,
+    };
+    writeJson(pidFile(runtime.dataDir), info);
+    if ((this.options.spawner ?? 'helper') === 'helper') {
+      const why = useSpawnerHelper(runtime).unavailableReason;
+      if (why) this.log(`${why}; runs are forked by the daemon itself`);
+    }
+    this.dispatcher = new Dispatcher(runtime, {
+      concurrency: this.options.concurrency ?? 4,
+      signal: this.abort.signal,
+      onStart: (item) => {
+        if (item.kind === 'retry') this.log(`${item.loopName}: retry ${item.runId} (attempt ${item.attempt} of slot ${item.slot}) is due`);
+        else if (item.kind === 'buffered') this.log(`${item.loopName}: buffered slot ${item.slot} starts as run ${item.runId} (the run it waited for has ended)`);
+        this.saveState();
+      },
+      onRun: (run) => {
+        this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms`);
+        this.saveState();
+        this.options.onRun?.(run);
+      },
+      onError: (item, error) => {
+        this.state.lastError = `run ${item.runId}: ${error.message}`;
+        this.log(this.state.lastError);
+      },
+      // A run ended: its loop's next work, or a buffered slot, may start now.
+      onSettled: () => {
+        this.saveState();
+        this.wake?.();
+      },
+    });
+    this.dispatcher.keepRunnerLease();
+    // Every decision this daemon records — a pass's, a retry after a run, a fixed-delay reschedule —
+    // goes to its log, from the one place they are all published.
+    this.decisions = runtime.log.events$.subscribe((event) => {
+      if (!event.streamId.startsWith('loop:') || !(event.type.startsWith('slot.') || event.type === 'loop.expired' || event.type === 'loop.rescheduled')) return;
+      const name = cached<[string], { name: string }>(runtime.db, 'SELECT name FROM loops WHERE id = ?').get(event.streamId.slice(5))?.name ?? event.streamId;
+      this.log(`${name}: ${event.type} ${JSON.stringify(event.data)}`);
+    });
+    this.saveState();
+    this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
+    // `loops cancel` (and other writers) nudge the daemon with SIGUSR2: look at the log now.
+    process.on('SIGUSR2', this.onNudge);
+    this.recover();
+    this.heartbeat(ttl);
+    this.stopped = this.loop();
+  }
+
+  /**
+   * A run whose runner stopped while its process kept going: take over its lease (fencing the old
+   * runner), keep it alive, enforce the run's timeout, and when the process ends record its real
+   * outcome from the exit-status file.
+   */
+  private adopt(o: RecoveryReport['orphaned'][number], ttl: number): void {
+    const { runtime } = this;
+    const name = `run:${o.runId}`;
+    let lease: Lease;
+    try {
+      lease = acquireLease(runtime.db, name, runtime.runnerId, ttl, runtime.clock.now());
+    } catch (error) {
+      this.log(`run ${o.runId}: cannot adopt it: ${(error as Error).message}`);
+      return;
+    }
+    this.log(`adopted run ${o.runId}: its runner stopped but its process ${o.pid} is still running`);
+    this.adoptedIds.add(o.runId);
+    let timedOut = false;
+    let killAt: number | null = null;
+    this.adopted += 1;
+    const watch = () => {
+      const timer = runtime.clock.setTimeout(() => {
+        this.timers.delete(timer);
+        if (this.stopping) {
+          this.adopted -= 1;
+          return; // left running; adopted again by the next daemon
+        }
+        const now = runtime.clock.now();
+        if (!processRunning(o)) {
+          this.adopted -= 1;
+          this.adoptedIds.delete(o.runId);
+          try {
+            const ended = finishRecovered(runtime, o.runId, ttl, { timedOut });
+            this.log(`adopted run ${o.runId} ended: ${ended.outcome === 'exited' ? 'recorded from its exit-status file' : 'abandoned (no exit status)'}`);
+            for (const id of ended.retried) this.log(`scheduled retry ${id}`);
+          } catch (error) {
+            this.state.lastError = `adopted run ${o.runId}: ${(error as Error).message}`;
+            this.log(this.state.lastError);
+          }
+          this.wake?.();
+          return;
+        }
+        try {
+          lease = renewLease(runtime.db, lease, ttl, now);
+        } catch (error) {
+          this.adopted -= 1;
+          this.log(`adopted run ${o.runId}: lost its lease (${(error as Error).message}); no longer watching it`);
+          return;
+        }
+        if (o.timeoutAt && !timedOut && now >= Date.parse(o.timeoutAt)) {
+          timedOut = true;
+          killAt = now + 5000;
+          signalGroup(o.pid, 'SIGTERM');
+          this.log(`adopted run ${o.runId}: timed out; SIGTERM to its process group`);
+        } else if (killAt !== null && now >= killAt) {
+          signalGroup(o.pid, 'SIGKILL');
+          killAt = null;
+        }
+        watch();
+      }, 1000);
+      this.timers.add(timer);
+    };
+    watch();
+  }
+
+  private heartbeat(ttl: number): void {
+    const timer = this.runtime.clock.setTimeout(() => {
+      this.timers.delete(timer);
+      if (this.stopping || !this.lease) return;
+      try {
+        this.lease = renewLease(this.runtime.db, this.lease, ttl, this.runtime.clock.now());
+        this.heartbeat(ttl);
+      } catch (error) {
+        this.state.lastError = `lost the daemon lease: ${(error as Error).message}`;
+        this.log(this.state.lastError);
+        void this.stop('lost the daemon lease');
+      }
+    }, Math.floor(ttl / 3));
+    this.timers.add(timer);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = this.runtime.clock.setTimeout(() => {
+        this.timers.delete(timer);
+        this.wake = null;
+        resolve();
+      }, Math.max(0, ms));
+      this.timers.add(timer);
+      this.wake = () => {
+        this.runtime.clock.clearTimeout(timer);
+        this.timers.delete(timer);
+        this.wake = null;
+        resolve();
+      };
+    });
+  }
+
+  /**
+   * The earliest instant something will be due after the pass at `passMs`: a loop's next slot, or
+   * queued work due later (a retry's back-off). Work already due that did not start waits for
+   * capacity, for its loop's run, or for a run elsewhere to end — a run's end wakes the daemon — so
+   * it is not counted here: counting it made the daemon spin without ever awaiting.
+   */
+  private nextDue(passMs: number): number | null {
+    const row = cached<[], { next: string | null }>(
+      this.runtime.db,
+      "SELECT next_run_at AS next FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1",
+    ).get();
+    const loop = row?.next ? Date.parse(row.next) : null;
+    const queued = nextQueuedDue(this.runtime, passMs);
+    if (loop === null) return queued;
+    return queued === null ? loop : Math.min(loop, queued);
+  }
+
+  private async loop(): Promise<void> {
+    const maxSleep = this.options.maxSleepMs ?? 30_000;
+    const watch = this.options.watchMs ?? 1000;
+    /** Passes in a row after which something was still due at once. */
+    let hot = 0;
+    while (!this.stopping) {
+      const passMs = this.runtime.clock.now();
+      try {
+        this.pass();
+      } catch (error) {
+        this.state.lastError = (error as Error).message;
+        this.log(`pass failed: ${this.state.lastError}`);
+      }
+      // Sleep until the earliest due time, at most maxSleep, waking every `watch` to see whether
+      // someone else changed the log (then re-plan at once).
+      const head = this.runtime.log.headPosition();
+      const next = this.nextDue(passMs);
+      this.state.nextFireAt = next === null ? null : new Date(next).toISOString();
+      let wait = next === null ? maxSleep : Math.min(maxSleep, next - this.runtime.clock.now());
+      if (wait <= 0) {
+        // Due again right after a pass (a loop with more due slots than one pass decides, or a
+        // clock that moved meanwhile): pass again — but a pass that keeps leaving something due is
+        // a bug, not work: back off to the watch interval and say so.
+        hot += 1;
+        if (hot > 3) {
+          wait = watch;
+          if (hot > 10 && !this.state.spinning) {
+            this.state.spinning = true;
+            this.state.lastError = `something stays due right after every pass (next due ${this.state.nextFireAt}); backing off to ${watch} ms`;
+            this.log(this.state.lastError);
+          }
+        }
+      } else {
+        hot = 0;
+        this.state.spinning = false;
+      }
+      this.saveState();
+      // Every iteration awaits, whatever the sums say: signals, run ends and stop() get their turn.
+      if (wait <= 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      const deadline = this.runtime.clock.monotonic() + Math.max(0, wait);
+      while (!this.stopping) {
+        const left = deadline - this.runtime.clock.monotonic();
+        if (left <= 0) break;
+        await this.sleep(Math.min(left, watch));
+        if (this.runtime.log.headPosition() !== head) break;
+        // A wall-clock jump (or suspend) can make something due early: check the due time again.
+        const due = this.nextDue(passMs);
+        if (due !== null && due <= this.runtime.clock.now()) break;
+      }
+    }
+  }
+
+  /** One pass: decide every due loop and queue what fired. */
+  /**
+   * Runs left by runners that are gone — at start, and on every pass (a `run-now` killed while the
+   * daemon runs leaves one whose lease runs out later): record their real end, or adopt them.
+   */
+  private recover(): void {
+    const report = recoverRuns(this.runtime);
+    const unconfirmed = new Map(report.unconfirmed.map((u) => [u.runId, u]));
+    for (const id of report.abandoned) {
+      const u = unconfirmed.get(id);
+      this.log(
+        u
+          ? `recovered run ${id}: abandoned (its runner stopped; pid ${u.pid} is alive but ${u.reason}, so it was not signalled)`
+          : `recovered run ${id}: abandoned (its runner stopped and its process is gone)`,
+      );
+    }
+    for (const id of report.retried) this.log(`scheduled retry ${id} for a recovered run`);
+    for (const id of report.exited) this.log(`recovered run ${id}: its real exit status was recorded from its exit-status file`);
+    for (const o of report.orphaned) {
+      if (this.adoptedIds.has(o.runId)) continue;
+      this.adopt(o, this.options.leaseTtlMs ?? 15_000);
+    }
+    for (const runId of report.workflows) {
+      if (this.adoptedIds.has(runId)) continue;
+      this.adoptedIds.add(runId);
+      this.log(`resuming run ${runId}: its runner stopped while its workflow run went on`);
+      // A graceful stop cancels it like the daemon's own runs.
+      const done = recoverWorkflowLoopRun(this.runtime, runId, { leaseTtlMs: this.options.leaseTtlMs ?? 15_000, signal: this.abort.signal })
+        .then((status) => {
+          const run = findRun(this.runtime.db, runId);
+          this.log(`resumed run ${runId} ${status}`);
+          if (!this.stopping) afterScheduledRun(this.runtime, run.loopId, run);
+        })
+        .catch((error: unknown) => {
+          this.state.lastError = `resuming run ${runId}: ${(error as Error).message}`;
+          this.log(this.state.lastError);
+        })
+        .finally(() => {
+          this.resumed.delete(runId);
+          this.adoptedIds.delete(runId);
+          this.wake?.();
+        });
+      // Shutdown waits for it like for the dispatcher's runs.
+      this.resumed.set(runId, done);
+    }
+  }
+
+  /** One pass: recover what runners left behind, decide what is due, start the queued work that may start. */
+  pass(): void {
+    const { runtime } = this;
+    const now = runtime.clock.now();
+    this.recover();
+    decide(runtime, now, {
+      onError: (loopName, error) => {
+        this.state.lastError = `${loopName}: ${error.message}`;
+        this.log(`deciding ${loopName} failed: ${error.message}`);
+      },
+    });
+    if (!this.stopping) this.dispatcher.dispatch(now);
+    // Due work waits while nothing runs: it should have started (a claim that keeps failing).
+    const stalled = this.dispatcher.waiting > 0 && this.dispatcher.active === 0;
+    if (!stalled) this.state.stalledSince = null;
+    else this.state.stalledSince ??= new Date(now).toISOString();
+    this.state.lastPassAt = new Date(now).toISOString();
+    this.state.passes += 1;
+  }
+
+  private saveState(): void {
+    this.state.activeRuns = (this.dispatcher?.active ?? 0) + this.resumed.size + this.adopted;
+    this.state.queuedRuns = this.dispatcher?.waiting ?? 0;
+    const spawner = this.runtime.spawner;
+    const why = spawner ? spawner.unavailableReason : (this.options.spawner ?? 'helper') === 'inline' ? 'spawner: inline was asked for' : null;
+    this.state.spawner = spawner && why === null ? { mode: 'helper', pid: spawner.pid, reason: null } : { mode: 'inline', pid: null, reason: why };
+    try {
+      writeJson(stateFile(this.runtime.dataDir), this.state);
+    } catch {
+      // best effort: status falls back to the database
+    }
+  }
+
+  /** Graceful stop: no new runs; running ones are cancelled (process groups killed) and recorded. */
+  stop(reason = 'daemon shutting down'): Promise<void> {
+    // Every caller (a signal handler, `daemon run` after `done`, the lease heartbeat) waits for the
+    // whole stop — runs recorded, lease released — not just for the loop to end.
+    this.stopPromise ??= this.shutdown(reason);
+    return this.stopPromise;
+  }
+
+  private async shutdown(reason: string): Promise<void> {
+    this.stopping = true;
+    this.log(`stopping: ${reason}; cancelling ${(this.dispatcher?.active ?? 0) + this.resumed.size} running run(s)`);
+    this.abort.abort(reason);
+    this.wake?.();
+    await this.stopped;
+    await this.dispatcher?.idle();
+    await Promise.all([...this.resumed.values()]);
+    this.dispatcher?.close();
+    this.decisions?.unsubscribe();
+    for (const timer of this.timers) this.runtime.clock.clearTimeout(timer);
+    this.timers.clear();
+    process.off('SIGUSR2', this.onNudge);
+    if (this.lease) releaseLease(this.runtime.db, this.lease);
+    this.lease = null;
+    const mine = runningDaemon(this.runtime.dataDir);
+    if (!mine || mine.pid === process.pid) rmSync(pidFile(this.runtime.dataDir), { force: true });
+    this.saveState();
+    this.log('daemon stopped');
+  }
+
+  /** Resolves when the daemon loop ended (after stop). */
+  get done(): Promise<void> {
+    return this.stopped;
+  }
+}
+
+/** Database size in bytes (with its WAL), for status. */
+export function databaseSize(dataDir: string): number {
+  const file = databaseFile(dataDir);
+  let size = 0;
+  for (const f of [file, `${file}-wal`]) {
+    try {
+      size += statSync(f).size;
+    } catch {
+      // missing: 0
+    }
+  }
+  return size;
+}

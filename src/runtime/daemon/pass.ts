@@ -1,0 +1,368 @@
+/**
+ * The scheduling pass — one implementation, used by `loops tick`, the daemon and `run-now` of a
+ * due loop. A pass has two durable steps:
+ *
+ *  1. **decide** (`decide`): every due loop's slot decisions (fired, skipped, buffered, coalesced,
+ *     missed, expired) recorded on its stream, all of them in one transaction; and work stranded by
+ *     a runner that is gone judged by its loop's catch-up policy (`slot.dropped` when too late).
+ *  2. **claim and run** (`Dispatcher`): the claimable work in the `run_queue` projection — fired
+ *     and buffered slots, scheduled retries — that is due, claimed and run up to a concurrency,
+ *     one run at a time per loop.
+ *
+ * Because the decision and the claim are separate facts in the log, a slot fired by a pass whose
+ * process died before starting it is not lost: whoever passes next claims it.
+ */
+import { ClaimLostError, ConcurrencyConflictError } from '../../events/errors.js';
+import type { StoredEvent } from '../../events/types.js';
+import type { LoopContext } from '../../machines/loop.js';
+import { DurableActor } from '../actor.js';
+import type { TimerHandle } from '../clock.js';
+import { formatDuration } from '../../events/durations.js';
+import { holdRunnerLease, RUNNER_LEASE_TTL_MS, runnerLeaseName } from '../leases.js';
+import { strandedVerdict } from '../../scheduling/planner.js';
+import { findLoop, type RunView } from '../queries/loops.js';
+import { claimableWork, QUEUE_COLUMNS, stillQueued, type QueueItem } from './run-queue.js';
+import { executeRun, type RunNowOptions } from '../execution/run-now.js';
+import type { Runtime } from '../runtime.js';
+import { decideLoop, repairFixedDelay } from '../loops/decisions.js';
+
+// ── step 1: decide ─────────────────────────────────────────────────────────────────────────────
+
+export interface PassDecision {
+  loopId: string;
+  loopName: string;
+  type: string;
+  data: unknown;
+}
+
+export interface DecideOptions {
+  /** A slot at most this late is on time (default 60 s). */
+  lateGraceMs?: number;
+  /** Called with each recorded decision, after the pass's transaction committed. */
+  onDecision?: (loopName: string, event: StoredEvent) => void;
+  /** Called when deciding a loop failed (other than losing the race to another pass). */
+  onError?: (loopName: string, error: Error) => void;
+}
+
+export interface DecideResult {
+  decisions: PassDecision[];
+  /** Loops another scheduler decided first (their slots were not decided twice). */
+  conflicts: string[];
+}
+
+/**
+ * Step 1 of a pass: records every due loop's decisions, and what becomes of work stranded by
+ * runners that are gone, in one transaction (one fsync for a hundred loops due at once), each
+ * loop in its own savepoint. Takes this runner's lease in the same transaction.
+ */
+export function decide(runtime: Runtime, nowMs: number, options: DecideOptions = {}): DecideResult {
+  const result: DecideResult = { decisions: [], conflicts: [] };
+  const recorded: Array<{ loopName: string; event: StoredEvent }> = [];
+  const note = (loopId: string, loopName: string, events: StoredEvent[]) => {
+    for (const event of events) {
+      result.decisions.push({ loopId, loopName, type: event.type, data: event.data });
+      recorded.push({ loopName, event });
+    }
+  };
+  for (const event of repairFixedDelay(runtime, nowMs)) {
+    const loopId = event.streamId.slice('loop:'.length);
+    note(loopId, findLoop(runtime.db, loopId, { includeRemoved: true }).name, [event]);
+  }
+  const due = runtime.db
+    .prepare<[string], { id: string; name: string }>(
+      "SELECT id, name FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at",
+    )
+    .all(new Date(nowMs).toISOString());
+  const stranded = strandedWork(runtime, nowMs);
+  if (due.length === 0 && stranded.length === 0) return result;
+  runtime.log.batch(() => {
+    holdRunnerLease(runtime);
+    for (const loop of due) {
+      try {
+        const { events } = decideLoop(runtime, loop.id, nowMs, options.lateGraceMs === undefined ? {} : { lateGraceMs: options.lateGraceMs });
+        note(loop.id, loop.name, events);
+      } catch (error) {
+        if (error instanceof ConcurrencyConflictError) result.conflicts.push(loop.name);
+        else if (options.onError) options.onError(loop.name, error as Error);
+        else throw error;
+      }
+    }
+    const byLoop = new Map<string, QueueItem[]>();
+    for (const item of stranded) byLoop.set(item.loopId, [...(byLoop.get(item.loopId) ?? []), item]);
+    for (const [loopId, items] of byLoop) {
+      try {
+        note(loopId, items[0]!.loopName, judgeStranded(runtime, loopId, items, nowMs, options.lateGraceMs ?? 60_000));
+      } catch (error) {
+        if (error instanceof ConcurrencyConflictError) continue; // claimed or decided meanwhile: the next pass looks again
+        if (options.onError) options.onError(items[0]!.loopName, error as Error);
+        else throw error;
+      }
+    }
+  });
+  for (const { loopName, event } of recorded) options.onDecision?.(loopName, event);
+  return result;
+}
+
+/** Fired slots decided by a runner whose lease is gone (it stopped before starting them). */
+function strandedWork(runtime: Runtime, nowMs: number): QueueItem[] {
+  return runtime.db
+    .prepare<[string, string, string], QueueItem>(
+      `SELECT ${QUEUE_COLUMNS} FROM run_queue q CROSS JOIN loops l ON l.id = q.loop_id
+       LEFT JOIN leases r ON r.name = 'runner:' || q.decided_by
+       WHERE q.kind = 'fired' AND q.due_at <= ? AND coalesce(q.decided_by, '') != ? AND (r.name IS NULL OR r.expires_at <= ?)
+       ORDER BY q.position`,
+    )
+    .all(new Date(nowMs).toISOString(), runtime.runnerId, new Date(nowMs).toISOString());
+}
+
+/**
+ * Stranded fired slots of one loop: each still runs unless its loop's catch-up policy says it is
+ * too late now (catch-up none past the grace, outside the catch-up window, or — catch-up latest —
+ * a later slot fired since); those are recorded `slot.dropped`, with why.
+ */
+function judgeStranded(runtime: Runtime, loopId: string, items: QueueItem[], nowMs: number, graceMs: number): StoredEvent[] {
+  const actor = DurableActor.load(runtime, `loop:${loopId}`);
+  const c = actor.snapshot.context as LoopContext;
+  if (!c.policies) return [];
+  const drops: Array<{ type: 'slot.dropped'; data: { runId: string; slot: string; attempt: number; reason: string } }> = [];
+  for (const item of items) {
+    const laterFired =
+      runtime.db
+        .prepare("SELECT 1 FROM slot_decisions WHERE loop_id = ? AND decision IN ('fired', 'buffered') AND slot_from > ? LIMIT 1")
+        .get(loopId, item.slot) !== undefined;
+    const verdict = strandedVerdict(c.policies, { fireAt: item.dueAt }, laterFired, nowMs, graceMs);
+    if (verdict === null) continue;
+    const late = formatDuration(Math.max(0, nowMs - Date.parse(item.dueAt)));
+    drops.push({
+      type: 'slot.dropped',
+      data: { runId: item.runId, slot: item.slot, attempt: item.attempt, reason: `stranded: runner ${item.decidedBy ?? '?'} stopped before starting it; ${verdict} (${late} late)` },
+    });
+  }
+  if (drops.length === 0) return [];
+  const checks = drops.map((d) => stillQueued(runtime, d.data.runId));
+  return actor.recordAll(drops, { precondition: () => checks.forEach((check) => check()) });
+}
+
+// ── step 2: claim and run ──────────────────────────────────────────────────────────────────────
+
+export interface DispatcherOptions {
+  /** Runs at once (default 4). */
+  concurrency?: number;
+  /** Aborting cancels the running runs and starts no more. */
+  signal?: AbortSignal;
+  runOptions?: Pick<RunNowOptions, 'leaseTtlMs' | 'tailBytes'>;
+  /** A run is about to be claimed. */
+  onStart?: (item: QueueItem) => void;
+  /** A run ended (it is recorded). */
+  onRun?: (run: RunView, item: QueueItem) => void;
+  /** A run could not be executed (not a lost claim: that is silent). */
+  onError?: (item: QueueItem, error: Error) => void;
+  /** Something finished: capacity or a loop became free. */
+  onSettled?: () => void;
+}
+
+/**
+ * Claims and runs queued work: up to `concurrency` runs at once, one at a time per loop (a
+ * loop's fired slots, retries and buffered slots run one after another, in due order). The one
+ * concurrency primitive of the runtime's scheduling; `tick` drains it, the daemon keeps it open.
+ */
+export class Dispatcher {
+  private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly busyLoops = new Set<string>();
+  private waitingCount = 0;
+  private heartbeat: TimerHandle | null = null;
+  private closed = false;
+
+  constructor(
+    readonly runtime: Runtime,
+    readonly options: DispatcherOptions = {},
+  ) {}
+
+  get concurrency(): number {
+    return Math.max(1, this.options.concurrency ?? 4);
+  }
+
+  /** Runs executing now. */
+  get active(): number {
+    return this.inFlight.size;
+  }
+
+  /** Work that was due at the last dispatch and did not start (no capacity, or its loop busy). */
+  get waiting(): number {
+    return this.waitingCount;
+  }
+
+  /** True while `runId` is being executed by this dispatcher. */
+  running(runId: string): boolean {
+    return this.inFlight.has(runId);
+  }
+
+  /** Starts what is due by `dueByMs` and may start now; returns the items started. */
+  dispatch(dueByMs: number): QueueItem[] {
+    if (this.closed || this.options.signal?.aborted) return [];
+    const started: QueueItem[] = [];
+    let waiting = 0;
+    for (const item of claimableWork(this.runtime, dueByMs)) {
+      if (this.inFlight.has(item.runId)) continue;
+      if (this.busyLoops.has(item.loopId) || this.inFlight.size >= this.concurrency) {
+        waiting += 1;
+        continue;
+      }
+      if (this.start(item)) started.push(item);
+    }
+    this.waitingCount = waiting;
+    return started;
+  }
+
+  private start(item: QueueItem): boolean {
+    const { runtime, options } = this;
+    let loop;
+    try {
+      loop = findLoop(runtime.db, item.loopId, { includeRemoved: true });
+    } catch (error) {
+      options.onError?.(item, error as Error);
+      return false;
+    }
+    options.onStart?.(item);
+    this.busyLoops.add(item.loopId);
+    // executeRun claims synchronously (before its first await): a lost claim rejects at once.
+    const done = executeRun(runtime, loop, {
+      runId: item.runId,
+      slot: item.slot,
+      scheduledFor: item.dueAt,
+      trigger: 'schedule',
+      queued: true,
+      ...(item.attempt > 1 ? { attempt: item.attempt } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...options.runOptions,
+    })
+      .then(
+        (run) => {
+          this.settle(item);
+          options.onRun?.(run, item);
+        },
+        (error: unknown) => {
+          this.settle(item);
+          if (error instanceof ClaimLostError) return; // another runner claimed it first, or it was dropped
+          options.onError?.(item, error as Error);
+        },
+      )
+      .finally(() => options.onSettled?.());
+    this.inFlight.set(item.runId, done);
+    return true;
+  }
+
+  private settle(item: QueueItem): void {
+    this.inFlight.delete(item.runId);
+    this.busyLoops.delete(item.loopId);
+  }
+
+  /**
+   * Runs everything due by `dueByMs` — and what becomes startable as runs end (a loop's next
+   * item, a buffered slot whose blocking run ended) — until nothing more can start and nothing
+   * runs. What `loops tick` does.
+   */
+  async drain(dueByMs: number): Promise<void> {
+    for (;;) {
+      this.dispatch(dueByMs);
+      if (this.inFlight.size === 0) return;
+      await Promise.race(this.inFlight.values());
+    }
+  }
+
+  /** Resolves once nothing runs (what is running now, and what those start, have ended). */
+  async idle(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all(this.inFlight.values());
+  }
+
+  /** Keeps this runner's lease alive while the dispatcher is open (the daemon's lifetime, a tick). */
+  keepRunnerLease(ttlMs = RUNNER_LEASE_TTL_MS): void {
+    const { clock } = this.runtime;
+    const beat = () => {
+      this.heartbeat = clock.setTimeout(() => {
+        if (this.closed) return;
+        try {
+          this.runtime.db.transaction(() => holdRunnerLease(this.runtime, ttlMs)).immediate();
+        } catch {
+          // busy: the next beat tries again, well within the lease
+        }
+        beat();
+      }, Math.floor(ttlMs / 3));
+    };
+    beat();
+  }
+
+  /** Stops renewing; the runner lease is given up so what is left queued is known stranded at once. */
+  close(): void {
+    this.closed = true;
+    if (this.heartbeat !== null) this.runtime.clock.clearTimeout(this.heartbeat);
+    this.heartbeat = null;
+    try {
+      this.runtime.db.prepare('DELETE FROM leases WHERE name = ? AND holder = ?').run(runnerLeaseName(this.runtime.runnerId), this.runtime.runnerId);
+    } catch {
+      // best effort: it expires by itself
+    }
+  }
+}
+
+// ── loops tick ─────────────────────────────────────────────────────────────────────────────────
+
+export interface TickOptions extends Pick<DecideOptions, 'lateGraceMs' | 'onDecision'> {
+  /** Runs at once (default 4). */
+  concurrency?: number;
+  /** Work decided earlier (a retry, a buffered slot, a slot a stopped runner fired) starts now. */
+  onStart?: (item: QueueItem) => void;
+  onRun?: (run: RunView) => void;
+  signal?: AbortSignal;
+  runOptions?: Pick<RunNowOptions, 'leaseTtlMs' | 'tailBytes'>;
+}
+
+export interface TickResult {
+  /** When the pass looked at the clock. */
+  at: string;
+  /** The decisions this pass recorded, in order. */
+  decisions: PassDecision[];
+  /** Queued work decided before this pass that it claimed: retries, buffered slots, stranded slots. */
+  started: QueueItem[];
+  runs: RunView[];
+  /** Loops another scheduler decided first (their slots were not decided twice). */
+  conflicts: string[];
+}
+
+/**
+ * One pass in the foreground: decide, then run everything due at the pass's instant (and what
+ * becomes startable as runs end), and wait for it all.
+ */
+export async function tick(runtime: Runtime, options: TickOptions = {}): Promise<TickResult> {
+  const nowMs = runtime.clock.now();
+  const decided = decide(runtime, nowMs, {
+    ...(options.lateGraceMs !== undefined ? { lateGraceMs: options.lateGraceMs } : {}),
+    ...(options.onDecision ? { onDecision: options.onDecision } : {}),
+  });
+  const result: TickResult = { at: new Date(nowMs).toISOString(), decisions: decided.decisions, started: [], runs: [], conflicts: decided.conflicts };
+  const fired = new Set(decided.decisions.flatMap((d) => (d.type === 'slot.fired' ? [(d.data as { runId: string }).runId] : [])));
+  const dispatcher = new Dispatcher(runtime, {
+    ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.runOptions ? { runOptions: options.runOptions } : {}),
+    onStart: (item) => {
+      if (fired.has(item.runId)) return;
+      result.started.push(item);
+      options.onStart?.(item);
+    },
+    onRun: (run) => {
+      result.runs.push(run);
+      options.onRun?.(run);
+    },
+    onError: (_item, error) => {
+      throw error;
+    },
+  });
+  dispatcher.keepRunnerLease();
+  try {
+    await dispatcher.drain(nowMs);
+  } finally {
+    dispatcher.close();
+  }
+  return result;
+}

@@ -1,0 +1,78 @@
+/**
+ * The read side of the run queue (the `run_queue` projection): claimable work — fired and
+ * buffered slots and scheduled retries that nobody has claimed yet — and the precondition a claim
+ * checks inside its transaction.
+ */
+import { ClaimLostError } from '../../events/errors.js';
+import type { Runtime } from '../runtime.js';
+import { runningRuns } from '../loops/decisions.js';
+
+/** One piece of claimable work: a run a decision promised and nobody has claimed yet. */
+export interface QueueItem {
+  runId: string;
+  loopId: string;
+  loopName: string;
+  kind: 'fired' | 'buffered' | 'retry';
+  slot: string;
+  attempt: number;
+  /** When it is due: the slot's fire time, or the retry's. */
+  dueAt: string;
+  position: number;
+  decidedBy: string | null;
+}
+
+export const QUEUE_COLUMNS = `q.run_id AS runId, q.loop_id AS loopId, l.name AS loopName, q.kind, q.slot, q.attempt,
+  q.due_at AS dueAt, q.position, q.decided_by AS decidedBy`;
+
+/**
+ * Work that may start now, in due order: fired slots and retries due by `dueByMs`, and buffered
+ * slots (due since they were decided) once their loop has no run going — only the oldest buffered
+ * slot of a loop. Of loops that are active (or expired after deciding it); a paused loop's work
+ * waits for its resume.
+ */
+export function claimableWork(runtime: Runtime, dueByMs: number): QueueItem[] {
+  const rows = runtime.db
+    .prepare<[string], QueueItem>(
+      `SELECT ${QUEUE_COLUMNS} FROM run_queue q CROSS JOIN loops l ON l.id = q.loop_id -- CROSS: from the (few) queued rows
+       WHERE (q.due_at <= ? OR q.kind = 'buffered') AND l.status IN ('active', 'expired')
+       ORDER BY q.due_at, q.position`,
+    )
+    .all(new Date(dueByMs).toISOString());
+  const now = runtime.clock.now();
+  const firstBuffered = new Set<string>();
+  return rows.filter((r) => {
+    if (r.kind !== 'buffered') return true;
+    if (firstBuffered.has(r.loopId)) return false;
+    firstBuffered.add(r.loopId);
+    return runningRuns(runtime, r.loopId, now).length === 0;
+  });
+}
+
+/**
+ * The earliest due time after `afterMs` of queued work of an active (or expired) loop, or null.
+ * Buffered slots are not counted: they start when the run they wait for ends, not at a time.
+ */
+export function nextQueuedDue(runtime: Runtime, afterMs: number): number | null {
+  const row = runtime.db
+    .prepare<[string], { due: string }>(
+      `SELECT q.due_at AS due FROM run_queue q CROSS JOIN loops l ON l.id = q.loop_id
+       WHERE q.due_at > ? AND q.kind != 'buffered' AND l.status IN ('active', 'expired') ORDER BY q.due_at LIMIT 1`,
+    )
+    .get(new Date(afterMs).toISOString());
+  return row ? Date.parse(row.due) : null;
+}
+
+/** Queued work of a loop (all kinds), oldest first. */
+export function queuedWork(runtime: Runtime, loopId: string): QueueItem[] {
+  return runtime.db
+    .prepare<[string], QueueItem>(`SELECT ${QUEUE_COLUMNS} FROM run_queue q JOIN loops l ON l.id = q.loop_id WHERE q.loop_id = ? ORDER BY q.position`)
+    .all(loopId);
+}
+
+/** An append precondition: the queued work is still unclaimed (checked inside the transaction). */
+export function stillQueued(runtime: Runtime, runId: string): () => void {
+  return () => {
+    const row = runtime.db.prepare('SELECT 1 FROM run_queue WHERE run_id = ?').get(runId);
+    if (!row) throw new ClaimLostError(runId, 'it is no longer queued (another runner claimed it, or it was dropped)');
+  };
+}

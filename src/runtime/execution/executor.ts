@@ -1,0 +1,700 @@
+/**
+ * The process executor. Every process is the leader of a new process group (`detached`), with
+ * stdin ignored (or carrying an agent's prompt, then closed), output written by the process
+ * straight into capped per-run files (followed by the runner for bounded in-memory tails and live
+ * output). It is forked by the runner's spawner helper (spawner.ts) when it has one, else here
+ * through execa.
+ * Timeout and cancel kill the whole group: SIGTERM, then SIGKILL after the grace period. When
+ * the leader exits, anything it left behind in its group is cleaned up the same way.
+ */
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { delimiter, dirname } from 'node:path';
+import { execa } from 'execa';
+import type { Clock, TimerHandle } from '../clock.js';
+import { formatDuration } from '../../events/durations.js';
+import { extendPath } from './env.js';
+import { maskFiles, OutputFile, TailBuffer } from './output.js';
+import { SecretMasker, StreamMasker } from './secrets.js';
+import { type Spawned, type Spawner, SpawnerError, whenGone } from './spawner.js';
+import { resolveExecutable } from './which.js';
+import { bootId, descendants, findWrapperProcess, groupAlive, identityNow, isSameProcessAlive, processGroup, type ProcessIdentity, processStartTime, signalGroup } from './process-info.js';
+
+export interface SpawnSpec {
+  command: string;
+  args: ReadonlyArray<string>;
+  shell: boolean;
+  cwd: string | null;
+  /** Variables added to the inherited environment. */
+  env: Record<string, string>;
+  timeoutMs: number | null;
+  /** Time between SIGTERM and SIGKILL (default 5000 ms). */
+  killGraceMs?: number;
+  /** Bytes of each stream kept in memory for the run's events (default 64 KiB). */
+  tailBytes?: number;
+  /**
+   * Where the full streams go (capped). When given, the process writes straight into the file
+   * (no pipe to the runner, so it survives the runner's death) and the runner follows it;
+   * omitted, the stream is piped and only its tail is kept.
+   */
+  stdoutFile?: string;
+  stderrFile?: string;
+  /** Cap per output file before it is rotated (default 16 MiB). */
+  fileCapBytes?: number;
+  /**
+   * Written to the process's stdin, which is then closed (an agent's prompt: never in argv where
+   * `ps` shows it). Omitted: stdin is not connected at all (agent CLIs hang on an open pipe).
+   */
+  stdin?: string;
+  /**
+   * Stop the process group when it writes no output for this long (an agent that hangs), like a
+   * timeout; needs `stdoutFile`/`stderrFile`.
+   */
+  idleTimeoutMs?: number | null;
+  /**
+   * Secret values: masked as `***` (raw, JSON-escaped, percent-encoded, base64) in the output
+   * tails, the live output and — once the process ended — the output files.
+   */
+  secrets?: readonly string[];
+  /** Inherited variables removed before `env` is applied (an account's run drops the others' credentials). */
+  unsetEnv?: readonly string[];
+  /**
+   * Every byte of stdout, in order, as the runner reads it (an agent's JSONL parser): unlike the
+   * files, which keep only the end past their cap, this sees the whole stream. Not masked.
+   * Returning a string stops the process group (SIGTERM, SIGKILL after the grace period) for that
+   * reason — an agent over its budget; the exit then records the reason as its error.
+   */
+  stdoutSink?: (chunk: Buffer) => void | string;
+  /** Live output, e.g. for `run-now --show-output`. */
+  onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+  /**
+   * Run the command under a tiny /bin/sh wrapper that writes its exit status to this file, so a
+   * process that outlives a crashed runner still has its real outcome recorded afterwards.
+   */
+  statusFile?: string;
+}
+
+/**
+ * The exit-status wrapper: the run's process-group leader, the parent of the command. It runs the
+ * command (its argv, or a shell command line), writes `exit N` or `signal S`, then `pid P` (its own
+ * pid, the run's process group), to the status file (0600, one small write), and ends the same way
+ * the command did. It survives SIGTERM/SIGINT/SIGHUP itself (a handled signal is reset to the
+ * default in the command), so the command — in the same process group — decides how it ends, and
+ * its status is still written after a timeout or a cancel.
+ *
+ * Exit codes above 128 are exit codes: `exit 137` is recorded as exit code 137, a command killed by
+ * SIGKILL as the signal. Only the command's parent can tell them apart (a shell's `$?` is 137 for
+ * both), so the wrapper is a few lines of perl when perl is there (`waitpid` gives the wait status:
+ * exact), else /bin/sh (see SH_WRAPPER).
+ */
+const PERL_WRAPPER = [
+  'my (undef, $f, $m, @c) = @ARGV;',
+  // Set (empty) by spawnProcess so that perl says nothing of a locale it lacks; not the command's.
+  "delete $ENV{PERL_BADLANG} if defined $ENV{PERL_BADLANG} && $ENV{PERL_BADLANG} eq '';",
+  // A signal that reaches the group before the command exists is remembered, and re-raised in the
+  // child once it has its default handlers back: a cancel right after the spawn is never lost in
+  // the moment between fork and exec (the child would otherwise inherit the empty handler and exec
+  // the command as if nothing had been sent).
+  'my $g;',
+  '$SIG{$_} = sub { $g = $_[0] } for qw(TERM INT HUP);',
+  "@c = ('sh', '-c', $c[0]) if $m eq 'shell';",
+  'my $s;',
+  'my $p = fork;',
+  'if (!defined $p) { print STDERR "loops-run: cannot fork: $!\\n"; $s = 126 << 8 }',
+  "elsif (!$p) { $SIG{$_} = 'DEFAULT' for qw(TERM INT HUP); kill($g, $$) if $g; exec { $m eq 'shell' ? '/bin/sh' : $c[0] } @c; print STDERR \"loops-run: $c[0]: $!\\n\"; exit($! == 2 ? 127 : 126) }",
+  'else { waitpid($p, 0); $s = $? }',
+  'my $n = $s & 127;',
+  'umask 077;',
+  // One short write (at close); readers ignore a partial line.
+  "if (open my $h, '>', $f) { print $h ($n ? \"signal $n\" : 'exit ' . ($s >> 8)), \"\\npid $$\\n\"; close $h }",
+  "if ($n) { $SIG{$_} = 'DEFAULT' for qw(TERM INT HUP); kill $n, $$ }",
+  'exit($n ? 128 + $n : $s >> 8);',
+].join('\n');
+
+/**
+ * The wrapper where there is no perl: /bin/sh, which cannot read the command's wait status — its
+ * `$?` is 128+N both for a command killed by signal N and for one that exits 128+N. It reads a
+ * status above 128 as the exit code it is, unless the wrapper itself caught that very signal (TERM,
+ * INT, HUP: what a timeout, a cancel or a shutdown sends the group), which then ended the command.
+ * So without perl a signal sent to the command alone (a crash, an OOM kill, `kill -9 <its pid>`)
+ * is recorded as exit code 128+N. And a signal sent to the group by someone else in the instant
+ * between the wrapper's fork and the command's exec can be missed (the forked shell still has the
+ * trap); loops' own timeout and cancel signal the group's late joiners again, so they are not.
+ */
+const SH_WRAPPER = [
+  'f=$1; mode=$2; shift 2',
+  'g=',
+  "trap 'g=TERM' TERM; trap 'g=INT' INT; trap 'g=HUP' HUP",
+  // A signal that reached the group before the command started: it is not started at all.
+  'case "$g" in TERM) s=143 ;; INT) s=130 ;; HUP) s=129 ;; *) if [ "$mode" = shell ]; then (eval "$1"); else "$@"; fi; s=$? ;; esac',
+  // TERM, INT and HUP are 15, 2 and 1 everywhere.
+  'case "$g$s" in TERM143|INT130|HUP129) r="signal $g" ;; *) r="exit $s"; g= ;; esac',
+  'umask 077',
+  // One short write with a builtin (no mv: an extra exec costs ~1 ms per run); readers ignore a partial line.
+  'printf "%s\\npid %s\\n" "$r" "$$" > "$f"',
+  'if [ -n "$g" ]; then trap - TERM INT HUP; kill -s "$g" $$ 2>/dev/null; fi',
+  'exit "$s"',
+].join('\n');
+
+/** The wrapper's $0: with the status file after it, it names a run's process in `ps` and /proc. */
+export const WRAPPER_NAME = 'loops-run';
+
+/** Which exit-status wrapper runs the command: perl (exact signals) or /bin/sh. */
+export type WrapperKind = 'perl' | 'sh';
+
+let perlPath: string | null | undefined;
+
+/** The perl the wrapper uses: the system's first, else one on the runner's PATH; null when none. */
+export function findPerl(): string | null {
+  if (perlPath === undefined) perlPath = resolveExecutable('perl', `/usr/bin:/bin:/usr/local/bin:/opt/homebrew/bin${delimiter}${process.env.PATH ?? ''}`, null);
+  return perlPath;
+}
+
+/**
+ * The wrapper new runs get: perl when there is one, else sh. `LOOPS_EXIT_WRAPPER=sh` forces the sh
+ * wrapper (tests, diagnosis); `perl` asks for perl (sh still when there is none).
+ */
+export function wrapperKind(): WrapperKind {
+  return process.env.LOOPS_EXIT_WRAPPER === 'sh' || findPerl() === null ? 'sh' : 'perl';
+}
+
+/** The argv that runs `command` under the exit-status wrapper writing `statusFile`. */
+export function wrapperArgv(
+  statusFile: string,
+  command: string,
+  args: readonly string[],
+  shell: boolean,
+  kind: WrapperKind = wrapperKind(),
+): { file: string; args: string[] } {
+  const rest = shell ? [WRAPPER_NAME, statusFile, 'shell', command] : [WRAPPER_NAME, statusFile, 'argv', command, ...args];
+  const perl = kind === 'perl' ? findPerl() : null;
+  return perl ? { file: perl, args: ['-e', PERL_WRAPPER, ...rest] } : { file: '/bin/sh', args: ['-c', SH_WRAPPER, ...rest] };
+}
+
+/**
+ * What a status file says: the exit code, or the signal that ended the command (`signal 9` from the
+ * perl wrapper, `signal KILL` from the sh wrapper and from files written before the perl one), and
+ * the wrapper's pid (null in files written before it was added).
+ */
+export function readStatusFile(file: string): { exitCode: number | null; signal: string | null; pid: number | null } | null {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').trim();
+  } catch {
+    return null;
+  }
+  const [first, second] = text.split('\n');
+  const pidMatch = second !== undefined ? /^pid (\d+)$/.exec(second) : null;
+  const pid = pidMatch ? Number(pidMatch[1]) : null;
+  const exit = /^exit (\d+)$/.exec(first ?? '');
+  if (exit) return { exitCode: Number(exit[1]), signal: null, pid };
+  const sig = /^signal (\w+)$/.exec(first ?? '');
+  if (sig) return { exitCode: null, signal: signalName(sig[1]!), pid };
+  return null;
+}
+
+/** `9` → `SIGKILL`, `KILL` / `SIGKILL` → `SIGKILL` (numbers as this OS numbers them, as node names them). */
+function signalName(token: string): string {
+  if (/^\d+$/.test(token)) {
+    const n = Number(token);
+    const named = Object.entries(osConstants.signals).find(([, value]) => value === n);
+    return named ? named[0] : `SIG${n}`;
+  }
+  return `SIG${token.replace(/^SIG/, '')}`;
+}
+
+export { resolveExecutable };
+
+export interface ExitInfo {
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  cancelled: boolean;
+  stdout: string;
+  stderr: string;
+  stdoutBytes: number;
+  stderrBytes: number;
+  durationMs: number;
+  /** Human-readable reason when the run did not succeed; null on exit 0. */
+  error: string | null;
+}
+
+export interface ProcessHandle {
+  pid: number;
+  pgid: number;
+  startTime: string | null;
+  bootId: string | null;
+  /** Kill the process group because the run was cancelled. */
+  cancel(reason?: string | null): void;
+  /** Resolves once the leader exited and its streams closed (or were abandoned). */
+  readonly exited: Promise<ExitInfo>;
+}
+
+export class SpawnFailedError extends Error {
+  constructor(
+    message: string,
+    readonly code: string | null,
+  ) {
+    super(message);
+    this.name = 'SpawnFailedError';
+  }
+}
+
+const DEFAULT_GRACE_MS = 5000;
+/** After a group's SIGTERM, when members that appeared since get theirs (see terminateGroup). */
+const LATE_TERM_MS = 200;
+const DEFAULT_TAIL = 64 * 1024;
+const DEFAULT_FILE_CAP = 16 * 1024 * 1024;
+
+/**
+ * Starts `spec` and returns its handle once the process runs. With a `spawner`, runs whose output
+ * goes to files are started by the spawner helper process (see spawner.ts) instead of on this thread.
+ */
+export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spawner | null): Promise<ProcessHandle> {
+  const grace = spec.killGraceMs ?? DEFAULT_GRACE_MS;
+  const startedMono = clock.monotonic();
+  let file = spec.command;
+  let args = [...spec.args];
+  let shell = spec.shell;
+  // Through the spawner helper when the runner has one (that works) and the run has its files and
+  // status file (the fork then happens in a small process on another core, not on this thread);
+  // else execa.
+  const viaHelper = !!spawner && spawner.unavailableReason === null && spec.statusFile !== undefined && spec.stdoutFile !== undefined && spec.stderrFile !== undefined;
+  // The effective PATH: the inherited one (or the run's own) plus the user bin directories, so a
+  // daemon started by systemd finds the CLIs the user's shell finds.
+  const path = extendPath(spec.env.PATH ?? process.env.PATH);
+  const unset = new Set(spec.unsetEnv ?? []);
+  // The helper applies `unset` to the environment it inherited; here a filtered copy is built.
+  const inherited =
+    unset.size && !viaHelper
+      ? Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined && !unset.has(e[0])))
+      : null;
+  const env: Record<string, string> = { ...(inherited ?? {}), ...spec.env, PATH: path };
+  const runDirs = [...new Set([spec.statusFile, spec.stdoutFile, spec.stderrFile].filter((f) => f !== undefined).map((f) => dirname(f)))];
+  if (spec.statusFile) {
+    // Under the wrapper a missing program would only be the shell's exit 127: check first (the
+    // helper checks on its side, off this thread).
+    if (!viaHelper) {
+      if (spec.cwd && !existsSync(spec.cwd)) throw new SpawnFailedError(`working directory ${spec.cwd} does not exist`, 'ENOENT');
+      if (!spec.shell && resolveExecutable(spec.command, path, spec.cwd) === null) {
+        throw new SpawnFailedError(explainSpawnError(spec, 'ENOENT', '', path), 'ENOENT');
+      }
+    }
+    // The run's directories: made here, or by the helper (off this thread) before it opens the files.
+    if (!viaHelper) for (const dir of runDirs) mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const kind = wrapperKind();
+    ({ file, args } = wrapperArgv(spec.statusFile, spec.command, spec.args, spec.shell, kind));
+    // perl warns on stderr of a locale it lacks (a LANG forwarded by ssh): an empty PERL_BADLANG
+    // silences it, and the wrapper removes it again before the command starts (a run's own is kept,
+    // unless it is the empty string).
+    if (kind === 'perl' && spec.env.PERL_BADLANG === undefined && (unset.has('PERL_BADLANG') || process.env.PERL_BADLANG === undefined)) {
+      env.PERL_BADLANG = '';
+    }
+    shell = false;
+  }
+  const tailBytes = spec.tailBytes ?? DEFAULT_TAIL;
+  const cap = spec.fileCapBytes ?? DEFAULT_FILE_CAP;
+  const stdoutTail = new TailBuffer(tailBytes);
+  const stderrTail = new TailBuffer(tailBytes);
+  const masker = spec.secrets && spec.secrets.length ? new SecretMasker(spec.secrets) : null;
+  const live = (stream: 'stdout' | 'stderr') => {
+    if (!spec.onOutput) return null;
+    if (!masker || masker.empty) return (chunk: Buffer) => spec.onOutput!(stream, chunk);
+    const stream$ = new StreamMasker(masker);
+    return (chunk: Buffer) => {
+      const out = stream$.push(chunk);
+      if (out.length) spec.onOutput!(stream, out);
+    };
+  };
+  const liveStdout = live('stdout');
+  const sink = spec.stdoutSink;
+  // Set once a sink asked to stop the run (see SpawnSpec.stdoutSink); acted on once the process runs.
+  let stopReason: string | null = null;
+  let stopNow: (() => void) | null = null;
+  const feedSink = (chunk: Buffer) => {
+    const stop = sink!(chunk);
+    if (typeof stop === 'string' && stopReason === null) {
+      stopReason = stop;
+      stopNow?.();
+    }
+  };
+  const stdoutConsumer = sink ? (chunk: Buffer) => (feedSink(chunk), liveStdout?.(chunk)) : liveStdout;
+  // Through the helper the files are opened here once it started the process (it created them):
+  // no mkdir and no creating open on this thread. Reading starts at offset 0, so nothing is missed.
+  const fileOptions = { writer: !viaHelper, dirReady: spec.statusFile !== undefined };
+  const openOutputs = (): [OutputFile | null, OutputFile | null] => [
+    spec.stdoutFile ? new OutputFile(spec.stdoutFile, cap, stdoutTail, stdoutConsumer, undefined, fileOptions) : null,
+    spec.stderrFile ? new OutputFile(spec.stderrFile, cap, stderrTail, live('stderr'), undefined, fileOptions) : null,
+  ];
+  let [stdoutOut, stderrOut] = viaHelper ? [null, null] : openOutputs();
+  const closeOutputs = () => {
+    stdoutOut?.close();
+    stderrOut?.close();
+    // No secret stays in the run's files once the process ended.
+    if (masker && !masker.empty) {
+      for (const f of [spec.stdoutFile, spec.stderrFile]) if (f) maskFiles(f, masker);
+    }
+  };
+  let launched: Launched;
+  try {
+    launched = viaHelper
+      ? await launchViaSpawner(spawner!, spec, file, args, env, runDirs, path)
+      : await launchWithExeca(spec, file, args, shell, inherited, env, stdoutOut, stderrOut, path, clock, (stream, chunk) => {
+          if (stream === 'stdout') {
+            stdoutTail.push(chunk);
+            if (sink) feedSink(chunk);
+          } else stderrTail.push(chunk);
+          spec.onOutput?.(stream, chunk);
+        });
+  } catch (error) {
+    // (Through the helper nothing is removed here: a helper that died before answering may have
+    // started the process, which then writes into those files. It removes what it created itself
+    // when the fork fails.)
+    closeOutputs();
+    throw error;
+  }
+  if (viaHelper) [stdoutOut, stderrOut] = openOutputs();
+  const pid = launched.pid;
+  const startTime = launched.startTime;
+  stdoutOut?.follow();
+  stderrOut?.follow();
+
+  let timedOut = false;
+  let cancelled = false;
+  let cancelReason: string | null = null;
+  let leaderExited = false;
+  let killTimer: TimerHandle | null = null;
+
+  // Descendants that left the run's process group (setsid / their own group), found while the
+  // leader lives: they are stopped with the group.
+  const strays = new Map<number, ProcessIdentity>();
+  let lateTermTimer: TimerHandle | null = null;
+  const terminateGroup = () => {
+    const termed = new Set([pid]);
+    for (const child of descendants(pid)) {
+      termed.add(child);
+      if (processGroup(child) !== pid && !strays.has(child)) strays.set(child, identityNow(child, processStartTime(child)));
+    }
+    signalGroup(pid, 'SIGTERM');
+    for (const [child, id] of strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGTERM');
+    // A command the wrapper started just after the signal (a cancel right at the spawn) never got
+    // it — the wrapper itself ignores TERM: a moment later, what is new in the group gets its own
+    // SIGTERM (what got one is not signalled twice), instead of waiting for the SIGKILL.
+    if (lateTermTimer === null) {
+      lateTermTimer = clock.setTimeout(() => {
+        for (const child of descendants(pid)) if (!termed.has(child) && processGroup(child) === pid) signalProcess(child, 'SIGTERM');
+      }, LATE_TERM_MS);
+    }
+    if (killTimer === null) {
+      killTimer = clock.setTimeout(() => {
+        signalGroup(pid, 'SIGKILL');
+        for (const [child, id] of strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGKILL');
+      }, grace);
+    }
+  };
+
+  // The idle watchdog: output is read from the run's files at least once a second; no new byte for
+  // idleTimeoutMs stops the group, recorded as a timeout that says why.
+  let idle = false;
+  let idleTimer: TimerHandle | null = null;
+  if (spec.idleTimeoutMs && (stdoutOut || stderrOut)) {
+    const idleMs = spec.idleTimeoutMs;
+    let seen = -1;
+    let lastChange = clock.monotonic();
+    const check = () => {
+      idleTimer = null;
+      if (leaderExited) return;
+      stdoutOut?.drain();
+      stderrOut?.drain();
+      const total = (stdoutOut?.total ?? 0) + (stderrOut?.total ?? 0);
+      if (total !== seen) {
+        seen = total;
+        lastChange = clock.monotonic();
+      } else if (clock.monotonic() - lastChange >= idleMs && stopReason === null) {
+        idle = true;
+        timedOut = true;
+        terminateGroup();
+        return;
+      }
+      idleTimer = clock.setTimeout(check, Math.max(10, Math.min(1000, Math.floor(idleMs / 4))));
+    };
+    check();
+  }
+
+  // A sink's stop (an agent over budget): acted on while the leader lives and nothing else stops it.
+  let stopActed = false;
+  stopNow = () => {
+    if (leaderExited || cancelled || timedOut || stopActed) return;
+    stopActed = true;
+    terminateGroup();
+  };
+  if (stopReason !== null) stopNow();
+
+  const timeoutTimer =
+    spec.timeoutMs !== null
+      ? clock.setTimeout(() => {
+          if (leaderExited || stopReason !== null) return;
+          timedOut = true;
+          terminateGroup();
+        }, spec.timeoutMs)
+      : null;
+
+  const exited = new Promise<ExitInfo>((resolve) => {
+    void launched.exit.then(({ code, signal, unknown }) => {
+      leaderExited = true;
+      if (timeoutTimer !== null) clock.clearTimeout(timeoutTimer);
+      if (idleTimer !== null) clock.clearTimeout(idleTimer);
+      // Whatever the leader left behind in its group goes with it.
+      if (groupAlive(pid)) terminateGroup();
+      const finish = () => {
+        // The pending SIGKILL is only needed while something of the group lives on: watch the
+        // group (bounded by the grace period) and drop the timer as soon as it is gone, so it does
+        // not keep a finished runner waiting out the whole grace period.
+        const settle = () => {
+          if (killTimer === null) return;
+          if (!groupAlive(pid)) {
+            clock.clearTimeout(killTimer);
+            killTimer = null;
+            if (lateTermTimer !== null) clock.clearTimeout(lateTermTimer);
+            lateTermTimer = null;
+          } else if (clock.monotonic() - startedSettle < grace) {
+            clock.setTimeout(settle, 25);
+          }
+        };
+        const startedSettle = clock.monotonic();
+        settle();
+        closeOutputs();
+        const exitCode = code;
+        const sig = signal ?? null;
+        // A stop asked for by the sink counts only when it was acted on before the leader ended.
+        const stopped = stopActed ? stopReason : null;
+        resolve({
+          exitCode,
+          signal: sig,
+          timedOut,
+          cancelled: cancelled && !timedOut,
+          stdout: masker ? masker.mask(stdoutTail.toString()) : stdoutTail.toString(),
+          stderr: masker ? masker.mask(stderrTail.toString()) : stderrTail.toString(),
+          stdoutBytes: stdoutTail.total,
+          stderrBytes: stderrTail.total,
+          durationMs: Math.max(0, Math.round(clock.monotonic() - startedMono)),
+          error: unknown
+            ? unknown
+            : stopped
+            ? `${stopped}${sig ? `; process killed by ${sig}` : exitCode !== null ? `; it then exited with code ${exitCode}` : ''}`
+            : idle
+            ? `no output for ${formatDuration(spec.idleTimeoutMs!)} (idle timeout)${sig ? `; process killed by ${sig}` : ''}`
+            : notFoundHint(describeExit({ exitCode, signal: sig, timedOut, cancelled, cancelReason, timeoutMs: spec.timeoutMs }), spec.shell && exitCode === 127, path),
+        });
+      };
+      // Streams normally close right after exit; a grandchild that escaped the group may keep
+      // them open, so wait at most the grace period (plus a beat) and then stop reading.
+      launched.streamsClosed(grace + 500).then(finish, finish);
+    });
+  });
+
+  return {
+    pid,
+    pgid: pid,
+    startTime,
+    bootId: bootId(),
+    cancel(reason) {
+      if (leaderExited || cancelled) return;
+      cancelled = true;
+      cancelReason = reason ?? null;
+      terminateGroup();
+    },
+    exited,
+  };
+}
+
+/** The process of a spawn the helper never answered, if it was started after all. */
+function unansweredSpawn(statusFile: string): Spawned | null {
+  const running = findWrapperProcess(statusFile, WRAPPER_NAME);
+  if (running) {
+    return { pid: running.pid, startTime: running.startTime, exit: whenGone(running).then(() => ({ code: null, signal: null, lost: true })) };
+  }
+  const status = readStatusFile(statusFile);
+  if (status?.pid) return { pid: status.pid, startTime: null, exit: Promise.resolve({ code: null, signal: null, lost: true }) };
+  return null;
+}
+
+/** A started process, however it was started. */
+interface Launched {
+  pid: number;
+  startTime: string | null;
+  /** The leader's exit (code or signal). */
+  exit: Promise<{ code: number | null; signal: string | null; unknown?: string }>;
+  /** Resolves when piped streams closed, at most `limitMs` after being asked (at once for files). */
+  streamsClosed(limitMs: number): Promise<void>;
+}
+
+async function launchWithExeca(
+  spec: SpawnSpec,
+  file: string,
+  args: string[],
+  shell: boolean,
+  inherited: Record<string, string> | null,
+  env: Record<string, string>,
+  stdoutOut: OutputFile | null,
+  stderrOut: OutputFile | null,
+  path: string,
+  clock: Clock,
+  onPiped: (stream: 'stdout' | 'stderr', chunk: Buffer) => void,
+): Promise<Launched> {
+  const subprocess = execa(file, args, {
+    shell,
+    cwd: spec.cwd ?? undefined,
+    env,
+    // With variables to drop, the environment is built here from a filtered copy of ours.
+    extendEnv: inherited === null,
+    ...(spec.stdin !== undefined ? { input: spec.stdin } : { stdin: 'ignore' as const }),
+    // A file descriptor when the stream goes to a file (then subprocess.stdout is null); the cast
+    // keeps execa's overloads simple — the stream handlers below are optional-chained.
+    stdout: (stdoutOut ? stdoutOut.writeFd : 'pipe') as 'pipe',
+    stderr: (stderrOut ? stderrOut.writeFd : 'pipe') as 'pipe',
+    buffer: false,
+    reject: false,
+    detached: true,
+    cleanup: false,
+    windowsHide: true,
+  });
+  // The child has its own copies of the descriptors now.
+  stdoutOut?.releaseWriter();
+  stderrOut?.releaseWriter();
+  if (subprocess.pid === undefined) {
+    const result = await subprocess;
+    const code = (result as { code?: string }).code ?? null;
+    const cause = (result as { cause?: { message?: string } }).cause?.message ?? result.shortMessage ?? 'spawn failed';
+    throw new SpawnFailedError(explainSpawnError(spec, code, cause, path), code);
+  }
+  const pid = subprocess.pid;
+  const startTime = processStartTime(pid);
+  subprocess.stdout?.on('data', (chunk: Buffer) => onPiped('stdout', chunk));
+  subprocess.stderr?.on('data', (chunk: Buffer) => onPiped('stderr', chunk));
+  const exit = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    subprocess.once('exit', (code, signal) => resolve({ code, signal: signal ?? null })),
+  );
+  // With reject:false the promise never rejects; it is awaited only to release execa's resources.
+  subprocess.then(
+    () => undefined,
+    () => undefined,
+  );
+  return { pid, startTime, exit, streamsClosed: (limitMs) => waitForStreams(subprocess, clock, limitMs) };
+}
+
+async function launchViaSpawner(
+  spawner: Spawner,
+  spec: SpawnSpec,
+  file: string,
+  args: string[],
+  env: Record<string, string>,
+  dirs: string[],
+  path: string,
+): Promise<Launched> {
+  let spawned: Spawned;
+  try {
+    // The helper makes the run's directories, opens the files itself (O_APPEND), builds the
+    // environment from its own plus what changed here, and checks the cwd and the executable
+    // before it forks.
+    spawned = await spawner.spawn({
+      file,
+      args,
+      cwd: spec.cwd,
+      env,
+      ...(spec.unsetEnv?.length ? { unset: [...spec.unsetEnv] } : {}),
+      ...(spec.statusFile && !spec.shell ? { check: spec.command } : {}),
+      ...(spec.stdin !== undefined ? { stdin: spec.stdin } : {}),
+      dirs,
+      stdout: spec.stdoutFile!,
+      stderr: spec.stderrFile!,
+    });
+  } catch (error) {
+    const code = error instanceof SpawnerError ? error.code : null;
+    // The helper died before it answered, maybe right after the fork: the process is then found
+    // by its wrapper's argv (or, already ended, by the pid in its status file) and followed like
+    // one the helper lost — never reported as not started while it runs.
+    const found = code === 'EHELPERGONE' && spec.statusFile ? unansweredSpawn(spec.statusFile) : null;
+    if (!found) throw new SpawnFailedError(explainSpawnError(spec, code, (error as Error).message, path), code);
+    spawned = found;
+  }
+  const statusFile = spec.statusFile;
+  const exit = spawned.exit.then((e) => {
+    if (!e.lost) return { code: e.code, signal: e.signal };
+    // The helper died while the process ran: its wrapper's status file has the real outcome.
+    const status = statusFile ? readStatusFile(statusFile) : null;
+    if (status) return { code: status.exitCode, signal: status.signal };
+    return { code: null, signal: null, unknown: 'it ended while the spawner helper process was gone, without writing its exit status' };
+  });
+  return { pid: spawned.pid, startTime: spawned.startTime, exit, streamsClosed: () => Promise.resolve() };
+}
+
+function waitForStreams(
+  subprocess: { stdout: NodeJS.ReadableStream | null; stderr: NodeJS.ReadableStream | null },
+  clock: Clock,
+  limitMs: number,
+): Promise<void> {
+  const streams = [subprocess.stdout, subprocess.stderr].filter(
+    (s): s is NodeJS.ReadableStream & { readableEnded?: boolean; destroyed?: boolean; destroy?: () => void } => s !== null,
+  );
+  const pending = streams.filter((s) => !s.readableEnded && !s.destroyed);
+  if (pending.length === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    let left = pending.length;
+    const timer = clock.setTimeout(() => {
+      for (const s of pending) s.destroy?.();
+      resolve();
+    }, limitMs);
+    for (const s of pending) {
+      const done = () => {
+        left -= 1;
+        if (left === 0) {
+          clock.clearTimeout(timer);
+          resolve();
+        }
+      };
+      s.once('close', done);
+    }
+  });
+}
+
+function describeExit(x: {
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  cancelled: boolean;
+  cancelReason: string | null;
+  timeoutMs: number | null;
+}): string | null {
+  if (x.timedOut) {
+    return `timed out after ${formatDuration(x.timeoutMs ?? 0)}${x.signal ? `; process killed by ${x.signal}` : ''}`;
+  }
+  if (x.cancelled) return x.cancelReason ? `cancelled: ${x.cancelReason}` : 'cancelled';
+  if (x.signal) return `killed by signal ${x.signal}`;
+  if (x.exitCode !== null && x.exitCode !== 0) return `exited with code ${x.exitCode}`;
+  return null;
+}
+
+/** A shell's exit 127 is its "command not found": say so, with the PATH it searched. */
+function notFoundHint(error: string | null, shell127: boolean, path: string): string | null {
+  return shell127 && error !== null ? `${error} (the shell's "command not found"; searched PATH=${path})` : error;
+}
+
+function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string, path: string): string {
+  if (code === 'ENOENT') {
+    // Node reports a missing cwd as `spawn <command> ENOENT`, exactly like a missing command.
+    return spec.cwd && !existsSync(spec.cwd)
+      ? `working directory ${spec.cwd} does not exist`
+      : `command not found: ${spec.command} (searched PATH=${path})`;
+  }
+  if (code === 'EACCES') return `permission denied: ${spec.command} is not executable`;
+  return `could not start ${spec.command}: ${cause}`;
+}
+
+function signalProcess(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // gone
+  }
+}

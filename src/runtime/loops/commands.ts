@@ -1,0 +1,466 @@
+/**
+ * Loop commands: create, pause, resume, stop, archive, remove. Each validates everything first,
+ * then records exactly one event through the loop's machine — bad input appends nothing.
+ */
+import { existsSync, statSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import type { EventData, LoopAgentTarget, LoopPolicies, Target } from '../../events/catalog.js';
+import { buildInvocation, isProviderId, PROVIDER_IDS, PROVIDERS } from '../agents/index.js';
+import { resolveAccountEnv } from '../agents/accounts.js';
+import { resolveExecutable } from '../execution/executor.js';
+import { checkCommand, effectivePath } from '../execution/preflight.js';
+import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../../events/errors.js';
+import { currentMachines } from '../../machines/registry.js';
+import { DurableActor } from '../actor.js';
+import { decideLoop } from './decisions.js';
+import { queuedWork, stillQueued } from '../daemon/run-queue.js';
+import { parseDuration } from '../../events/durations.js';
+import { newId } from '../ids.js';
+import { findLoop, type LoopView } from '../queries/loops.js';
+import { findWorkflow } from '../queries/workflows.js';
+import type { Runtime } from '../runtime.js';
+import { nextFireAt } from '../../scheduling/planner.js';
+import { buildSchedule, type ScheduleFlags } from '../../scheduling/schedule.js';
+
+export const DEFAULT_KILL_GRACE_MS = 5000;
+const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export interface CreateCommandLoopInput {
+  name: string;
+  description?: string | null;
+  /** With `shell` (default true) a shell command line; otherwise the executable. */
+  command: string;
+  args?: string[];
+  shell?: boolean;
+  cwd?: string | null;
+  env?: Record<string, string>;
+  /** Variables passed from the runner's environment as secrets (`--secret-env`): never stored, masked in output. */
+  secretEnv?: string[];
+  schedule: ScheduleFlags;
+  /** Duration text (`30s`) or ms. */
+  timeout?: string | number | null;
+  killGrace?: string | number | null;
+  /** `skip` (default) or `allow`. */
+  overlap?: string | null;
+  /** `none`, `latest` (default) or `all`. */
+  catchUp?: string | null;
+  catchUpWindow?: string | number | null;
+  catchUpLimit?: string | number | null;
+  /** Attempts per slot (default 1: no retry). */
+  attempts?: string | number | null;
+  retryDelay?: string | number | null;
+  backoff?: string | number | null;
+  maxRetryDelay?: string | number | null;
+  /** Run lease time-to-live (default 30s). */
+  lease?: string | number | null;
+  /**
+   * Check now that a run can start (default true): the command (a shell command's first word too)
+   * is found on the effective PATH; for an agent, its CLI is installed and its account resolves.
+   * `false` (`--no-preflight`) creates the loop anyway, e.g. when the tool is installed later.
+   */
+  preflight?: boolean;
+}
+
+const NO_PREFLIGHT_HINT = "or pass --no-preflight to create the loop anyway (e.g. it is installed before the first run, or only the daemon's PATH has it)";
+
+const OVERLAP = ['skip', 'buffer-one', 'buffer-all', 'cancel-other', 'allow'] as const;
+const CATCH_UP = ['none', 'latest', 'all'] as const;
+
+function oneOf<T extends string>(value: string | null | undefined, allowed: readonly T[], fallback: T, flag: string): T {
+  if (value === null || value === undefined) return fallback;
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw new ValidationError(`${flag}: unknown policy ${JSON.stringify(value)}`, { hint: `use one of ${allowed.join(', ')}` });
+  }
+  return value as T;
+}
+
+function positiveCount(value: string | number | null | undefined, flag: string): number | null {
+  if (value === null || value === undefined) return null;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0 || (typeof value === 'string' && !/^\s*\d+\s*$/.test(value))) {
+    throw new ValidationError(`${flag} must be a positive whole number, got ${JSON.stringify(value)}`);
+  }
+  return n;
+}
+
+function leaseMs(value: string | number | null | undefined): number {
+  const ms = toMs(value, '--lease') ?? 30_000;
+  if (ms < 3000) {
+    throw new ValidationError(`--lease must be at least 3s, got ${JSON.stringify(value)}`, {
+      hint: 'the lease is renewed every third of it; a shorter one would be lost on a busy machine',
+    });
+  }
+  return ms;
+}
+
+/** The loop's policies from user input, each checked. */
+export function buildPolicies(input: CreateCommandLoopInput): LoopPolicies {
+  const catchUp = oneOf(input.catchUp, CATCH_UP, 'latest', '--catch-up');
+  const catchUpLimit = positiveCount(input.catchUpLimit, '--catch-up-limit');
+  if (catchUpLimit !== null && catchUp !== 'all') {
+    throw new ValidationError('--catch-up-limit only applies to --catch-up all', { hint: 'add --catch-up all, or drop the limit' });
+  }
+  const catchUpWindowMs = toMs(input.catchUpWindow, '--catch-up-window');
+  if (catchUpWindowMs !== null && catchUp === 'none') {
+    throw new ValidationError('--catch-up-window has no effect with --catch-up none');
+  }
+  const attempts = positiveCount(input.attempts, '--attempts') ?? 1;
+  let backoff = 2;
+  if (input.backoff !== null && input.backoff !== undefined) {
+    backoff = Number(input.backoff);
+    if (!Number.isFinite(backoff) || backoff < 1 || (typeof input.backoff === 'string' && !/^\s*\d+(\.\d+)?\s*$/.test(input.backoff))) {
+      throw new ValidationError(`--backoff must be a number of at least 1, got ${JSON.stringify(input.backoff)}`, {
+        hint: 'e.g. --backoff 2 doubles the delay after each failed attempt; 1 keeps it constant',
+      });
+    }
+  }
+  const retryDelayMs = toMs(input.retryDelay, '--retry-delay') ?? 10_000;
+  const maxRetryDelayMs = toMs(input.maxRetryDelay, '--max-retry-delay');
+  if (attempts === 1) {
+    for (const [flag, value] of [
+      ['--retry-delay', input.retryDelay],
+      ['--backoff', input.backoff],
+      ['--max-retry-delay', input.maxRetryDelay],
+    ] as const) {
+      if (value !== null && value !== undefined) {
+        throw new ValidationError(`${flag} has no effect without --attempts 2 or more`, { hint: 'add --attempts <n>, or drop it' });
+      }
+    }
+  }
+  if (maxRetryDelayMs !== null && maxRetryDelayMs < retryDelayMs) {
+    throw new ValidationError('--max-retry-delay must not be shorter than --retry-delay');
+  }
+  return {
+    timeoutMs: toMs(input.timeout, '--timeout'),
+    killGraceMs: toMs(input.killGrace, '--kill-grace') ?? DEFAULT_KILL_GRACE_MS,
+    overlap: oneOf(input.overlap, OVERLAP, 'skip', '--overlap'),
+    catchUp,
+    catchUpWindowMs,
+    catchUpLimit,
+    attempts,
+    retryDelayMs,
+    backoff,
+    maxRetryDelayMs,
+    leaseMs: leaseMs(input.lease),
+  };
+}
+
+export function validateLoopName(name: string): string {
+  if (!NAME_RE.test(name)) {
+    throw new ValidationError(`invalid loop name ${JSON.stringify(name)}`, {
+      hint: 'use 1-64 letters, digits, dot, dash or underscore, starting with a letter or digit',
+    });
+  }
+  return name;
+}
+
+function toMs(value: string | number | null | undefined, flag: string): number | null {
+  if (value === null || value === undefined) return null;
+  if (typeof value === 'number') {
+    if (!Number.isInteger(value) || value <= 0) throw new ValidationError(`${flag}: must be a positive number of ms`);
+    return value;
+  }
+  return parseDuration(value, flag);
+}
+
+export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env' | 'secretEnv'>, baseDir = process.cwd()): Target {
+  const shell = input.shell ?? true;
+  const command = input.command;
+  const args = input.args ?? [];
+  if (command.trim() === '') throw new ValidationError('--cmd: the command is empty', { hint: "e.g. --cmd 'make test'" });
+  if (shell && args.length > 0) {
+    throw new ValidationError('--arg is only used with --no-shell', {
+      hint: "put the arguments in the --cmd text (run by a shell), or add --no-shell to pass them without one",
+    });
+  }
+  if (!shell && /\s/.test(command) && !existsSync(command)) {
+    throw new ValidationError(`--cmd: ${JSON.stringify(command)} contains spaces, but --no-shell runs it as a single executable`, {
+      hint: `pass the arguments with --arg, e.g. --cmd ${command.split(/\s+/)[0]} --arg ${command.split(/\s+/).slice(1).join(' --arg ')}`,
+    });
+  }
+  let cwd: string | null = null;
+  if (input.cwd !== undefined && input.cwd !== null) {
+    cwd = isAbsolute(input.cwd) ? input.cwd : resolve(baseDir, input.cwd);
+    if (!existsSync(cwd)) throw new ValidationError(`--cwd: directory ${cwd} does not exist`, { hint: 'create it or give another directory' });
+    if (!statSync(cwd).isDirectory()) throw new ValidationError(`--cwd: ${cwd} is not a directory`);
+  }
+  const env = input.env ?? {};
+  for (const key of Object.keys(env)) {
+    if (!ENV_KEY_RE.test(key)) {
+      throw new ValidationError(`--env: invalid variable name ${JSON.stringify(key)}`, { hint: 'use KEY=VALUE with KEY made of letters, digits and _' });
+    }
+  }
+  const secretEnv = checkSecretEnv(input.secretEnv ?? [], env);
+  return { kind: 'command', command, args, shell, cwd, env, ...(secretEnv.length ? { secretEnv } : {}) };
+}
+
+function checkSecretEnv(names: string[], env: Record<string, string>): string[] {
+  for (const name of names) {
+    if (!ENV_KEY_RE.test(name)) {
+      throw new ValidationError(`--secret-env: invalid variable name ${JSON.stringify(name)}`, { hint: 'give the NAME of a variable set where the runs run (the daemon)' });
+    }
+    if (name in env) {
+      throw new ValidationError(`--secret-env ${name}: also given with --env, whose value would be stored`, { hint: `drop --env ${name}=…; the runs read ${name} from the runner's environment` });
+    }
+  }
+  return [...new Set(names)];
+}
+
+/**
+ * Refuses a command target that cannot start here: its executable (or its shell command's first
+ * word) is not on the effective PATH of runs, the one runs get (preflight.ts).
+ */
+export function assertCommandStarts(target: Target, baseDir = process.cwd()): void {
+  if (target.kind !== 'command') return;
+  const problem = checkCommand(target, effectivePath(target.env), baseDir);
+  if (problem !== null) {
+    throw new ValidationError(`--cmd: ${problem.message}`, { hint: `${problem.hint}, ${NO_PREFLIGHT_HINT}` });
+  }
+}
+
+export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): LoopView {
+  const target = buildCommandTarget(input);
+  // Checked once every input is valid, right before anything is recorded.
+  return createLoop(runtime, input, target, input.preflight === false ? undefined : () => assertCommandStarts(target));
+}
+
+export interface AgentLoopFields {
+  provider: string;
+  /** Exactly one of prompt / promptFile. */
+  prompt?: string | null;
+  promptFile?: string | null;
+  model?: string | null;
+  agent?: string | null;
+  permissionMode?: string | null;
+  extraArgs?: string[];
+  /** `safe` (default: the CLI gets its own configuration directory under the data directory) or `none`. */
+  configIsolation?: string | null;
+  account?: string | null;
+  maxTurns?: string | number | null;
+  maxCostUsd?: string | number | null;
+  idleTimeout?: string | number | null;
+}
+
+export type CreateAgentLoopInput = Omit<CreateCommandLoopInput, 'command' | 'args' | 'shell'> & AgentLoopFields;
+
+/**
+ * Checks an agent target the way a run will use it (the adapter builds its argv now), and — unless
+ * `preflight: false` — that its CLI is installed.
+ */
+export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'schedule'>, baseDir = process.cwd()): LoopAgentTarget {
+  if (!isProviderId(input.provider)) {
+    throw new ValidationError(`--provider: unknown provider ${JSON.stringify(input.provider)}`, { hint: `one of: ${PROVIDER_IDS.join(', ')}` });
+  }
+  const provider = input.provider;
+  const hasPrompt = input.prompt !== undefined && input.prompt !== null;
+  const hasFile = input.promptFile !== undefined && input.promptFile !== null;
+  if (hasPrompt === hasFile) {
+    throw new ValidationError(hasPrompt ? '--prompt and --prompt-file: give one, not both' : 'an agent needs --prompt <text> or --prompt-file <path>', {
+      hint: "e.g. --prompt 'fix the failing tests' or --prompt-file ./prompts/nightly.md (read when each run starts)",
+    });
+  }
+  if (hasPrompt && input.prompt!.trim() === '') throw new ValidationError('--prompt: the prompt is empty');
+  const promptFile = hasFile ? (isAbsolute(input.promptFile!) ? input.promptFile! : resolve(baseDir, input.promptFile!)) : null;
+  if (promptFile !== null && !existsSync(promptFile)) {
+    throw new ValidationError(`--prompt-file: ${promptFile} does not exist`, { hint: 'the file is read when each run starts; create it first' });
+  }
+  const command = buildCommandTarget({ command: 'agent', cwd: input.cwd ?? null, env: input.env ?? {}, secretEnv: input.secretEnv ?? [] }, baseDir);
+  const isolation = input.configIsolation ?? 'safe';
+  if (isolation !== 'safe' && isolation !== 'none') {
+    throw new ValidationError(`--config-isolation: ${JSON.stringify(isolation)} is not safe or none`, { hint: 'safe (default) or none' });
+  }
+  const maxCost = input.maxCostUsd === undefined || input.maxCostUsd === null ? null : Number(input.maxCostUsd);
+  if (maxCost !== null && !(Number.isFinite(maxCost) && maxCost > 0)) {
+    throw new ValidationError(`--max-cost-usd: ${JSON.stringify(input.maxCostUsd)} is not a positive amount`, { hint: 'e.g. --max-cost-usd 2.50' });
+  }
+  const target: LoopAgentTarget = {
+    kind: 'agent',
+    provider,
+    prompt: hasPrompt ? input.prompt! : null,
+    promptFile,
+    model: input.model ?? null,
+    agent: input.agent ?? null,
+    cwd: command.kind === 'command' ? command.cwd : null,
+    env: input.env ?? {},
+    permissionMode: input.permissionMode ?? null,
+    extraArgs: input.extraArgs ?? [],
+    configIsolation: isolation,
+    account: input.account ?? null,
+    maxTurns: positiveCount(input.maxTurns ?? null, '--max-turns'),
+    maxCostUsd: maxCost,
+    idleTimeoutMs: toMs(input.idleTimeout ?? null, '--idle-timeout'),
+    ...(command.kind === 'command' && command.secretEnv ? { secretEnv: command.secretEnv } : {}),
+  };
+  // The adapter refuses what its CLI would (an unknown permission mode, a flag-like value).
+  try {
+    buildInvocation(target, { prompt: 'check', promptFile: '/dev/null', isolatedConfigDir: isolation === 'safe' ? '/dev/null' : null, cwd: target.cwd });
+  } catch (error) {
+    throw asFlagError(error);
+  }
+  if (input.preflight === false) return target;
+  const path = effectivePath(target.env);
+  if (resolveExecutable(PROVIDERS[provider].binary, path, target.cwd) === null) {
+    throw new ValidationError(`the ${provider} CLI (${PROVIDERS[provider].binary}) is not installed: not found on PATH=${path}`, {
+      hint: `install it, or put it in one of these directories (see ${PROVIDERS[provider].docsUrl}), ${NO_PREFLIGHT_HINT}`,
+    });
+  }
+  return target;
+}
+
+/** The adapter's field names, as `create agent` spells them. */
+const AGENT_FLAGS: Record<string, string> = {
+  model: '--model',
+  agent: '--agent',
+  permissionMode: '--permission-mode',
+  maxTurns: '--max-turns',
+  maxCostUsd: '--max-cost-usd',
+  extraArgs: '--extra-arg',
+};
+
+/** An adapter's ValidationError, reworded with the flags the user typed instead of the field names. */
+function asFlagError(error: unknown): unknown {
+  if (!(error instanceof ValidationError)) return error;
+  const provider = error.details?.provider;
+  const prefix = `${String(provider)}: `;
+  if (typeof provider !== 'string' || !error.message.startsWith(prefix)) return error;
+  // The camelCase field names are unambiguous anywhere; `model` and `agent` only where they name
+  // the field (first word, `remove …`), not in prose like "provider/model" or "an agent".
+  const flags = (text: string) =>
+    text
+      .replace(/\b(permissionMode|maxTurns|maxCostUsd|extraArgs)\b/g, (field) => AGENT_FLAGS[field]!)
+      .replace(/^(model|agent)\b/, (field) => AGENT_FLAGS[field]!)
+      .replace(/\bremove (model|agent)\b/g, (_, field: string) => `remove ${AGENT_FLAGS[field]!}`)
+      .replace(/^unknown (model|agent)\b/, (_, field: string) => `unknown ${AGENT_FLAGS[field]!}`);
+  return new ValidationError(`${flags(error.message.slice(prefix.length))} (provider ${provider})`, {
+    ...(error.hint !== undefined ? { hint: flags(error.hint) } : {}),
+    ...(error.details !== undefined ? { details: error.details } : {}),
+    cause: error,
+  });
+}
+
+/** A loop whose runs run an AI coding-agent CLI (`loops create agent`). */
+export function createAgentLoop(runtime: Runtime, input: CreateAgentLoopInput): LoopView {
+  const target = buildAgentTarget(input);
+  // The profile must resolve now (registered, or through an external accounts command).
+  if (target.account !== null && input.preflight !== false) resolveAccountEnv(runtime.db, target.provider, target.account);
+  return createLoop(runtime, { ...input, command: 'unused' }, target);
+}
+
+export type CreateWorkflowLoopInput = Omit<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env'> & {
+  /** The workflow's name or id; each run runs its latest version. */
+  workflow: string;
+};
+
+/** A loop whose runs are runs of a stored workflow (`loops create workflow`). */
+export function createWorkflowLoop(runtime: Runtime, input: CreateWorkflowLoopInput): LoopView {
+  const workflow = findWorkflow(runtime.db, input.workflow);
+  return createLoop(runtime, { ...input, command: 'unused' }, { kind: 'workflow', workflowId: workflow.id, workflowName: workflow.name });
+}
+
+function createLoop(runtime: Runtime, input: CreateCommandLoopInput, target: Target, preflight?: () => void): LoopView {
+  const name = validateLoopName(input.name);
+  const now = runtime.clock.now();
+  const loopId = newId('loop', now);
+  const { schedule, timing } = buildSchedule(input.schedule, now, loopId);
+  const policies = buildPolicies(input);
+  assertNameFree(runtime, name);
+  preflight?.();
+  const data: EventData<'loop.created'> = {
+    loopId,
+    name,
+    description: input.description ?? null,
+    schedule,
+    timing,
+    target,
+    policies,
+    // Scheduled runs are counted from the first slot on; none exist before creation.
+    nextRunAt: nextFireAt({ id: loopId, schedule, timing }, now, 0),
+  };
+  const actor = DurableActor.create(runtime, `loop:${loopId}`, 'loop', currentMachines.loop);
+  try {
+    actor.record('loop.created', data);
+  } catch (error) {
+    // The partial unique index on live names catches a concurrent create of the same name.
+    if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('loops.live_name')) {
+      throw nameTaken(name);
+    }
+    throw error;
+  }
+  return findLoop(runtime.db, loopId);
+}
+
+function assertNameFree(runtime: Runtime, name: string): void {
+  const row = runtime.db.prepare('SELECT id FROM loops WHERE live_name = ?').get(name);
+  if (row) throw nameTaken(name);
+}
+
+function nameTaken(name: string): AlreadyExistsError {
+  return new AlreadyExistsError(`a loop named ${JSON.stringify(name)} already exists`, {
+    hint: `choose another name, or remove the existing one first with loops remove ${name}`,
+  });
+}
+
+export type LoopStateCommand = 'pause' | 'resume' | 'stop' | 'archive' | 'remove';
+
+const COMMAND_EVENTS: Record<LoopStateCommand, string> = {
+  pause: 'loop.paused',
+  resume: 'loop.resumed',
+  stop: 'loop.stopped',
+  archive: 'loop.archived',
+  remove: 'loop.removed',
+};
+
+const COMMAND_PAST: Record<'stop' | 'archive' | 'remove', string> = { stop: 'stopped', archive: 'archived', remove: 'removed' };
+
+/** Moves a loop through its lifecycle; an impossible move is an error that appends nothing. */
+export function changeLoopState(
+  runtime: Runtime,
+  idOrName: string,
+  command: LoopStateCommand,
+  options: { reason?: string | null } = {},
+): LoopView {
+  const loop = findLoop(runtime.db, idOrName);
+  const actor = DurableActor.load(runtime, `loop:${loop.id}`);
+  const type = COMMAND_EVENTS[command];
+  const reason = options.reason ?? null;
+  const data =
+    command === 'resume' ? { reason, nextRunAt: nextFireAt(loop, runtime.clock.now(), loop.scheduledRuns) } : { reason };
+  if (!actor.accepts(type, data)) {
+    throw new InvalidTransitionError(`cannot ${command} loop ${loop.name}: it is ${actor.state}`, {
+      hint: hintFor(command, actor.state, loop.name),
+    });
+  }
+  runtime.log.batch(() => {
+    // Stopping, archiving or removing gives up the work the loop decided and nobody started (a
+    // fired or buffered slot, a scheduled retry): each recorded as dropped, in the same append, so
+    // every promised run ends in a run or in a record of why not. A pause keeps it waiting.
+    if (command === 'stop' || command === 'archive' || command === 'remove') {
+      const queued = queuedWork(runtime, loop.id);
+      if (queued.length) {
+        const checks = queued.map((q) => stillQueued(runtime, q.runId));
+        actor.recordAll(
+          [
+            ...queued.map((q) => ({ type: 'slot.dropped', data: { runId: q.runId, slot: q.slot, attempt: q.attempt, reason: `loop ${COMMAND_PAST[command]} before it started` } })),
+            { type, data },
+          ],
+          { precondition: () => checks.forEach((check) => check()) },
+        );
+        return;
+      }
+    }
+    actor.record(type, data);
+    // Resumed with nothing left to run (a one-shot whose instant, or a schedule whose last slot,
+    // passed while it was paused or stopped: those slots are not run late): it expires now, as a
+    // pass would decide, instead of staying active with no next run.
+    if (command === 'resume' && data.nextRunAt === null && loop.schedule.kind !== 'manual') decideLoop(runtime, loop.id, runtime.clock.now());
+  });
+  return findLoop(runtime.db, loop.id, { includeRemoved: true });
+}
+
+function hintFor(command: LoopStateCommand, state: string, name: string): string {
+  if (command === 'pause' && state === 'paused') return `it is already paused; loops resume ${name} resumes it`;
+  if (command === 'resume' && state === 'active') return 'it is already active';
+  if (state === 'archived') return `archived loops can only be removed (loops remove ${name})`;
+  return `loops show ${name} shows its state`;
+}

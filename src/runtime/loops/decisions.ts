@@ -1,0 +1,164 @@
+/**
+ * Decisions on a loop's stream: what happens to each slot that came due — fired, skipped for
+ * overlap, buffered, coalesced or missed by the catch-up policy — recorded in one append
+ * (compare-and-set: two schedulers never decide a slot twice); a retry after a failed attempt; a
+ * fixed-delay loop's next due time. The pass that calls these and runs what they promise is
+ * pass.ts.
+ */
+import { cached } from '../../events/db.js';
+import { ConcurrencyConflictError } from '../../events/errors.js';
+import type { StoredEvent } from '../../events/types.js';
+import type { LoopContext } from '../../machines/loop.js';
+import { DurableActor } from '../actor.js';
+import { newId } from '../ids.js';
+import { decideDue, fixedDelayNext, type Decision } from '../../scheduling/planner.js';
+import type { RunView } from '../queries/loops.js';
+import { requestCancel } from '../execution/cancel.js';
+import type { Runtime } from '../runtime.js';
+
+/** Runs of a loop that are still going: not finished, and their runner's lease is alive. */
+export function runningRuns(runtime: Runtime, loopId: string, nowMs: number): string[] {
+  return cached<[string, string], { id: string }>(
+    runtime.db,
+    `SELECT r.id FROM loop_runs r JOIN leases l ON l.name = 'run:' || r.id
+     WHERE r.loop_id = ? AND r.status IN ('claimed', 'spawning', 'running') AND l.expires_at > ?
+     ORDER BY r.claimed_position`,
+  )
+    .all(loopId, new Date(nowMs).toISOString())
+    .map((r) => r.id);
+}
+
+/** How many slots of the loop wait behind a running run (overlap buffer-one, buffer-all, cancel-other). */
+function bufferedCount(runtime: Runtime, loopId: string): number {
+  return cached<[string], { n: number }>(runtime.db, "SELECT count(*) AS n FROM run_queue WHERE loop_id = ? AND kind = 'buffered'").get(loopId)!.n;
+}
+
+/** Decides and records what is due for one loop; returns the runs to execute. */
+export function decideLoop(
+  runtime: Runtime,
+  loopId: string,
+  nowMs: number,
+  options: { lateGraceMs?: number } = {},
+): { events: StoredEvent[]; fired: Array<{ runId: string; slot: string; fireAt: string }> } {
+  const actor = DurableActor.load(runtime, `loop:${loopId}`);
+  if (actor.state !== 'active') return { events: [], fired: [] };
+  const c = actor.snapshot.context as LoopContext;
+  const decisions: Decision[] = decideDue(
+    { id: loopId, schedule: c.schedule!, timing: c.timing!, policies: c.policies! },
+    {
+      scheduleFrom: c.scheduleFrom!,
+      lastSlot: c.lastSlot,
+      scheduledRuns: c.scheduledRuns,
+      running: runningRuns(runtime, loopId, nowMs),
+      buffered: bufferedCount(runtime, loopId),
+      nextRunAt: c.nextRunAt,
+    },
+    nowMs,
+    () => newId('run', nowMs),
+    options.lateGraceMs === undefined ? {} : { lateGraceMs: options.lateGraceMs },
+  );
+  if (decisions.length === 0) return { events: [], fired: [] };
+  const events = actor.recordAll(decisions);
+  const fired = decisions.flatMap((d) => (d.type === 'slot.fired' ? [{ runId: d.data.runId, slot: d.data.slot, fireAt: d.data.fireAt }] : []));
+  // cancel-other: the going runs are asked to stop; the buffered slot runs once they have.
+  const cancels = new Map<string, string>();
+  for (const d of decisions) if (d.type === 'slot.buffered') for (const id of d.data.cancels) if (!cancels.has(id)) cancels.set(id, d.data.slot);
+  for (const [runId, slot] of cancels) requestCancel(runtime, runId, `overlap cancel-other: slot ${slot} is due`);
+  return { events, fired };
+}
+
+/** The delay before attempt `next` (2, 3, …): retryDelay × backoff^(next−2), at most maxRetryDelay. */
+export function retryDelay(policies: { retryDelayMs: number; backoff: number; maxRetryDelayMs: number | null }, next: number): number {
+  const delay = Math.round(policies.retryDelayMs * policies.backoff ** Math.max(0, next - 2));
+  return policies.maxRetryDelayMs === null ? delay : Math.min(delay, policies.maxRetryDelayMs);
+}
+
+/**
+ * After a scheduled run ended: if it failed, timed out or was abandoned and the loop has attempts
+ * left for that slot, record the retry (its own run id, due after the back-off). A cancelled run is
+ * never retried. Returns the recorded events.
+ */
+export function scheduleRetry(
+  runtime: Runtime,
+  loopId: string,
+  run: Pick<RunView, 'id' | 'slot' | 'attempt' | 'trigger' | 'status' | 'error' | 'finishedAt'>,
+): StoredEvent[] {
+  if (run.trigger !== 'schedule' || !['failed', 'timed_out', 'abandoned'].includes(run.status)) return [];
+  for (let tries = 0; ; tries++) {
+    const actor = DurableActor.load(runtime, `loop:${loopId}`);
+    const c = actor.snapshot.context as LoopContext;
+    // An expired loop still retries the slots it fired before it expired.
+    if (!['active', 'expired'].includes(actor.state) || !c.policies || run.attempt >= c.policies.attempts) return [];
+    const next = run.attempt + 1;
+    const base = run.finishedAt ? Date.parse(run.finishedAt) : runtime.clock.now();
+    const data = {
+      slot: run.slot,
+      attempt: next,
+      runId: newId('run', runtime.clock.now()),
+      dueAt: new Date(base + retryDelay(c.policies, next)).toISOString(),
+      after: run.id,
+      reason: `${run.status}${run.error ? `: ${run.error}` : ''}`,
+    };
+    try {
+      return actor.recordAll([{ type: 'slot.retry_scheduled', data }]);
+    } catch (error) {
+      if (error instanceof ConcurrencyConflictError && tries < 3) continue;
+      throw error;
+    }
+  }
+}
+
+/** What follows a scheduled run's end: a retry when one is due by the policy, else (fixed-delay) the next slot. */
+export function afterScheduledRun(runtime: Runtime, loopId: string, run: RunView): StoredEvent[] {
+  const retry = scheduleRetry(runtime, loopId, run);
+  return retry.length ? retry : rescheduleAfterRun(runtime, loopId, run);
+}
+
+/** Is this a fixed-delay loop (its next slot is set when its run ends)? */
+function isFixedDelay(c: LoopContext): boolean {
+  return c.schedule?.kind === 'every' && c.schedule.anchor === 'fixed-delay';
+}
+
+/**
+ * After a scheduled run of a fixed-delay loop ended: record when the loop is due next (`every`
+ * after the finish), or that it expired. Retries on a concurrent append.
+ */
+export function rescheduleAfterRun(runtime: Runtime, loopId: string, run: Pick<RunView, 'id' | 'finishedAt'> | null): StoredEvent[] {
+  for (let attempt = 0; ; attempt++) {
+    const actor = DurableActor.load(runtime, `loop:${loopId}`);
+    const c = actor.snapshot.context as LoopContext;
+    if (actor.state !== 'active' || !isFixedDelay(c)) return [];
+    const finished = run?.finishedAt ? Date.parse(run.finishedAt) : runtime.clock.now();
+    const next = fixedDelayNext({ id: loopId, schedule: c.schedule!, timing: c.timing! }, finished);
+    try {
+      return next === null
+        ? actor.recordAll([{ type: 'loop.expired', data: { reason: 'expires-at' } }])
+        : actor.recordAll([{ type: 'loop.rescheduled', data: { nextRunAt: next, after: run?.id ?? null } }]);
+    } catch (error) {
+      if (error instanceof ConcurrencyConflictError && attempt < 3) continue;
+      throw error;
+    }
+  }
+}
+
+/**
+ * Fixed-delay loops left without a due time (their runner stopped between firing a slot and
+ * recording the run's end): due `every` after their last run finished, or from now.
+ */
+export function repairFixedDelay(runtime: Runtime, nowMs: number): StoredEvent[] {
+  const rows = cached<[], { id: string }>(
+    runtime.db,
+    `SELECT id FROM loops WHERE status = 'active' AND next_run_at IS NULL
+       AND json_extract(schedule, '$.kind') = 'every' AND json_extract(schedule, '$.anchor') = 'fixed-delay'`,
+  ).all();
+  const out: StoredEvent[] = [];
+  for (const { id } of rows) {
+    if (runningRuns(runtime, id, nowMs).length > 0) continue;
+    const last = cached<[string], { id: string; finished_at: string | null }>(
+      runtime.db,
+      `SELECT id, finished_at FROM loop_runs WHERE loop_id = ? AND trigger = 'schedule' ORDER BY claimed_position DESC LIMIT 1`,
+    ).get(id);
+    out.push(...rescheduleAfterRun(runtime, id, last ? { id: last.id, finishedAt: last.finished_at } : null));
+  }
+  return out;
+}

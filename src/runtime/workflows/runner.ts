@@ -1,0 +1,795 @@
+/**
+ * Running a workflow in this process: the workflow-run machine decides (which steps start, which
+ * are skipped, retries, the final status); this module binds its named effects to real processes.
+ * Every step transition is an event on the run's stream, appended before its effect: the intent
+ * (`step.spawn_requested`, with the rendered command line) before the spawn, the process identity
+ * after it, the outcome (with the step's outputs) when it ends. The run holds a lease, renewed by
+ * heartbeat; every append is fenced by it.
+ *
+ * Outputs: a step writes `key=value` lines (or one JSON object) to the file named by
+ * `$LOOPS_OUTPUT`; later steps get them through `${{ steps.<id>.outputs.<key> }}` in `args`,
+ * `env` and `cwd`, substituted as whole values — never spliced into shell text.
+ */
+import type { AnyMachineSnapshot } from 'xstate';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { EventData, LoopAgentTarget } from '../../events/catalog.js';
+import { LeaseLostError, LoopsError, UsageError } from '../../events/errors.js';
+import type { StoredEvent } from '../../events/types.js';
+import { renderTemplate, type StepView } from '../../workflow/expr.js';
+import type { StepSpec, WorkflowSpec } from '../../workflow/spec.js';
+import { currentMachines } from '../../machines/registry.js';
+import type { RunContext } from '../../machines/run.js';
+import type { WorkflowRunContext } from '../../machines/workflow-run.js';
+import { DurableActor, type Effects } from '../actor.js';
+import { watchCancel } from '../execution/cancel.js';
+import type { TimerHandle } from '../clock.js';
+import { readStatusFile, SpawnFailedError, spawnProcess, WRAPPER_NAME, type ProcessHandle } from '../execution/executor.js';
+import { findWrapperProcess, type ProcessIdentity, processRunning, processState, signalGroup } from '../execution/process-info.js';
+import { runSecrets } from '../execution/run-secrets.js';
+import { resolveAccountEnv } from '../agents/accounts.js';
+import { agentReport, agentSink, cliVersion, prepareAgent, reportFrom, type PreparedAgent } from '../agents/run.js';
+import { AgentOutputParser, AUTH_ENV_VARS, isProviderId } from '../agents/index.js';
+import { SecretMasker } from '../execution/secrets.js';
+import { maskFiles, tailOfOutput } from '../execution/output.js';
+import { newId } from '../ids.js';
+import { assertLeaseHeld, releaseLease, renewLease, takeLease, type Lease } from '../leases.js';
+import { runDir } from '../paths.js';
+import type { Runtime } from '../runtime.js';
+import { findWorkflow, findWorkflowRun, workflowVersion, type WorkflowRunView } from '../queries/workflows.js';
+
+export interface RunWorkflowOptions {
+  /** Values for the spec's `inputs` (`--input k=v`). */
+  inputs?: Record<string, string>;
+  /** Aborting cancels the run (its running steps are stopped; `always()` steps still run). */
+  signal?: AbortSignal;
+  /** Every event of the run as it is recorded, with the run's state after it (the live view). */
+  onEvent?: (event: StoredEvent, context: WorkflowRunContext) => void;
+  /** Called once the run is started, with its id. */
+  onStarted?: (wfRunId: string) => void;
+  /** A loop slot + attempt maps to exactly one workflow run (default: a key of its own). */
+  idempotencyKey?: string;
+  trigger?: 'manual' | 'schedule';
+  loopId?: string | null;
+  slot?: string | null;
+  attempt?: number;
+  /** Lease time-to-live (default 30 s), renewed every third of it. */
+  leaseTtlMs?: number;
+  /** The run's id, when it was recorded before (a workflow loop's run records it first). */
+  wfRunId?: string;
+  tailBytes?: number;
+}
+
+export interface WorkflowRunResult {
+  run: WorkflowRunView;
+  /** False when the idempotency key named a run that already existed (it was not started again). */
+  started: boolean;
+}
+
+const DEFAULT_TTL = 30_000;
+
+/** Checks `--input` values against the spec's declared inputs and applies the defaults. */
+export function resolveInputs(spec: WorkflowSpec, given: Record<string, string>): Record<string, string> {
+  const declared = Object.keys(spec.inputs);
+  for (const key of Object.keys(given)) {
+    if (!(key in spec.inputs)) {
+      throw new UsageError(`--input ${key}: workflow ${spec.name} has no input named ${JSON.stringify(key)}`, {
+        hint: declared.length ? `its inputs: ${declared.join(', ')}` : 'it declares no inputs (add them under inputs: in the spec)',
+      });
+    }
+  }
+  const out: Record<string, string> = {};
+  for (const [key, input] of Object.entries(spec.inputs)) {
+    const value = given[key] ?? input.default;
+    if (value === null || value === undefined) {
+      if (input.required) throw new UsageError(`--input ${key}: workflow ${spec.name} needs this input`, { hint: `add --input ${key}=<value>` });
+      continue;
+    }
+    out[key] = value;
+  }
+  return out;
+}
+
+/** Parses what a step wrote to $LOOPS_OUTPUT: one JSON object, or `key=value` lines (# comments). */
+export function parseOutputs(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const trimmed = text.trim();
+  if (trimmed.startsWith('{')) {
+    try {
+      const value = JSON.parse(trimmed) as unknown;
+      if (value && typeof value === 'object' && !Array.isArray(value)) {
+        for (const [k, v] of Object.entries(value)) out[k] = typeof v === 'string' ? v : JSON.stringify(v);
+        return out;
+      }
+    } catch {
+      // not JSON: read it as lines
+    }
+  }
+  for (const line of text.split(/\r?\n/)) {
+    if (line.trim() === '' || line.trimStart().startsWith('#')) continue;
+    const eq = line.indexOf('=');
+    if (eq <= 0) continue;
+    const key = line.slice(0, eq).trim();
+    if (/^[A-Za-z_][A-Za-z0-9_-]*$/.test(key)) out[key] = line.slice(eq + 1);
+  }
+  return out;
+}
+
+function readOutputs(file: string): Record<string, string> {
+  if (!existsSync(file)) return {};
+  if (statSync(file).size > 1024 * 1024) return {};
+  return parseOutputs(readFileSync(file, 'utf8'));
+}
+
+function stepViews(context: WorkflowRunContext): Record<string, StepView> {
+  const out: Record<string, StepView> = {};
+  for (const [id, s] of Object.entries(context.steps)) out[id] = { status: s.status, exitCode: s.exitCode, outputs: s.outputs };
+  return out;
+}
+
+/** Starts a run of the workflow's latest version (or returns the run its idempotency key names). */
+export async function runWorkflow(runtime: Runtime, idOrName: string, options: RunWorkflowOptions = {}): Promise<WorkflowRunResult> {
+  const workflow = findWorkflow(runtime.db, idOrName);
+  const { spec } = workflowVersion(runtime.db, workflow.id, workflow.version);
+  const inputs = resolveInputs(spec, options.inputs ?? {});
+  if (options.idempotencyKey) {
+    const existing = runtime.db.prepare('SELECT id FROM workflow_runs WHERE idempotency_key = ?').get(options.idempotencyKey) as { id: string } | undefined;
+    if (existing) return { run: findWorkflowRun(runtime.db, existing.id), started: false };
+  }
+  const run = await executeWorkflowRun(runtime, { workflowId: workflow.id, workflowName: workflow.name, version: workflow.version, spec, inputs }, options);
+  return { run, started: true };
+}
+
+/** Executes one workflow run to its end in this process. */
+export async function executeWorkflowRun(
+  runtime: Runtime,
+  pinned: { workflowId: string; workflowName: string; version: number; spec: WorkflowSpec; inputs: Record<string, string> },
+  options: RunWorkflowOptions = {},
+): Promise<WorkflowRunView> {
+  return new WorkflowRunner(runtime, options.wfRunId ?? newId('wfrun', runtime.clock.now()), options).start(pinned);
+}
+
+/**
+ * Continues a workflow run whose runner stopped (kill -9, a crash, a reboot): takes over its lease,
+ * reconciles every step that has no recorded outcome against the OS — a step whose process (pid and
+ * start time) still runs is adopted and its real exit recorded when it ends; one that ended while
+ * nobody watched gets its exit status from its file; one of which nothing is known is recorded
+ * abandoned (and retried when its policy allows) — re-arms retries and the workflow timeout, and
+ * runs the rest. A step whose success is recorded is never run again.
+ */
+export async function resumeWorkflowRun(runtime: Runtime, wfRunIdOrPrefix: string, options: RunWorkflowOptions = {}): Promise<WorkflowRunView> {
+  const run = findWorkflowRun(runtime.db, wfRunIdOrPrefix);
+  return new WorkflowRunner(runtime, run.id, options).resume();
+}
+
+interface StepHandle {
+  cancel(reason: string | null): void;
+}
+
+class WorkflowRunner {
+  private readonly streamId: string;
+  private readonly ttl: number;
+  private lease: Lease;
+  private readonly timers = new Set<TimerHandle>();
+  private readonly handles = new Map<string, StepHandle>();
+  private actor!: DurableActor;
+  private readonly fenced = {
+    precondition: (next: AnyMachineSnapshot) => {
+      assertLeaseHeld(this.runtime.db, this.lease, this.runtime.clock.now());
+      if (next.status === 'done') releaseLease(this.runtime.db, this.lease);
+    },
+    retryOnConflict: true,
+  };
+
+  constructor(
+    private readonly runtime: Runtime,
+    private readonly wfRunId: string,
+    private readonly options: RunWorkflowOptions,
+  ) {
+    this.streamId = `wfrun:${wfRunId}`;
+    this.ttl = options.leaseTtlMs ?? DEFAULT_TTL;
+    this.lease = { name: this.streamId, holder: runtime.runnerId, token: 1, expiresAt: runtime.clock.now() + this.ttl };
+  }
+
+  private get context(): WorkflowRunContext {
+    return this.actor.snapshot.context as WorkflowRunContext;
+  }
+
+  private later(atMs: number, fn: () => void): void {
+    const { clock } = this.runtime;
+    const timer = clock.setTimeout(() => {
+      this.timers.delete(timer);
+      fn();
+    }, Math.max(0, atMs - clock.now()));
+    this.timers.add(timer);
+  }
+
+  private beat(): void {
+    this.later(this.runtime.clock.now() + Math.max(1, Math.floor(this.ttl / 3)), () => {
+      try {
+        this.lease = renewLease(this.runtime.db, this.lease, this.ttl, this.runtime.clock.now());
+        this.beat();
+      } catch {
+        // lost: the next fenced append refuses and reports it
+      }
+    });
+  }
+
+  private record(type: string, data: unknown): void {
+    try {
+      this.actor.record(type, data, this.fenced);
+    } catch (error) {
+      this.actor.fail(error);
+    }
+  }
+
+  /** The values masked in steps' output, by the names asked for: read from the environment once per run. */
+  private readonly secretCache = new Map<string, string[]>();
+  private secrets(names: readonly string[]): string[] {
+    const key = names.join('\0');
+    let values = this.secretCache.get(key);
+    if (!values) this.secretCache.set(key, (values = runSecrets(names)));
+    return values;
+  }
+
+  private batch: Array<{ type: string; data: unknown }> = [];
+  /** Agent steps prepared with their intent, by `<step>#<attempt>`, until spawned. */
+  private readonly agents = new Map<string, { target: LoopAgentTarget; prepared: PreparedAgent } | { error: string }>();
+
+  /**
+   * Records process facts (spawned, exited) in batches: the ones that arrive in the same turn of
+   * the event loop — parallel steps starting or ending together — go into one transaction (one
+   * fsync), with the intents of the steps they make ready.
+   */
+  private recordSoon(type: string, data: unknown): void {
+    this.batch.push({ type, data });
+    if (this.batch.length > 1) return;
+    setImmediate(() => {
+      const events = this.batch;
+      this.batch = [];
+      if (this.actor.snapshot.status === 'done') return;
+      try {
+        this.actor.recordAll(events, this.fenced);
+      } catch (error) {
+        this.actor.fail(error);
+      }
+    });
+  }
+  private lastFlush = 0;
+
+  private stepDir(stepId: string, attempt: number): string {
+    return join(runDir(this.runtime.dataDir, this.wfRunId), stepId, String(attempt));
+  }
+
+  private readonly effects: Effects = {
+    // Inline: the intents go into the same transaction as the event that made the steps ready.
+    startSteps: {
+      inline: (params: { steps: Array<{ stepId: string; attempt: number }> }, snapshot: AnyMachineSnapshot) =>
+        params.steps.map((s) => ({
+          type: 'step.spawn_requested',
+          data: this.spawnRequest(snapshot.context as WorkflowRunContext, s.stepId, s.attempt),
+        })),
+    },
+    spawnStep: (params: EventData<'step.spawn_requested'>) => this.spawnStep(params),
+    killSteps: (params: { stepIds: string[]; reason: string }) => {
+      for (const id of params.stepIds) this.handles.get(id)?.cancel(params.reason);
+    },
+    armRetry: (params: { retries: Array<{ stepId: string; attempt: number; dueAt: string }> }) => {
+      for (const r of params.retries) this.armRetry(r.stepId, r.attempt, r.dueAt);
+    },
+    armTimeout: (params: { at: string | null; timeoutMs: number | null }) => {
+      if (params.at !== null && params.timeoutMs !== null) this.armTimeout(params.at, params.timeoutMs);
+    },
+    finalize: () => {
+      for (const t of this.timers) this.runtime.clock.clearTimeout(t);
+      this.timers.clear();
+    },
+  };
+
+  private armRetry(stepId: string, attempt: number, dueAt: string): void {
+    this.later(Date.parse(dueAt), () => this.record('step.retry_due', { stepId, attempt }));
+  }
+
+  private armTimeout(at: string, timeoutMs: number): void {
+    this.later(Date.parse(at), () => {
+      if (this.actor.snapshot.status !== 'done' && !this.context.timedOut) this.record('wfrun.timed_out', { timeoutMs });
+    });
+  }
+
+  /** The step's rendered environment: the spec's env, the step's, and loops' own variables. */
+  private stepEnv(c: WorkflowRunContext, step: StepSpec, attempt: number): Record<string, string> {
+    const values = { steps: stepViews(c), inputs: c.inputs };
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(c.spec!.env)) env[k] = renderTemplate(v, values);
+    for (const [k, v] of Object.entries(step.target.env)) env[k] = renderTemplate(v, values);
+    return Object.assign(env, loopsEnv(c, step, attempt, join(this.stepDir(step.id, attempt), 'output')));
+  }
+
+  /** The intent for one attempt of a step: its command line with the outputs of earlier steps substituted. */
+  private spawnRequest(c: WorkflowRunContext, stepId: string, attempt: number): EventData<'step.spawn_requested'> {
+    const step = c.spec!.steps.find((s) => s.id === stepId)!;
+    const values = { steps: stepViews(c), inputs: c.inputs };
+    const render = (text: string) => renderTemplate(text, values);
+    const target = step.target;
+    const envKeys = Object.keys(this.stepEnv(c, step, attempt)).sort();
+    const cwd = target.cwd === null ? null : render(target.cwd);
+    if (target.type !== 'command') {
+      // The adapter's argv (the prompt, with outputs substituted, goes on stdin); a problem becomes
+      // the step's spawn failure.
+      const key = `${stepId}#${attempt}`;
+      try {
+        if (!isProviderId(target.provider)) throw new Error(`unknown provider ${JSON.stringify(target.provider)}`);
+        const prompt = render(target.prompt ?? readFileSync(target.promptFile!, 'utf8'));
+        const loopTarget: LoopAgentTarget = {
+          kind: 'agent',
+          provider: target.provider,
+          prompt,
+          promptFile: null,
+          model: target.model,
+          agent: target.agent,
+          cwd,
+          env: {},
+          permissionMode: target.permissionMode,
+          extraArgs: target.extraArgs,
+          configIsolation: target.configIsolation,
+          account: target.account,
+          maxTurns: target.maxTurns,
+          maxCostUsd: target.maxCostUsd,
+          idleTimeoutMs: target.idleTimeoutMs,
+        };
+        const prepared = prepareAgent(this.runtime.dataDir, this.stepDir(stepId, attempt), loopTarget);
+        this.agents.set(key, { target: loopTarget, prepared });
+        return {
+          stepId,
+          attempt,
+          command: prepared.invocation.command,
+          args: prepared.invocation.args,
+          shell: false,
+          cwd,
+          envKeys: [...new Set([...envKeys, ...Object.keys(prepared.env)])].sort(),
+          timeoutAt: step.timeoutMs === null ? null : new Date(this.runtime.clock.now() + step.timeoutMs).toISOString(),
+        };
+      } catch (error) {
+        this.agents.set(key, { error: (error as Error).message });
+        return { stepId, attempt, command: target.provider, args: [], shell: false, cwd, envKeys, timeoutAt: null };
+      }
+    }
+    return {
+      stepId,
+      attempt,
+      command: target.shell ? target.command : render(target.command),
+      args: target.args.map(render),
+      shell: target.shell,
+      cwd,
+      envKeys,
+      timeoutAt: step.timeoutMs === null ? null : new Date(this.runtime.clock.now() + step.timeoutMs).toISOString(),
+    };
+  }
+
+  /** Starts the process of a step whose intent is recorded. */
+  private async spawnStep(request: EventData<'step.spawn_requested'>): Promise<void> {
+    const { clock } = this.runtime;
+    const { stepId, attempt } = request;
+    const c = this.context;
+    const step = c.spec!.steps.find((s) => s.id === stepId)!;
+    const dir = this.stepDir(stepId, attempt);
+    let agent: { target: LoopAgentTarget; prepared: PreparedAgent } | null = null;
+    let accountEnv: Record<string, string> | null = null;
+    if (step.target.type !== 'command') {
+      const entry = this.agents.get(`${stepId}#${attempt}`);
+      this.agents.delete(`${stepId}#${attempt}`);
+      if (!entry || 'error' in entry) {
+        this.record('step.spawn_failed', { stepId, attempt, error: entry?.error ?? 'the agent step could not be prepared', code: 'EINVAL' });
+        return;
+      }
+      agent = entry;
+      if (agent.target.account !== null) {
+        try {
+          accountEnv = resolveAccountEnv(this.runtime.db, agent.target.provider, agent.target.account);
+        } catch (error) {
+          this.record('step.spawn_failed', { stepId, attempt, error: (error as Error).message, code: 'EACCOUNT' });
+          return;
+        }
+      }
+    }
+    // The spec's `secrets:` come from this runner's environment (never from the log) and are masked.
+    const names = c.spec!.secrets;
+    const missing = names.filter((n) => process.env[n] === undefined);
+    if (missing.length) {
+      this.record('step.spawn_failed', {
+        stepId,
+        attempt,
+        error: `secret variable${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not set in the environment of runner ${this.runtime.runnerId}`,
+        code: 'ENOENT',
+      });
+      return;
+    }
+    const secretEnv = Object.fromEntries(names.map((n) => [n, process.env[n]!]));
+    const parser = agent ? new AgentOutputParser(agent.target.provider) : null;
+    let handle: ProcessHandle;
+    try {
+      handle = await spawnProcess(
+        {
+          command: request.command,
+          args: request.args,
+          shell: request.shell,
+          cwd: request.cwd,
+          env: { ...(agent?.prepared.env ?? {}), ...(accountEnv ?? {}), ...secretEnv, ...this.stepEnv(c, step, attempt) },
+          ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
+          ...(agent?.prepared.invocation.stdin != null ? { stdin: agent.prepared.invocation.stdin } : {}),
+          ...(agent ? { idleTimeoutMs: agent.target.idleTimeoutMs, stdoutSink: agentSink(parser!, agent.target) } : {}),
+          secrets: this.secrets(names),
+          timeoutMs: step.timeoutMs,
+          ...(this.options.tailBytes !== undefined ? { tailBytes: this.options.tailBytes } : {}),
+          stdoutFile: join(dir, 'stdout.log'),
+          stderrFile: join(dir, 'stderr.log'),
+          statusFile: join(dir, 'exit-status'),
+        },
+        clock,
+        this.runtime.spawner,
+      );
+    } catch (error) {
+      if (error instanceof SpawnFailedError) {
+        this.record('step.spawn_failed', { stepId, attempt, error: error.message, code: error.code });
+        return;
+      }
+      throw error;
+    }
+    this.handles.set(stepId, handle);
+    this.recordSoon('step.spawned', { stepId, attempt, pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId });
+    // Cancelled (or timed out) while it was starting: stop it now — unless it is a step that
+    // starts because the run is stopping (always() / cancelled()).
+    const now = this.context;
+    if ((now.cancelRequested || now.timedOut) && !now.steps[stepId]!.afterStop) handle.cancel(now.cancelReason ?? 'workflow stopping');
+    void handle.exited.then((exit) => {
+      this.handles.delete(stepId);
+      let report: EventData<'run.agent_reported'> | null = null;
+      if (agent) {
+        report = reportFrom(parser!, agent.target.provider, cliVersion(agent.target.provider));
+        const secrets = this.secrets(names);
+        if (report.finalMessage !== null && secrets.length) report.finalMessage = new SecretMasker(secrets).mask(report.finalMessage);
+      }
+      this.recordSoon('step.exited', {
+        stepId,
+        attempt,
+        ...exit,
+        outputs: readOutputs(join(dir, 'output')),
+        ...(report ? { agent: report } : {}),
+      } satisfies EventData<'step.exited'>);
+    });
+  }
+
+  /** Records the end of a step attempt whose process ended while nobody watched, from its files. */
+  private recordFromFiles(stepId: string, attempt: number, startedAt: string | null, how: string): boolean {
+    const dir = this.stepDir(stepId, attempt);
+    const status = readStatusFile(join(dir, 'exit-status'));
+    if (!status) return false;
+    const { masker, stdout, stderr } = this.maskedTails(dir);
+    const endedAt = statSync(join(dir, 'exit-status')).mtimeMs;
+    // An agent step's report, parsed from its files (see agentReport).
+    const target = this.context.spec!.steps.find((s) => s.id === stepId)?.target;
+    let agent: EventData<'run.agent_reported'> | null = null;
+    if (target && target.type !== 'command' && isProviderId(target.provider)) {
+      agent = agentReport(target.provider, join(dir, 'stdout.log'), cliVersion(target.provider));
+      if (agent.finalMessage !== null && masker) agent.finalMessage = masker.mask(agent.finalMessage);
+    }
+    const what = status.signal ? `killed by signal ${status.signal}` : status.exitCode === 0 ? null : `exited with code ${status.exitCode}`;
+    this.record('step.exited', {
+      stepId,
+      attempt,
+      exitCode: status.exitCode,
+      signal: status.signal,
+      timedOut: false,
+      cancelled: false,
+      stdout: stdout.text,
+      stderr: stderr.text,
+      stdoutBytes: stdout.total,
+      stderrBytes: stderr.total,
+      durationMs: Math.max(0, Math.round(endedAt - (startedAt ? Date.parse(startedAt) : endedAt))),
+      error: what ? `${what} (${how})` : null,
+      outputs: readOutputs(join(dir, 'output')),
+      ...(agent ? { agent } : {}),
+    } satisfies EventData<'step.exited'>);
+    return true;
+  }
+
+  /**
+   * The output tails of a step process that wrote while no runner of it watched: its secrets are
+   * masked first, in the files too, so nothing unmasked reaches an event.
+   */
+  private maskedTails(dir: string) {
+    const secrets = this.secrets(this.context.spec!.secrets);
+    const masker = secrets.length ? new SecretMasker(secrets) : null;
+    if (masker) for (const f of ['stdout.log', 'stderr.log']) maskFiles(join(dir, f), masker);
+    return { masker, stdout: tailOfOutput(join(dir, 'stdout.log')), stderr: tailOfOutput(join(dir, 'stderr.log')) };
+  }
+
+  /** Watches a step process this runner did not start until it ends, then records its end. */
+  private adopt(stepId: string, attempt: number, identity: ProcessIdentity, startedAt: string | null): void {
+    const { pid } = identity;
+    let cancelled = false;
+    // Its group is signalled only while its leader is still the adopted process (a pid reused since is not).
+    const signal = (sig: NodeJS.Signals) => void (processRunning(identity) && signalGroup(pid, sig));
+    this.handles.set(stepId, {
+      cancel: () => {
+        cancelled = true;
+        signal('SIGTERM');
+        this.later(this.runtime.clock.now() + 5000, () => signal('SIGKILL'));
+      },
+    });
+    const watch = () =>
+      this.later(this.runtime.clock.now() + 250, () => {
+        if (this.actor.snapshot.status === 'done') return;
+        if (processRunning(identity)) return watch();
+        this.handles.delete(stepId);
+        if (cancelled) {
+          const dir = this.stepDir(stepId, attempt);
+          const status = readStatusFile(join(dir, 'exit-status'));
+          const { stdout, stderr } = this.maskedTails(dir);
+          this.record('step.exited', {
+            stepId,
+            attempt,
+            exitCode: status?.exitCode ?? null,
+            signal: status?.signal ?? 'SIGTERM',
+            timedOut: false,
+            cancelled: true,
+            stdout: stdout.text,
+            stderr: stderr.text,
+            stdoutBytes: stdout.total,
+            stderrBytes: stderr.total,
+            durationMs: 0,
+            error: `cancelled: ${this.context.cancelReason ?? 'workflow stopping'}`,
+            outputs: {},
+          });
+        } else if (!this.recordFromFiles(stepId, attempt, startedAt, 'recorded from its exit-status file after it was adopted')) {
+          this.record('step.abandoned', { stepId, attempt, reason: `its process (pid ${pid}) ended and left no exit status` });
+        }
+      });
+    watch();
+  }
+
+  private watchAndWait(): Promise<WorkflowRunView> {
+    this.beat();
+    const unwatch = watchCancel(this.runtime, this.streamId, () => {
+      try {
+        const before = this.context.cancelRequested;
+        this.actor.refresh();
+        // A request from another process: stop the running steps now.
+        if (!before && this.context.cancelRequested) for (const h of this.handles.values()) h.cancel(this.context.cancelReason ?? 'cancelled');
+      } catch (error) {
+        this.actor.fail(error);
+      }
+    });
+    const { signal } = this.options;
+    const onAbort = () => {
+      if (this.actor.snapshot.status === 'done' || this.context.cancelRequested) return;
+      const reason: unknown = signal?.reason;
+      this.record('wfrun.cancel_requested', { reason: typeof reason === 'string' ? reason : null });
+    };
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+    return this.actor.done.then(
+      () => this.cleanup(unwatch, onAbort),
+      (error: unknown) => {
+        this.cleanup(unwatch, onAbort);
+        throw error;
+      },
+    );
+  }
+
+  private cleanup(unwatch: () => void, onAbort: () => void): WorkflowRunView {
+    unwatch();
+    this.sub?.unsubscribe();
+    for (const t of this.timers) this.runtime.clock.clearTimeout(t);
+    this.timers.clear();
+    this.options.signal?.removeEventListener('abort', onAbort);
+    return findWorkflowRun(this.runtime.db, this.wfRunId);
+  }
+
+  private sub: { unsubscribe(): void } | null = null;
+
+  private subscribe(): void {
+    const { onEvent } = this.options;
+    if (!onEvent) return;
+    this.sub = this.runtime.log.events$.subscribe((e) => {
+      if (e.streamId === this.streamId) onEvent(e, this.context);
+    });
+  }
+
+  async start(pinned: { workflowId: string; workflowName: string; version: number; spec: WorkflowSpec; inputs: Record<string, string> }): Promise<WorkflowRunView> {
+    const { runtime, options } = this;
+    const { db, clock } = runtime;
+    this.actor = DurableActor.create(runtime, this.streamId, 'wfrun', currentMachines.workflowRun, this.effects);
+    this.subscribe();
+    const started: EventData<'wfrun.started'> = {
+      wfRunId: this.wfRunId,
+      workflowId: pinned.workflowId,
+      workflowName: pinned.workflowName,
+      version: pinned.version,
+      spec: pinned.spec,
+      inputs: pinned.inputs,
+      trigger: options.trigger ?? 'manual',
+      loopId: options.loopId ?? null,
+      slot: options.slot ?? null,
+      attempt: options.attempt ?? 1,
+      idempotencyKey: options.idempotencyKey ?? `manual:${this.wfRunId}`,
+      runnerId: runtime.runnerId,
+      leaseToken: this.lease.token,
+    };
+    try {
+      this.actor.record('wfrun.started', started, {
+        precondition: () => {
+          const taken = takeLease(db, this.streamId, runtime.runnerId, this.ttl, clock.now());
+          if (taken.token !== this.lease.token) throw new LeaseLostError(`workflow run ${this.wfRunId} was started by another runner`);
+          this.lease = taken;
+        },
+      });
+    } catch (error) {
+      this.sub?.unsubscribe();
+      if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('idempotency_key')) {
+        const existing = db.prepare('SELECT id FROM workflow_runs WHERE idempotency_key = ?').get(started.idempotencyKey) as { id: string } | undefined;
+        if (existing) return findWorkflowRun(db, existing.id);
+      }
+      throw error;
+    }
+    options.onStarted?.(this.wfRunId);
+    return this.watchAndWait();
+  }
+
+  async resume(): Promise<WorkflowRunView> {
+    const { runtime } = this;
+    const { db, clock } = runtime;
+    this.actor = DurableActor.load(runtime, this.streamId, this.effects);
+    if (this.actor.snapshot.status === 'done') return findWorkflowRun(db, this.wfRunId);
+    // Take the run over: only when its lease ran out (its runner is gone) or is ours.
+    const now = clock.now();
+    const held = db.prepare('SELECT holder, expires_at AS expiresAt FROM leases WHERE name = ?').get(this.streamId) as
+      | { holder: string; expiresAt: string }
+      | undefined;
+    if (held && held.holder !== runtime.runnerId && Date.parse(held.expiresAt) > now) {
+      throw new LoopsError('conflict', `workflow run ${this.wfRunId} is running in ${held.holder} (its lease is renewed until ${held.expiresAt})`, {
+        hint: 'it does not need resuming; loops workflows cancel stops it',
+        retryable: true,
+      });
+    }
+    this.lease = db.transaction(() => takeLease(db, this.streamId, runtime.runnerId, this.ttl, now)).immediate();
+    this.subscribe();
+    this.options.onStarted?.(this.wfRunId);
+    const c = this.context;
+    if (c.spec!.timeoutMs !== null && !c.timedOut) {
+      this.armTimeout(new Date(Date.parse(c.startedAt!) + c.spec!.timeoutMs).toISOString(), c.spec!.timeoutMs);
+    }
+    // Decide from the state as recovered: steps planned by what is recorded below start through
+    // the machine's own startSteps effect, not a second time here.
+    const recovered = c.steps;
+    for (const step of c.spec!.steps) {
+      const s = recovered[step.id]!;
+      if ((this.actor.snapshot.status as string) === 'done') break;
+      switch (s.status) {
+        case 'starting':
+          // Planned, intent never recorded: it never started. Its intent now, then its spawn.
+          if (this.context.steps[step.id]!.status === 'starting') this.record('step.spawn_requested', this.spawnRequest(this.context, step.id, s.attempt));
+          break;
+        case 'retrying':
+          this.armRetry(step.id, s.attempt + 1, s.retryAt!);
+          break;
+        case 'spawning':
+        case 'running': {
+          let identity: ProcessIdentity | null = s.pid === null ? null : { pid: s.pid, startTime: s.startTime, bootId: s.bootId };
+          if (identity === null) {
+            // Its runner died after the fork, before it recorded the pid: find the process by its
+            // wrapper's argv, record it, and adopt it rather than lose track of it.
+            identity = findWrapperProcess(join(this.stepDir(step.id, s.attempt), 'exit-status'), WRAPPER_NAME);
+            if (identity) this.record('step.spawned', { stepId: step.id, attempt: s.attempt, pid: identity.pid, pgid: identity.pid, startTime: identity.startTime, bootId: identity.bootId });
+          }
+          // Adopted only when its identity is confirmed: a live pid that cannot be told from another
+          // process's (no start time recorded, another boot) is never adopted nor signalled.
+          const os = identity === null ? null : processState(identity);
+          if (identity !== null && os?.state === 'running') {
+            this.adopt(step.id, s.attempt, identity, s.startedAt);
+            if (this.context.cancelRequested || this.context.timedOut) this.handles.get(step.id)!.cancel(this.context.cancelReason);
+          } else if (!this.recordFromFiles(step.id, s.attempt, s.startedAt, 'recorded from its exit-status file after its runner stopped')) {
+            this.record('step.abandoned', {
+              stepId: step.id,
+              attempt: s.attempt,
+              reason:
+                s.pid === null
+                  ? 'its runner stopped between recording the intent and the spawn; nothing is known of the process'
+                  : os?.state === 'unconfirmed'
+                    ? `its runner stopped and its process identity could not be confirmed (${os.reason}): pid ${s.pid} is alive but may be another process, so it was not signalled; its exit status is unknown`
+                    : `its runner stopped and its process (pid ${s.pid}) is gone without an exit status`,
+            });
+          }
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    return this.watchAndWait();
+  }
+}
+
+/** The environment every step gets from loops. */
+function loopsEnv(c: WorkflowRunContext, step: StepSpec, attempt: number, outputFile: string): Record<string, string> {
+  return {
+    LOOPS_WORKFLOW_ID: c.workflowId ?? '',
+    LOOPS_WORKFLOW_NAME: c.workflowName ?? '',
+    LOOPS_WORKFLOW_RUN_ID: c.wfRunId ?? '',
+    LOOPS_WORKFLOW_STEP_ID: step.id,
+    LOOPS_WORKFLOW_VERSION: String(c.version ?? ''),
+    LOOPS_ATTEMPT: String(attempt),
+    LOOPS_OUTPUT: outputFile,
+    LOOPS_IDEMPOTENCY_KEY: c.idempotencyKey ?? '',
+    ...(c.loopId ? { LOOPS_LOOP_ID: c.loopId } : {}),
+    ...(c.slot ? { LOOPS_SCHEDULED_FOR: c.slot } : {}),
+  };
+}
+
+
+/**
+ * A workflow loop's run whose runner stopped while its workflow run went on (the daemon finds it
+ * in recovery): takes over the loop run's lease, resumes the workflow run — or starts it, when the
+ * runner stopped between recording it and starting it — and records the loop run's end as the
+ * workflow run ends. Returns the loop run's final status.
+ */
+export async function recoverWorkflowLoopRun(runtime: Runtime, runId: string, options: { leaseTtlMs?: number; signal?: AbortSignal } = {}): Promise<string> {
+  const { db, clock } = runtime;
+  const streamId = `run:${runId}`;
+  const ttl = options.leaseTtlMs ?? DEFAULT_TTL;
+  const actor = DurableActor.load(runtime, streamId);
+  const context = actor.snapshot.context as RunContext;
+  const started = runtime.log.readStream(streamId).find((e) => e.type === 'run.workflow_started');
+  if (!started || actor.snapshot.status === 'done') return actor.state;
+  const { wfRunId, idempotencyKey, workflowId } = started.data as EventData<'run.workflow_started'>;
+  let lease = db.transaction(() => takeLease(db, streamId, runtime.runnerId, ttl, clock.now())).immediate();
+  const fenced = {
+    precondition: (next: AnyMachineSnapshot) => {
+      assertLeaseHeld(db, lease, clock.now());
+      if (next.status === 'done') releaseLease(db, lease);
+    },
+    retryOnConflict: true,
+  };
+  let timer: TimerHandle | null = null;
+  const beat = () => {
+    timer = clock.setTimeout(() => {
+      try {
+        lease = renewLease(db, lease, ttl, clock.now());
+        beat();
+      } catch {
+        timer = null;
+      }
+    }, Math.max(1, Math.floor(ttl / 3)));
+  };
+  beat();
+  let ended: EventData<'run.workflow_ended'>;
+  try {
+    const view = runtime.log.streamInfo(`wfrun:${wfRunId}`)
+      ? await resumeWorkflowRun(runtime, wfRunId, options.signal ? { signal: options.signal } : {})
+      : await (async () => {
+          const workflow = findWorkflow(db, workflowId);
+          const { spec } = workflowVersion(db, workflow.id, workflow.version);
+          return executeWorkflowRun(
+            runtime,
+            { workflowId: workflow.id, workflowName: workflow.name, version: workflow.version, spec, inputs: resolveInputs(spec, {}) },
+            {
+              wfRunId,
+              idempotencyKey,
+              trigger: context.trigger ?? 'schedule',
+              loopId: context.loopId,
+              slot: context.slot,
+              attempt: context.attempt,
+              ...(options.signal ? { signal: options.signal } : {}),
+            },
+          );
+        })();
+    const ends = ['succeeded', 'failed', 'cancelled', 'timed_out'] as const;
+    ended = { wfRunId, status: ends.find((x) => x === view.status) ?? 'failed', error: view.error };
+  } catch (error) {
+    ended = { wfRunId, status: 'failed', error: `the workflow run could not be resumed: ${(error as Error).message}` };
+  } finally {
+    if (timer !== null) clock.clearTimeout(timer);
+  }
+  actor.record('run.workflow_ended', ended, fenced);
+  return actor.state;
+}
