@@ -140,7 +140,8 @@ export async function runBreakdown({ L, Database, execa, quick, progress, print 
       // Micro-costs of the pieces (hot loop: lower bounds of what they cost in situ).
       const machine = L.getMachine(L.currentMachines.loop);
       const target = { kind: 'command', command: 'true', args: [], shell: false, cwd: null, env: {} };
-      const policies = { timeoutMs: null, killGraceMs: 5000 };
+      // The policies a command loop gets by default (the shape run.claimed carries).
+      const policies = L.buildPolicies({ name: 'x', command: 'true', schedule: { manual: true } });
       const claimed = {
         runId: 'run_x', loopId: 'loop_x', loopName: 'x', slot: 'manual:run_x', scheduledFor: new Date().toISOString(),
         attempt: 1, trigger: 'manual', target, policies, runnerId: 'host:1:abcdef', leaseToken: 1,
