@@ -1,9 +1,10 @@
 /** `accounts`: the credentials profiles agent loops can run under (`loops accounts add`). */
-import type { EventData } from '../events/catalog.js';
 import type { StoredEvent } from '../events/types.js';
-import { sql, type Projection } from './types.js';
+import { defineProjection, sql, streamKey } from './types.js';
 
-export const accountsProjection: Projection = {
+const accountIdOf = (event: StoredEvent) => streamKey(event, 'account');
+
+export const accountsProjection = defineProjection({
   name: 'accounts',
   version: 1,
   ddl: [
@@ -21,24 +22,21 @@ export const accountsProjection: Projection = {
     `CREATE UNIQUE INDEX IF NOT EXISTS accounts_live_name ON accounts (live_name) WHERE live_name IS NOT NULL`,
   ],
   tables: [{ name: 'accounts', orderBy: 'id' }],
-  handles: new Set(['account.added', 'account.removed']),
-  evolve(event: StoredEvent) {
-    const id = event.streamId.slice('account:'.length);
-    if (event.type === 'account.added') {
-      const d = event.data as EventData<'account.added'>;
-      return [
-        sql(
-          `INSERT INTO accounts (id, name, live_name, tool, dir, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'active', ?, ?)`,
-          id,
-          d.name,
-          d.name,
-          d.tool,
-          d.dir,
-          event.at,
-          event.at,
-        ),
-      ];
-    }
-    return [sql(`UPDATE accounts SET status = 'removed', live_name = NULL, updated_at = ? WHERE id = ?`, event.at, id)];
+  on: {
+    'account.added': (e) => [
+      sql(
+        `INSERT INTO accounts (id, name, live_name, tool, dir, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'active', ?, ?)`,
+        accountIdOf(e),
+        e.data.name,
+        e.data.name,
+        e.data.tool,
+        e.data.dir,
+        e.at,
+        e.at,
+      ),
+    ],
+    'account.removed': (e) => [
+      sql(`UPDATE accounts SET status = 'removed', live_name = NULL, updated_at = ? WHERE id = ?`, e.at, accountIdOf(e)),
+    ],
   },
-};
+});

@@ -3,13 +3,35 @@
  * Removed loops keep their row (status `removed`) so history still resolves; names are unique
  * among loops that are not removed.
  */
-import type { EventData } from '../events/catalog.js';
 import type { StoredEvent } from '../events/types.js';
-import { sql, stateName, type Projection } from './types.js';
+import { defineProjection, sql, stateName, streamKey, type ProjectionEvent } from './types.js';
 
-const LOOP_STATUS_EVENTS = ['loop.paused', 'loop.resumed', 'loop.stopped', 'loop.archived', 'loop.removed'];
+const loopIdOf = (event: StoredEvent) => streamKey(event, 'loop');
 
-export const loopsProjection: Projection = {
+/** Paused, resumed, stopped or archived: the status, the reason and the due time (none unless resumed). */
+function statusChanged(event: ProjectionEvent<'loop.paused' | 'loop.resumed' | 'loop.stopped' | 'loop.archived'>, nextRunAt: string | null) {
+  return sql(
+    'UPDATE loops SET status = ?, reason = ?, next_run_at = ?, updated_at = ? WHERE id = ?',
+    stateName(event),
+    event.data.reason,
+    nextRunAt,
+    event.at,
+    loopIdOf(event),
+  );
+}
+
+/** A slot decision that carries the loop's next due time; `scheduled` counts it as a scheduled run. */
+function slotDecided(event: ProjectionEvent<'slot.fired' | 'slot.buffered' | 'slot.skipped' | 'slot.missed'>, scheduled: 0 | 1) {
+  return sql(
+    `UPDATE loops SET next_run_at = ?, scheduled_runs = scheduled_runs + ?, updated_at = ? WHERE id = ?`,
+    event.data.nextRunAt,
+    scheduled,
+    event.at,
+    loopIdOf(event),
+  );
+}
+
+export const loopsProjection = defineProjection({
   name: 'loops',
   // v2: the last-run summary also follows process.spawn_requested / process.spawned.
   // v3: name uniqueness through `live_name` (NULL once removed), so a status change such as
@@ -46,117 +68,57 @@ export const loopsProjection: Projection = {
     `CREATE INDEX IF NOT EXISTS loops_due ON loops (status, next_run_at)`,
   ],
   tables: [{ name: 'loops', orderBy: 'id' }],
-  handles: new Set([
-    'loop.created',
-    ...LOOP_STATUS_EVENTS,
-    'loop.expired',
-    'loop.rescheduled',
-    'slot.fired',
-    'slot.buffered',
-    'slot.skipped',
-    'slot.missed',
-    'run.claimed',
-  ]),
-  evolve(event: StoredEvent) {
-    switch (event.type) {
-      case 'loop.created': {
-        const d = event.data as EventData<'loop.created'>;
-        return [
-          sql(
-            `INSERT INTO loops (id, name, live_name, description, status, schedule, timing, target, policies, next_run_at, created_at, updated_at)
+  on: {
+    'loop.created': (e) => {
+      const d = e.data;
+      return [
+        sql(
+          `INSERT INTO loops (id, name, live_name, description, status, schedule, timing, target, policies, next_run_at, created_at, updated_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-            d.loopId,
-            d.name,
-            d.name,
-            d.description,
-            stateName(event) ?? 'active',
-            JSON.stringify(d.schedule),
-            JSON.stringify(d.timing),
-            JSON.stringify(d.target),
-            JSON.stringify(d.policies),
-            d.nextRunAt,
-            event.at,
-            event.at,
-          ),
-        ];
-      }
-      case 'loop.removed':
-        return [
-          sql(
-            'UPDATE loops SET status = ?, live_name = NULL, reason = ?, next_run_at = NULL, updated_at = ? WHERE id = ?',
-            stateName(event),
-            (event.data as { reason: string | null }).reason,
-            event.at,
-            loopIdOf(event.streamId),
-          ),
-        ];
-      case 'loop.paused':
-      case 'loop.resumed':
-      case 'loop.stopped':
-      case 'loop.archived': {
-        const d = event.data as { reason: string | null; nextRunAt?: string | null };
-        return [
-          sql(
-            'UPDATE loops SET status = ?, reason = ?, next_run_at = ?, updated_at = ? WHERE id = ?',
-            stateName(event),
-            d.reason,
-            d.nextRunAt ?? null,
-            event.at,
-            loopIdOf(event.streamId),
-          ),
-        ];
-      }
-      case 'run.claimed': {
-        const d = event.data as EventData<'run.claimed'>;
-        return [
-          sql(
-            'UPDATE loops SET run_count = run_count + 1, last_run_id = ?, last_run_at = ? WHERE id = ?',
-            d.runId,
-            event.at,
-            d.loopId,
-          ),
-        ];
-      }
-      case 'loop.expired':
-        return [
-          sql(
-            'UPDATE loops SET status = ?, next_run_at = NULL, updated_at = ? WHERE id = ?',
-            stateName(event),
-            event.at,
-            loopIdOf(event.streamId),
-          ),
-        ];
-      case 'loop.rescheduled':
-        return [
-          sql(
-            'UPDATE loops SET next_run_at = ?, updated_at = ? WHERE id = ?',
-            (event.data as { nextRunAt: string }).nextRunAt,
-            event.at,
-            loopIdOf(event.streamId),
-          ),
-        ];
-      case 'slot.fired':
-      case 'slot.buffered':
-      case 'slot.skipped':
-      case 'slot.missed': {
-        const d = event.data as { nextRunAt: string | null };
-        return [
-          sql(
-            `UPDATE loops SET next_run_at = ?, scheduled_runs = scheduled_runs + ?, updated_at = ? WHERE id = ?`,
-            d.nextRunAt,
-            event.type === 'slot.fired' || event.type === 'slot.buffered' ? 1 : 0,
-            event.at,
-            loopIdOf(event.streamId),
-          ),
-        ];
-      }
-      default:
-        return [];
-    }
+          d.loopId,
+          d.name,
+          d.name,
+          d.description,
+          stateName(e) ?? 'active',
+          JSON.stringify(d.schedule),
+          JSON.stringify(d.timing),
+          JSON.stringify(d.target),
+          JSON.stringify(d.policies),
+          d.nextRunAt,
+          e.at,
+          e.at,
+        ),
+      ];
+    },
+    'loop.paused': (e) => [statusChanged(e, null)],
+    'loop.resumed': (e) => [statusChanged(e, e.data.nextRunAt)],
+    'loop.stopped': (e) => [statusChanged(e, null)],
+    'loop.archived': (e) => [statusChanged(e, null)],
+    'loop.removed': (e) => [
+      sql(
+        'UPDATE loops SET status = ?, live_name = NULL, reason = ?, next_run_at = NULL, updated_at = ? WHERE id = ?',
+        stateName(e),
+        e.data.reason,
+        e.at,
+        loopIdOf(e),
+      ),
+    ],
+    'loop.expired': (e) => [
+      sql('UPDATE loops SET status = ?, next_run_at = NULL, updated_at = ? WHERE id = ?', stateName(e), e.at, loopIdOf(e)),
+    ],
+    'loop.rescheduled': (e) => [sql('UPDATE loops SET next_run_at = ?, updated_at = ? WHERE id = ?', e.data.nextRunAt, e.at, loopIdOf(e))],
+    // A slot decision moves the due time; a fired or buffered slot is a scheduled run.
+    'slot.fired': (e) => [slotDecided(e, 1)],
+    'slot.buffered': (e) => [slotDecided(e, 1)],
+    'slot.skipped': (e) => [slotDecided(e, 0)],
+    'slot.missed': (e) => [slotDecided(e, 0)],
+    'run.claimed': (e) => [
+      sql(
+        'UPDATE loops SET run_count = run_count + 1, last_run_id = ?, last_run_at = ? WHERE id = ?',
+        e.data.runId,
+        e.at,
+        e.data.loopId,
+      ),
+    ],
   },
-};
-
-function loopIdOf(streamId: string): string {
-  return streamId.slice('loop:'.length);
-}
-
+});

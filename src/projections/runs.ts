@@ -2,26 +2,32 @@
  * `loop_runs`: one row per run, with its status, process outcome, output tails and timings.
  * Status is the machine state recorded on each event, so the projection never re-derives it.
  */
-import type { EventData } from '../events/catalog.js';
 import type { StoredEvent } from '../events/types.js';
-import { sql, stateName, type Projection } from './types.js';
+import { defineProjection, sql, stateName, streamKey } from './types.js';
 
 const durationSql = `CAST(ROUND((julianday(?) - julianday(started_at)) * 86400000) AS INTEGER)`;
 
+const runIdOf = (event: StoredEvent) => streamKey(event, 'run');
+
+/** The run started executing: its process was asked for, or its workflow run started. */
+function started(event: StoredEvent) {
+  return sql('UPDATE loop_runs SET status = ?, started_at = ?, updated_at = ? WHERE id = ?', stateName(event), event.at, event.at, runIdOf(event));
+}
+
 /** The run ended without a process exit to record (spawn failed, abandoned, its workflow run ended). */
-function endWith(status: string | null, error: string | null, at: string, id: string) {
+function endWith(event: StoredEvent, error: string | null) {
   return sql(
     `UPDATE loop_runs SET status = ?, error = ?, finished_at = ?, duration_ms = ${durationSql}, updated_at = ? WHERE id = ?`,
-    status,
+    stateName(event),
     error,
-    at,
-    at,
-    at,
-    id,
+    event.at,
+    event.at,
+    event.at,
+    runIdOf(event),
   );
 }
 
-export const runsProjection: Projection = {
+export const runsProjection = defineProjection({
   name: 'loop_runs',
   // v2: rows keyed by claimed_position (the rowid, so newest-first needs no extra index).
   // v3: what an agent CLI reported about the run (JSON), for agent loops.
@@ -60,104 +66,73 @@ export const runsProjection: Projection = {
     `CREATE INDEX IF NOT EXISTS loop_runs_loop ON loop_runs (loop_id, claimed_position)`,
   ],
   tables: [{ name: 'loop_runs', orderBy: 'id' }],
-  handles: new Set([
-    'run.claimed',
-    'process.spawn_requested',
-    'process.spawned',
-    'process.spawn_failed',
-    'run.cancel_requested',
-    'process.exited',
-    'run.abandoned',
-    'run.workflow_started',
-    'run.workflow_ended',
-    'run.agent_reported',
-  ]),
-  evolve(event: StoredEvent) {
-    const id = event.streamId.slice('run:'.length);
-    const status = stateName(event);
-    switch (event.type) {
-      case 'run.claimed': {
-        const d = event.data as EventData<'run.claimed'>;
-        return [
-          sql(
-            `INSERT INTO loop_runs (id, loop_id, loop_name, slot, scheduled_for, attempt, trigger, status, target,
+  on: {
+    'run.claimed': (e) => [
+      sql(
+        `INSERT INTO loop_runs (id, loop_id, loop_name, slot, scheduled_for, attempt, trigger, status, target,
                runner_id, claimed_at, claimed_position, updated_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-            d.runId,
-            d.loopId,
-            d.loopName,
-            d.slot,
-            d.scheduledFor,
-            d.attempt,
-            d.trigger,
-            status ?? 'claimed',
-            JSON.stringify(d.target),
-            d.runnerId,
-            event.at,
-            event.position,
-            event.at,
-          ),
-        ];
-      }
-      case 'process.spawn_requested':
-      case 'run.workflow_started':
-        return [sql('UPDATE loop_runs SET status = ?, started_at = ?, updated_at = ? WHERE id = ?', status, event.at, event.at, id)];
-      case 'process.spawned': {
-        const d = event.data as EventData<'process.spawned'>;
-        return [sql('UPDATE loop_runs SET status = ?, pid = ?, updated_at = ? WHERE id = ?', status, d.pid, event.at, id)];
-      }
-      case 'process.spawn_failed': {
-        const d = event.data as EventData<'process.spawn_failed'>;
-        return [endWith(status, d.error, event.at, id)];
-      }
-      case 'run.cancel_requested': {
-        const d = event.data as EventData<'run.cancel_requested'>;
-        const error = d.reason ? `cancelled: ${d.reason}` : 'cancelled';
-        // Before a spawn the request ends the run at once; afterwards process.exited records the end.
-        const ended = status === 'cancelled';
-        return [
-          sql(
-            `UPDATE loop_runs SET status = ?, error = ?, finished_at = ${ended ? '?' : 'finished_at'},
+        e.data.runId,
+        e.data.loopId,
+        e.data.loopName,
+        e.data.slot,
+        e.data.scheduledFor,
+        e.data.attempt,
+        e.data.trigger,
+        stateName(e) ?? 'claimed',
+        JSON.stringify(e.data.target),
+        e.data.runnerId,
+        e.at,
+        e.position,
+        e.at,
+      ),
+    ],
+    'process.spawn_requested': (e) => [started(e)],
+    'run.workflow_started': (e) => [started(e)],
+    'process.spawned': (e) => [
+      sql('UPDATE loop_runs SET status = ?, pid = ?, updated_at = ? WHERE id = ?', stateName(e), e.data.pid, e.at, runIdOf(e)),
+    ],
+    'process.spawn_failed': (e) => [endWith(e, e.data.error)],
+    'run.cancel_requested': (e) => {
+      const status = stateName(e);
+      const error = e.data.reason ? `cancelled: ${e.data.reason}` : 'cancelled';
+      // Before a spawn the request ends the run at once; afterwards process.exited records the end.
+      const ended = status === 'cancelled';
+      return [
+        sql(
+          `UPDATE loop_runs SET status = ?, error = ?, finished_at = ${ended ? '?' : 'finished_at'},
                duration_ms = ${ended ? `COALESCE(${durationSql}, 0)` : 'duration_ms'}, updated_at = ? WHERE id = ?`,
-            ...(ended ? [status, error, event.at, event.at, event.at, id] : [status, error, event.at, id]),
-          ),
-        ];
-      }
-      case 'process.exited': {
-        const d = event.data as EventData<'process.exited'>;
-        return [
-          sql(
-            `UPDATE loop_runs SET status = ?, exit_code = ?, signal = ?, timed_out = ?, error = COALESCE(?, error),
+          ...(ended ? [status, error, e.at, e.at, e.at, runIdOf(e)] : [status, error, e.at, runIdOf(e)]),
+        ),
+      ];
+    },
+    'process.exited': (e) => {
+      const d = e.data;
+      return [
+        sql(
+          `UPDATE loop_runs SET status = ?, exit_code = ?, signal = ?, timed_out = ?, error = COALESCE(?, error),
                stdout = ?, stderr = ?, stdout_bytes = ?, stderr_bytes = ?, finished_at = ?, duration_ms = ?, updated_at = ?
              WHERE id = ?`,
-            status,
-            d.exitCode,
-            d.signal,
-            d.timedOut ? 1 : 0,
-            d.error,
-            d.stdout,
-            d.stderr,
-            d.stdoutBytes,
-            d.stderrBytes,
-            event.at,
-            d.durationMs,
-            event.at,
-            id,
-          ),
-        ];
-      }
-      case 'run.agent_reported':
-        return [sql('UPDATE loop_runs SET agent = ?, updated_at = ? WHERE id = ?', JSON.stringify(event.data), event.at, id)];
-      case 'run.workflow_ended': {
-        const d = event.data as EventData<'run.workflow_ended'>;
-        return [endWith(status, d.error, event.at, id)];
-      }
-      case 'run.abandoned': {
-        const d = event.data as EventData<'run.abandoned'>;
-        return [endWith(status, d.reason, event.at, id)];
-      }
-      default:
-        return [];
-    }
+          stateName(e),
+          d.exitCode,
+          d.signal,
+          d.timedOut ? 1 : 0,
+          d.error,
+          d.stdout,
+          d.stderr,
+          d.stdoutBytes,
+          d.stderrBytes,
+          e.at,
+          d.durationMs,
+          e.at,
+          runIdOf(e),
+        ),
+      ];
+    },
+    'run.agent_reported': (e) => [
+      sql('UPDATE loop_runs SET agent = ?, updated_at = ? WHERE id = ?', JSON.stringify(e.data), e.at, runIdOf(e)),
+    ],
+    'run.workflow_ended': (e) => [endWith(e, e.data.error)],
+    'run.abandoned': (e) => [endWith(e, e.data.reason)],
   },
-};
+});

@@ -3,11 +3,41 @@
  * coalesced into a later slot, or missed — one row per event (a range of slots for coalesced and
  * missed). `loops why` reads it.
  */
-import type { EventData } from '../events/catalog.js';
 import type { StoredEvent } from '../events/types.js';
-import { sql, type Projection } from './types.js';
+import { defineProjection, sql, streamKey } from './types.js';
 
-export const slotDecisionsProjection: Projection = {
+const loopIdOf = (event: StoredEvent) => streamKey(event, 'loop');
+
+/** One decision row, keyed by the event's position. `from`..`to` is the slot range it is about. */
+function decision(
+  event: StoredEvent,
+  kind: 'fired' | 'buffered' | 'skipped' | 'coalesced' | 'missed' | 'retry' | 'dropped',
+  from: string,
+  to: string,
+  count: number,
+  fireAt: string | null,
+  runId: string | null,
+  reason: string | null,
+  into: string | null,
+) {
+  return sql(
+    `INSERT INTO slot_decisions (position, loop_id, decision, slot_from, slot_to, count, fire_at, run_id, reason, into_slot, at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    event.position,
+    loopIdOf(event),
+    kind,
+    from,
+    to,
+    count,
+    fireAt,
+    runId,
+    reason,
+    into,
+    event.at,
+  );
+}
+
+export const slotDecisionsProjection = defineProjection({
   name: 'slot_decisions',
   // v2: retries scheduled for a slot; v3: dropped work.
   version: 3,
@@ -28,72 +58,32 @@ export const slotDecisionsProjection: Projection = {
     `CREATE INDEX IF NOT EXISTS slot_decisions_loop ON slot_decisions (loop_id, slot_to)`,
   ],
   tables: [{ name: 'slot_decisions', orderBy: 'position' }],
-  handles: new Set(['slot.fired', 'slot.buffered', 'slot.skipped', 'slot.coalesced', 'slot.missed', 'slot.retry_scheduled', 'slot.dropped']),
-  evolve(event: StoredEvent) {
-    const loopId = event.streamId.slice('loop:'.length);
-    const insert = (
-      decision: string,
-      from: string,
-      to: string,
-      count: number,
-      fireAt: string | null,
-      runId: string | null,
-      reason: string | null,
-      into: string | null,
-    ) =>
-      sql(
-        `INSERT INTO slot_decisions (position, loop_id, decision, slot_from, slot_to, count, fire_at, run_id, reason, into_slot, at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        event.position,
-        loopId,
-        decision,
-        from,
-        to,
-        count,
-        fireAt,
-        runId,
-        reason,
-        into,
-        event.at,
-      );
-    switch (event.type) {
-      case 'slot.fired': {
-        const d = event.data as EventData<'slot.fired'>;
-        return [insert('fired', d.slot, d.slot, 1, d.fireAt, d.runId, d.late ? 'caught up after missed slots' : null, null)];
-      }
-      case 'slot.buffered': {
-        const d = event.data as EventData<'slot.buffered'>;
-        const why =
-          d.policy === 'cancel-other'
-            ? `overlap cancel-other: cancelling ${d.cancels.join(', ') || 'nothing'}`
-            : `overlap ${d.policy}: waiting for ${d.blockedBy ?? 'the running run'}`;
-        return [insert('buffered', d.slot, d.slot, 1, d.fireAt, d.runId, why, null)];
-      }
-      case 'slot.skipped': {
-        const d = event.data as EventData<'slot.skipped'>;
-        return [insert('skipped', d.slot, d.slot, 1, d.fireAt, d.blockedBy, d.reason, null)];
-      }
-      case 'slot.coalesced': {
-        const d = event.data as EventData<'slot.coalesced'>;
-        return [insert('coalesced', d.from, d.to, d.count, null, null, 'catch-up latest', d.into)];
-      }
-      case 'slot.missed': {
-        const d = event.data as EventData<'slot.missed'>;
-        return [insert('missed', d.from, d.to, d.count, null, null, d.reason, null)];
-      }
-      case 'slot.retry_scheduled': {
-        const d = event.data as EventData<'slot.retry_scheduled'>;
-        return [insert('retry', d.slot, d.slot, 1, d.dueAt, d.runId, `attempt ${d.attempt} after ${d.after} ${d.reason}`, null)];
-      }
-      case 'slot.dropped': {
-        const d = event.data as EventData<'slot.dropped'>;
-        return [insert('dropped', d.slot, d.slot, 1, null, d.runId, `attempt ${d.attempt} not run: ${d.reason}`, null)];
-      }
-      default:
-        return [];
-    }
+  on: {
+    'slot.fired': (e) => {
+      const d = e.data;
+      return [decision(e, 'fired', d.slot, d.slot, 1, d.fireAt, d.runId, d.late ? 'caught up after missed slots' : null, null)];
+    },
+    'slot.buffered': (e) => {
+      const d = e.data;
+      const why =
+        d.policy === 'cancel-other'
+          ? `overlap cancel-other: cancelling ${d.cancels.join(', ') || 'nothing'}`
+          : `overlap ${d.policy}: waiting for ${d.blockedBy ?? 'the running run'}`;
+      return [decision(e, 'buffered', d.slot, d.slot, 1, d.fireAt, d.runId, why, null)];
+    },
+    'slot.skipped': (e) => [decision(e, 'skipped', e.data.slot, e.data.slot, 1, e.data.fireAt, e.data.blockedBy, e.data.reason, null)],
+    'slot.coalesced': (e) => [decision(e, 'coalesced', e.data.from, e.data.to, e.data.count, null, null, 'catch-up latest', e.data.into)],
+    'slot.missed': (e) => [decision(e, 'missed', e.data.from, e.data.to, e.data.count, null, null, e.data.reason, null)],
+    'slot.retry_scheduled': (e) => {
+      const d = e.data;
+      return [decision(e, 'retry', d.slot, d.slot, 1, d.dueAt, d.runId, `attempt ${d.attempt} after ${d.after} ${d.reason}`, null)];
+    },
+    'slot.dropped': (e) => {
+      const d = e.data;
+      return [decision(e, 'dropped', d.slot, d.slot, 1, null, d.runId, `attempt ${d.attempt} not run: ${d.reason}`, null)];
+    },
   },
-};
+});
 
 /**
  * `run_queue`: claimable work — every run a decision promised and nobody has claimed yet: a fired
@@ -105,7 +95,7 @@ export const slotDecisionsProjection: Projection = {
  * `decided_by` is the runner that recorded the decision: while that runner lives the work is its
  * to run; once it is gone the work is stranded and the catch-up policy says whether it still runs.
  */
-export const runQueueProjection: Projection = {
+export const runQueueProjection = defineProjection({
   name: 'run_queue',
   version: 1,
   ddl: [
@@ -123,42 +113,34 @@ export const runQueueProjection: Projection = {
     `CREATE INDEX IF NOT EXISTS run_queue_loop ON run_queue (loop_id, position)`,
   ],
   tables: [{ name: 'run_queue', orderBy: 'run_id' }],
-  handles: new Set(['slot.fired', 'slot.buffered', 'slot.retry_scheduled', 'slot.dropped', 'run.claimed', 'loop.stopped', 'loop.archived', 'loop.removed']),
-  evolve(event: StoredEvent) {
-    const loopId = event.streamId.slice('loop:'.length);
-    const insert = (runId: string, kind: string, slot: string, attempt: number, dueAt: string) =>
-      sql(
-        'INSERT INTO run_queue (run_id, loop_id, kind, slot, attempt, due_at, position, decided_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-        runId,
-        loopId,
-        kind,
-        slot,
-        attempt,
-        dueAt,
-        event.position,
-        event.meta.runnerId ?? null,
-      );
-    switch (event.type) {
-      case 'slot.fired': {
-        const d = event.data as EventData<'slot.fired'>;
-        return [insert(d.runId, 'fired', d.slot, 1, d.fireAt)];
-      }
-      case 'slot.buffered': {
-        const d = event.data as EventData<'slot.buffered'>;
-        return [insert(d.runId, 'buffered', d.slot, 1, d.fireAt)];
-      }
-      case 'slot.retry_scheduled': {
-        const d = event.data as EventData<'slot.retry_scheduled'>;
-        return [insert(d.runId, 'retry', d.slot, d.attempt, d.dueAt)];
-      }
-      case 'slot.dropped':
-        return [sql('DELETE FROM run_queue WHERE run_id = ?', (event.data as EventData<'slot.dropped'>).runId)];
-      case 'run.claimed':
-        return [sql('DELETE FROM run_queue WHERE run_id = ?', (event.data as EventData<'run.claimed'>).runId)];
-      default:
-        // Logs written before slot.dropped existed: a stopped, archived or removed loop's
-        // buffered slots were given up with it (its fired slots and retries waited for a resume).
-        return [sql("DELETE FROM run_queue WHERE loop_id = ? AND kind = 'buffered'", loopId)];
-    }
+  on: {
+    'slot.fired': (e) => [queued(e, e.data.runId, 'fired', e.data.slot, 1, e.data.fireAt)],
+    'slot.buffered': (e) => [queued(e, e.data.runId, 'buffered', e.data.slot, 1, e.data.fireAt)],
+    'slot.retry_scheduled': (e) => [queued(e, e.data.runId, 'retry', e.data.slot, e.data.attempt, e.data.dueAt)],
+    'slot.dropped': (e) => [sql('DELETE FROM run_queue WHERE run_id = ?', e.data.runId)],
+    'run.claimed': (e) => [sql('DELETE FROM run_queue WHERE run_id = ?', e.data.runId)],
+    // Logs written before slot.dropped existed: a stopped, archived or removed loop's buffered
+    // slots were given up with it (its fired slots and retries waited for a resume).
+    'loop.stopped': (e) => [bufferedDropped(e)],
+    'loop.archived': (e) => [bufferedDropped(e)],
+    'loop.removed': (e) => [bufferedDropped(e)],
   },
-};
+});
+
+function queued(event: StoredEvent, runId: string, kind: 'fired' | 'buffered' | 'retry', slot: string, attempt: number, dueAt: string) {
+  return sql(
+    'INSERT INTO run_queue (run_id, loop_id, kind, slot, attempt, due_at, position, decided_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    runId,
+    loopIdOf(event),
+    kind,
+    slot,
+    attempt,
+    dueAt,
+    event.position,
+    event.meta.runnerId ?? null,
+  );
+}
+
+function bufferedDropped(event: StoredEvent) {
+  return sql("DELETE FROM run_queue WHERE loop_id = ? AND kind = 'buffered'", loopIdOf(event));
+}

@@ -1,3 +1,4 @@
+import type { EventData, EventType } from '../events/catalog.js';
 import type { SqlStatement, StoredEvent } from '../events/types.js';
 
 /** A table computed from events: pure `evolve(event) → SQL`, registered with a name and version. */
@@ -14,6 +15,58 @@ export interface Projection {
   evolve(event: StoredEvent): SqlStatement[];
 }
 
+/** A stored event of type `T`, its payload typed by the catalogue. */
+export type ProjectionEvent<T extends EventType = EventType> = StoredEvent<T, EventData<T>>;
+
+/** What a projection does with one event type. */
+export type ProjectionHandler<T extends EventType> = (event: ProjectionEvent<T>) => SqlStatement[];
+
+/** Handlers keyed by event type: each receives the event typed by its key. */
+export type ProjectionHandlers = { readonly [T in EventType]?: ProjectionHandler<T> };
+
+export interface ProjectionDefinition {
+  name: string;
+  version: number;
+  ddl: ReadonlyArray<string>;
+  tables: ReadonlyArray<{ name: string; orderBy: string }>;
+  /** One handler per event type handled; `handles` is the set of these keys. */
+  on: ProjectionHandlers;
+  /** Statements run after the handler's for every event handled (e.g. a check of the recorded state). */
+  after?: (event: StoredEvent) => SqlStatement[];
+}
+
+type AnyHandler = (event: StoredEvent) => SqlStatement[];
+
+/**
+ * A projection from a map of handlers keyed by event type: `handles` is the map's keys and
+ * `evolve` dispatches by the event's type (an event of no key gives no statement).
+ *
+ *   defineProjection({ name, version, ddl, tables, on: { 'run.claimed': (e) => [sql('…', e.data.runId)] } })
+ */
+export function defineProjection(definition: ProjectionDefinition): Projection {
+  const { name, version, ddl, tables, on, after } = definition;
+  // The one place an event's payload is taken to be its type's: every event in the log was
+  // validated against the catalogue when it was appended (and is upcast to the current shape when
+  // read), so an event of type T carries EventData<T>.
+  const handlers = new Map<string, AnyHandler>();
+  for (const [type, handler] of Object.entries(on) as Array<[string, AnyHandler | undefined]>) {
+    if (handler) handlers.set(type, handler);
+  }
+  return {
+    name,
+    version,
+    ddl,
+    tables,
+    handles: new Set(handlers.keys()),
+    evolve(event: StoredEvent): SqlStatement[] {
+      const handler = handlers.get(event.type);
+      if (!handler) return [];
+      const out = handler(event);
+      return after ? out.concat(after(event)) : out;
+    },
+  };
+}
+
 export function sql(text: string, ...params: Array<string | number | null>): SqlStatement {
   return { sql: text, params };
 }
@@ -21,4 +74,9 @@ export function sql(text: string, ...params: Array<string | number | null>): Sql
 /** The recorded machine state of an event as a status string. */
 export function stateName(event: StoredEvent): string | null {
   return typeof event.state === 'string' ? event.state : event.state === null ? null : JSON.stringify(event.state);
+}
+
+/** The id in a stream id `<kind>:<id>`. */
+export function streamKey(event: StoredEvent, kind: string): string {
+  return event.streamId.slice(kind.length + 1);
 }

@@ -1,56 +1,21 @@
 /**
- * Workflow projections:
+ * Workflow spec projections (stream `workflow:<id>`):
  *
- * - `workflows`: one row per workflow (stream `workflow:<id>`) with its latest spec version, status
- *   and a run summary. Archived workflows keep their row; names are unique among workflows that are
- *   not archived (`live_name`, NULL once archived), like `loops.live_name`.
+ * - `workflows`: one row per workflow with its latest spec version, status and a run summary.
+ *   Archived workflows keep their row; names are unique among workflows that are not archived
+ *   (`live_name`, NULL once archived), like `loops.live_name`.
  * - `workflow_versions`: every stored version of every spec, as recorded (runs pin one).
- * - `workflow_runs`: one row per workflow run (stream `wfrun:<id>`), with one row per step of its
- *   pinned spec in `workflow_steps` and one row per attempt of a step in `workflow_step_attempts`.
- *   The three tables are one projection because a step's status depends on its run (a cancel or a
- *   workflow timeout stops retries): rebuilding them together keeps them consistent.
  *
- * How step statuses are derived without the machine (projections may not import machines):
- * - the run's own status is the machine state recorded on each `wfrun:` event (`running`, then one
- *   of succeeded | failed | cancelled | timed_out) — never re-derived here;
- * - step rows are written `pending` at `wfrun.started`; `step.spawn_requested` → `spawning`,
- *   `step.spawned` → `running`, `step.retry_due` → `starting`;
- * - an attempt's outcome comes from its event, as the machine computes it: `step.exited` is
- *   `timed_out` (timedOut), `cancelled` (cancelled), `succeeded` (exit 0) or `failed`;
- *   `step.spawn_failed` is `failed`; `step.abandoned` is `abandoned`. A failed, timed-out or
- *   abandoned attempt leaves the step `retrying` when attempts
- *   remain (`max_attempts`, from the spec's retries) and the run is not stopping (no cancel, no
- *   workflow timeout); otherwise the step takes the attempt's status;
- * - a cancel or a workflow timeout ends every `retrying` step as `cancelled` (no retry follows);
- * - an agent step's report (what its CLI said: tokens, cost, session, …) is the `agent` field of its
- *   `step.exited` event: it is kept per attempt, and on the step for its last ended attempt (NULL
- *   when that attempt was not an agent's, or its CLI said nothing, or it never exited — a spawn
- *   failure or an abandoned attempt). An agent step also keeps the provider and model its spec
- *   asked for, so `loops stats` can name them when the CLI did not;
- * - skips are not events: the machine skips a step (its `if` is false, a need failed, the run was
- *   stopping) without recording anything. So a step stays `pending` here until the run ends; the
- *   event that ends the run (its recorded state is final) marks every step still `pending` as
- *   `skipped`: when a run is over, a step that never started was skipped. While a run is going, a
- *   `pending` step may therefore already be skipped in the machine's view; `loops workflows inspect`
- *   shows it as pending until the run ends. (The machine knows why a step was skipped; the log
- *   does not, so no reason is recorded here.)
- *
- * The unit test test/unit/workflow-projections.unit.test.ts drives random runs through the real
- * machine and checks these rules against the machine's own step states after every event: a
- * change to the machine's step logic that this projection does not follow fails it.
+ * The runs of workflows (`workflow_runs` and its step tables) are in workflow-runs.ts.
  */
-import type { EventData } from '../events/catalog.js';
-import { formatDuration } from '../events/durations.js';
 import type { StoredEvent } from '../events/types.js';
-import { sql, stateName, type Projection } from './types.js';
+import { defineProjection, sql, stateName, streamKey, type ProjectionEvent } from './types.js';
 
-/** The final states of a workflow run (the machine's final state values). */
-const RUN_FINAL_STATUSES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled', 'timed_out']);
+export { workflowRunsProjection } from './workflow-runs.js';
 
-const workflowIdOf = (event: StoredEvent) => event.streamId.slice('workflow:'.length);
-const wfRunIdOf = (event: StoredEvent) => event.streamId.slice('wfrun:'.length);
+const workflowIdOf = (event: StoredEvent) => streamKey(event, 'workflow');
 
-export const workflowsProjection: Projection = {
+export const workflowsProjection = defineProjection({
   name: 'workflows',
   version: 1,
   ddl: [
@@ -76,74 +41,63 @@ export const workflowsProjection: Projection = {
     `CREATE UNIQUE INDEX IF NOT EXISTS workflows_live_name ON workflows (live_name)`,
   ],
   tables: [{ name: 'workflows', orderBy: 'id' }],
-  handles: new Set(['workflow.created', 'workflow.updated', 'workflow.archived', 'wfrun.started']),
-  evolve(event: StoredEvent) {
-    switch (event.type) {
-      case 'workflow.created': {
-        const d = event.data as EventData<'workflow.created'>;
-        return [
-          sql(
-            `INSERT INTO workflows (id, name, live_name, description, version, status, spec, source_file, sha256, created_at, updated_at)
+  on: {
+    'workflow.created': (e) => {
+      const d = e.data;
+      return [
+        sql(
+          `INSERT INTO workflows (id, name, live_name, description, version, status, spec, source_file, sha256, created_at, updated_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-            d.workflowId,
-            d.name,
-            d.name,
-            d.spec.description,
-            d.version,
-            stateName(event) ?? 'active',
-            JSON.stringify(d.spec),
-            d.sourceFile,
-            d.sha256,
-            event.at,
-            event.at,
-          ),
-        ];
-      }
-      case 'workflow.updated': {
-        const d = event.data as EventData<'workflow.updated'>;
-        return [
-          sql(
-            `UPDATE workflows SET version = ?, description = ?, spec = ?, source_file = ?, sha256 = ?, updated_at = ? WHERE id = ?`,
-            d.version,
-            d.spec.description,
-            JSON.stringify(d.spec),
-            d.sourceFile,
-            d.sha256,
-            event.at,
-            workflowIdOf(event),
-          ),
-        ];
-      }
-      case 'workflow.archived': {
-        const d = event.data as EventData<'workflow.archived'>;
-        return [
-          sql(
-            'UPDATE workflows SET status = ?, live_name = NULL, reason = ?, updated_at = ? WHERE id = ?',
-            stateName(event) ?? 'archived',
-            d.reason,
-            event.at,
-            workflowIdOf(event),
-          ),
-        ];
-      }
-      case 'wfrun.started': {
-        const d = event.data as EventData<'wfrun.started'>;
-        return [
-          sql(
-            'UPDATE workflows SET run_count = run_count + 1, last_run_id = ?, last_run_at = ? WHERE id = ?',
-            d.wfRunId,
-            event.at,
-            d.workflowId,
-          ),
-        ];
-      }
-      default:
-        return [];
-    }
+          d.workflowId,
+          d.name,
+          d.name,
+          d.spec.description,
+          d.version,
+          stateName(e) ?? 'active',
+          JSON.stringify(d.spec),
+          d.sourceFile,
+          d.sha256,
+          e.at,
+          e.at,
+        ),
+      ];
+    },
+    'workflow.updated': (e) => {
+      const d = e.data;
+      return [
+        sql(
+          `UPDATE workflows SET version = ?, description = ?, spec = ?, source_file = ?, sha256 = ?, updated_at = ? WHERE id = ?`,
+          d.version,
+          d.spec.description,
+          JSON.stringify(d.spec),
+          d.sourceFile,
+          d.sha256,
+          e.at,
+          workflowIdOf(e),
+        ),
+      ];
+    },
+    'workflow.archived': (e) => [
+      sql(
+        'UPDATE workflows SET status = ?, live_name = NULL, reason = ?, updated_at = ? WHERE id = ?',
+        stateName(e) ?? 'archived',
+        e.data.reason,
+        e.at,
+        workflowIdOf(e),
+      ),
+    ],
+    'wfrun.started': (e) => [
+      sql(
+        'UPDATE workflows SET run_count = run_count + 1, last_run_id = ?, last_run_at = ? WHERE id = ?',
+        e.data.wfRunId,
+        e.at,
+        e.data.workflowId,
+      ),
+    ],
   },
-};
+});
 
-export const workflowVersionsProjection: Projection = {
+export const workflowVersionsProjection = defineProjection({
   name: 'workflow_versions',
   version: 1,
   ddl: [
@@ -158,384 +112,22 @@ export const workflowVersionsProjection: Projection = {
     ) WITHOUT ROWID`,
   ],
   tables: [{ name: 'workflow_versions', orderBy: 'workflow_id, version' }],
-  handles: new Set(['workflow.created', 'workflow.updated']),
-  evolve(event: StoredEvent) {
-    const d = event.data as EventData<'workflow.created'> | EventData<'workflow.updated'>;
-    return [
-      sql(
-        'INSERT INTO workflow_versions (workflow_id, version, spec, source_file, sha256, created_at) VALUES (?, ?, ?, ?, ?, ?)',
-        workflowIdOf(event),
-        d.version,
-        JSON.stringify(d.spec),
-        d.sourceFile,
-        d.sha256,
-        event.at,
-      ),
-    ];
+  on: {
+    'workflow.created': (e) => [versionStored(e)],
+    'workflow.updated': (e) => [versionStored(e)],
   },
-};
+});
 
-/** Milliseconds from the row's `started_at` to the bound instant. */
-const sinceStart = `CAST(ROUND((julianday(?) - julianday(started_at)) * 86400000) AS INTEGER)`;
-
-export const workflowRunsProjection: Projection = {
-  name: 'workflow_runs',
-  // v2: agent reports (`agent`) on steps and attempts, the agent provider and model the spec asked
-  // for on steps, and an index of runs by loop (for `loops stats`).
-  version: 2,
-  ddl: [
-    `CREATE TABLE IF NOT EXISTS workflow_runs (
-      -- Position of the wfrun.started event: unique, in start order, and the rowid.
-      claimed_position INTEGER PRIMARY KEY,
-      id               TEXT NOT NULL UNIQUE,
-      workflow_id      TEXT NOT NULL,
-      workflow_name    TEXT NOT NULL,
-      version          INTEGER NOT NULL,
-      status           TEXT NOT NULL,
-      trigger          TEXT NOT NULL,
-      loop_id          TEXT,
-      slot             TEXT,
-      attempt          INTEGER NOT NULL,
-      idempotency_key  TEXT NOT NULL UNIQUE,
-      runner_id        TEXT NOT NULL,
-      inputs           TEXT NOT NULL,
-      step_count       INTEGER NOT NULL,
-      -- Set by wfrun.cancel_requested / wfrun.timed_out: the run is stopping (no more retries).
-      cancel_requested INTEGER NOT NULL DEFAULT 0,
-      timed_out        INTEGER NOT NULL DEFAULT 0,
-      -- The cancel reason, the workflow timeout, or (once failed) the steps that failed it.
-      error            TEXT,
-      started_at       TEXT NOT NULL,
-      finished_at      TEXT,
-      duration_ms      INTEGER,
-      updated_at       TEXT NOT NULL
-    )`,
-    `CREATE INDEX IF NOT EXISTS workflow_runs_workflow ON workflow_runs (workflow_id, claimed_position)`,
-    // A workflow loop's runs (loops stats sums their agent steps per loop, in this order).
-    `CREATE INDEX IF NOT EXISTS workflow_runs_loop ON workflow_runs (loop_id, started_at)`,
-    `CREATE TABLE IF NOT EXISTS workflow_steps (
-      wfrun_id          TEXT NOT NULL,
-      step_id           TEXT NOT NULL,
-      -- Index of the step in the pinned spec (file order).
-      ord               INTEGER NOT NULL,
-      name              TEXT,
-      -- From the spec: direct needs (JSON array), the if condition, continue-on-error, total attempts allowed.
-      needs             TEXT NOT NULL,
-      if_cond           TEXT,
-      continue_on_error INTEGER NOT NULL,
-      max_attempts      INTEGER NOT NULL,
-      target_type       TEXT NOT NULL,
-      -- Agent steps: the provider and model the spec asked for (the model may be NULL); NULL for commands.
-      provider          TEXT,
-      model             TEXT,
-      status            TEXT NOT NULL,
-      -- The current (or last) attempt number; 0 before the first.
-      attempts          INTEGER NOT NULL DEFAULT 0,
-      -- Outcome of the last ended attempt (kept while a retry runs; the attempts table has each one).
-      exit_code         INTEGER,
-      signal            TEXT,
-      error             TEXT,
-      outputs           TEXT NOT NULL DEFAULT '{}',
-      stdout            TEXT NOT NULL DEFAULT '',
-      stderr            TEXT NOT NULL DEFAULT '',
-      stdout_bytes      INTEGER NOT NULL DEFAULT 0,
-      stderr_bytes      INTEGER NOT NULL DEFAULT 0,
-      pid               INTEGER,
-      -- The first attempt's start; the last attempt's end (NULL while an attempt runs or never ran).
-      started_at        TEXT,
-      finished_at       TEXT,
-      -- Sum over the ended attempts.
-      duration_ms       INTEGER,
-      -- What the agent CLI reported about the last ended attempt (JSON, as in step.exited), or NULL.
-      agent             TEXT,
-      PRIMARY KEY (wfrun_id, step_id)
-    )`,
-    `CREATE TABLE IF NOT EXISTS workflow_step_attempts (
-      wfrun_id    TEXT NOT NULL,
-      step_id     TEXT NOT NULL,
-      attempt     INTEGER NOT NULL,
-      status      TEXT NOT NULL,
-      exit_code   INTEGER,
-      signal      TEXT,
-      error       TEXT,
-      pid         INTEGER,
-      started_at  TEXT NOT NULL,
-      finished_at TEXT,
-      duration_ms INTEGER,
-      -- What the agent CLI reported about this attempt (JSON, as in step.exited), or NULL.
-      agent       TEXT,
-      PRIMARY KEY (wfrun_id, step_id, attempt)
-    ) WITHOUT ROWID`,
-  ],
-  tables: [
-    { name: 'workflow_runs', orderBy: 'id' },
-    { name: 'workflow_steps', orderBy: 'wfrun_id, step_id' },
-    { name: 'workflow_step_attempts', orderBy: 'wfrun_id, step_id, attempt' },
-  ],
-  handles: new Set([
-    'wfrun.started',
-    'step.spawn_requested',
-    'step.spawned',
-    'step.spawn_failed',
-    'step.exited',
-    'step.abandoned',
-    'step.retry_due',
-    'wfrun.cancel_requested',
-    'wfrun.timed_out',
-  ]),
-  evolve(event: StoredEvent) {
-    const id = wfRunIdOf(event);
-    const out = evolveRun(event, id);
-    const status = stateName(event);
-    if (status !== null && RUN_FINAL_STATUSES.has(status)) out.push(...endRun(id, status, event.at));
-    return out;
-  },
-};
-
-function evolveRun(event: StoredEvent, id: string) {
-  switch (event.type) {
-    case 'wfrun.started': {
-      const d = event.data as EventData<'wfrun.started'>;
-      return [
-        sql(
-          `INSERT INTO workflow_runs (claimed_position, id, workflow_id, workflow_name, version, status, trigger, loop_id, slot, attempt,
-             idempotency_key, runner_id, inputs, step_count, started_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          event.position,
-          d.wfRunId,
-          d.workflowId,
-          d.workflowName,
-          d.version,
-          // The final status, if any, is written by endRun.
-          'running',
-          d.trigger,
-          d.loopId,
-          d.slot,
-          d.attempt,
-          d.idempotencyKey,
-          d.runnerId,
-          JSON.stringify(d.inputs),
-          d.spec.steps.length,
-          event.at,
-          event.at,
-        ),
-        ...d.spec.steps.map((step, ord) =>
-          sql(
-            `INSERT INTO workflow_steps (wfrun_id, step_id, ord, name, needs, if_cond, continue_on_error, max_attempts, target_type,
-               provider, model, status)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')`,
-            d.wfRunId,
-            step.id,
-            ord,
-            step.name,
-            JSON.stringify(step.needs),
-            step.if,
-            step.continueOnError ? 1 : 0,
-            step.retries.attempts,
-            step.target.type,
-            step.target.type === 'agent' ? step.target.provider : null,
-            step.target.type === 'agent' ? step.target.model : null,
-          ),
-        ),
-      ];
-    }
-    case 'step.spawn_requested': {
-      const d = event.data as EventData<'step.spawn_requested'>;
-      return [
-        sql(
-          `INSERT INTO workflow_step_attempts (wfrun_id, step_id, attempt, status, started_at) VALUES (?, ?, ?, 'spawning', ?)`,
-          id,
-          d.stepId,
-          d.attempt,
-          event.at,
-        ),
-        sql(
-          `UPDATE workflow_steps SET status = 'spawning', attempts = ?, pid = NULL, started_at = COALESCE(started_at, ?), finished_at = NULL
-           WHERE wfrun_id = ? AND step_id = ?`,
-          d.attempt,
-          event.at,
-          id,
-          d.stepId,
-        ),
-        touch(id, event.at),
-      ];
-    }
-    case 'step.spawned': {
-      const d = event.data as EventData<'step.spawned'>;
-      return [
-        sql(
-          `UPDATE workflow_step_attempts SET status = 'running', pid = ? WHERE wfrun_id = ? AND step_id = ? AND attempt = ?`,
-          d.pid,
-          id,
-          d.stepId,
-          d.attempt,
-        ),
-        sql(`UPDATE workflow_steps SET status = 'running', pid = ? WHERE wfrun_id = ? AND step_id = ?`, d.pid, id, d.stepId),
-        touch(id, event.at),
-      ];
-    }
-    case 'step.spawn_failed': {
-      const d = event.data as EventData<'step.spawn_failed'>;
-      return endAttempt(id, d.stepId, d.attempt, event.at, 'failed', {
-        exitCode: null,
-        signal: null,
-        error: d.error,
-        durationMs: null,
-      });
-    }
-    case 'step.abandoned': {
-      const d = event.data as EventData<'step.abandoned'>;
-      return endAttempt(id, d.stepId, d.attempt, event.at, 'abandoned', {
-        exitCode: null,
-        signal: null,
-        error: d.reason,
-        durationMs: null,
-      });
-    }
-    case 'step.exited': {
-      const d = event.data as EventData<'step.exited'>;
-      // As the machine decides.
-      const status = d.timedOut ? 'timed_out' : d.cancelled ? 'cancelled' : d.exitCode === 0 ? 'succeeded' : 'failed';
-      return endAttempt(id, d.stepId, d.attempt, event.at, status, {
-        exitCode: d.exitCode,
-        signal: d.signal,
-        error: d.error,
-        durationMs: d.durationMs,
-        exited: d,
-      });
-    }
-    case 'step.retry_due': {
-      const d = event.data as EventData<'step.retry_due'>;
-      return [
-        sql(`UPDATE workflow_steps SET status = 'starting' WHERE wfrun_id = ? AND step_id = ?`, id, d.stepId),
-        touch(id, event.at),
-      ];
-    }
-    case 'wfrun.cancel_requested': {
-      const d = event.data as EventData<'wfrun.cancel_requested'>;
-      return [
-        sql(
-          `UPDATE workflow_runs SET cancel_requested = 1, error = ?, updated_at = ? WHERE id = ?`,
-          d.reason ? `cancelled: ${d.reason}` : 'cancelled',
-          event.at,
-          id,
-        ),
-        stopRetries(id, event.at),
-      ];
-    }
-    case 'wfrun.timed_out': {
-      const d = event.data as EventData<'wfrun.timed_out'>;
-      return [
-        sql(
-          `UPDATE workflow_runs SET timed_out = 1, error = ?, updated_at = ? WHERE id = ?`,
-          `the workflow timed out after ${formatDuration(d.timeoutMs)}`,
-          event.at,
-          id,
-        ),
-        stopRetries(id, event.at),
-      ];
-    }
-    default:
-      return [];
-  }
-}
-
-function touch(id: string, at: string) {
-  return sql('UPDATE workflow_runs SET updated_at = ? WHERE id = ?', at, id);
-}
-
-/** A cancel or the workflow timeout: steps waiting for a retry end as cancelled. */
-function stopRetries(id: string, at: string) {
-  return sql(`UPDATE workflow_steps SET status = 'cancelled', finished_at = ? WHERE wfrun_id = ? AND status = 'retrying'`, at, id);
-}
-
-/**
- * An attempt ended: its own row gets the outcome, and the step takes the attempt's status — or
- * `retrying` when the attempt is retried (a failed, timed-out or abandoned attempt, attempts left,
- * the run not stopping).
- */
-function endAttempt(
-  id: string,
-  stepId: string,
-  attempt: number,
-  at: string,
-  status: 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'abandoned',
-  outcome: {
-    exitCode: number | null;
-    signal: string | null;
-    error: string | null;
-    /** Measured by the runner; null: from the attempt's start to `at`. */
-    durationMs: number | null;
-    exited?: EventData<'step.exited'>;
-  },
-) {
-  const stopping = `(SELECT cancel_requested + timed_out FROM workflow_runs WHERE id = ?)`;
-  const retried = status === 'failed' || status === 'timed_out' || status === 'abandoned';
-  const x = outcome.exited;
-  // The CLI's report, as recorded (absent from events of command steps and of older runners).
-  const agent = x?.agent ? JSON.stringify(x.agent) : null;
-  return [
-    sql(
-      `UPDATE workflow_step_attempts SET status = ?, exit_code = ?, signal = ?, error = ?, finished_at = ?,
-         duration_ms = ${outcome.durationMs === null ? `MAX(0, ${sinceStart})` : '?'}, agent = ?
-       WHERE wfrun_id = ? AND step_id = ? AND attempt = ?`,
-      status,
-      outcome.exitCode,
-      outcome.signal,
-      outcome.error,
-      at,
-      outcome.durationMs ?? at,
-      agent,
-      id,
-      stepId,
-      attempt,
-    ),
-    sql(
-      `UPDATE workflow_steps SET
-         status = ${retried ? `CASE WHEN attempts < max_attempts AND ${stopping} = 0 THEN 'retrying' ELSE ? END` : '?'},
-         exit_code = ?, signal = ?, error = ?, finished_at = ?, agent = ?,
-         duration_ms = (SELECT SUM(duration_ms) FROM workflow_step_attempts WHERE wfrun_id = ? AND step_id = ?)
-         ${x ? ', outputs = ?, stdout = ?, stderr = ?, stdout_bytes = ?, stderr_bytes = ?' : ''}
-       WHERE wfrun_id = ? AND step_id = ?`,
-      ...(retried ? [id] : []),
-      status,
-      outcome.exitCode,
-      outcome.signal,
-      outcome.error,
-      at,
-      agent,
-      id,
-      stepId,
-      ...(x ? [JSON.stringify(x.outputs), x.stdout, x.stderr, x.stdoutBytes, x.stderrBytes] : []),
-      id,
-      stepId,
-    ),
-    touch(id, at),
-  ];
-}
-
-/**
- * The run ended (its recorded state is final): its status and end, and every step that never
- * started was skipped. A failed run names the steps that failed it (not continue-on-error ones).
- */
-function endRun(id: string, status: string, at: string) {
-  return [
-    sql(`UPDATE workflow_steps SET status = 'skipped' WHERE wfrun_id = ? AND status = 'pending'`, id),
-    sql(
-      `UPDATE workflow_runs SET status = ?, finished_at = ?, duration_ms = MAX(0, ${sinceStart}), updated_at = ?,
-         error = CASE WHEN ? = 'failed' THEN COALESCE(error, (
-           SELECT 'failed step' || CASE WHEN COUNT(*) > 1 THEN 's' ELSE '' END || ': ' || group_concat(step_id, ', ')
-           FROM (SELECT step_id FROM workflow_steps
-                 WHERE wfrun_id = ? AND continue_on_error = 0 AND status IN ('failed', 'timed_out', 'cancelled', 'abandoned')
-                 ORDER BY ord))) ELSE error END
-       WHERE id = ?`,
-      status,
-      at,
-      at,
-      at,
-      status,
-      id,
-      id,
-    ),
-  ];
+/** A version of the spec, as recorded. */
+function versionStored(event: ProjectionEvent<'workflow.created' | 'workflow.updated'>) {
+  const d = event.data;
+  return sql(
+    'INSERT INTO workflow_versions (workflow_id, version, spec, source_file, sha256, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+    workflowIdOf(event),
+    d.version,
+    JSON.stringify(d.spec),
+    d.sourceFile,
+    d.sha256,
+    event.at,
+  );
 }

@@ -1,42 +1,20 @@
 /**
- * Slot decisions in the projections, on a real in-memory SQLite: `slot_decisions` gets one row per
- * decision (a range for coalesced / missed); `loops` (v6) follows the due time from slot events,
- * counts fired slots as scheduled runs and shows expired loops.
+ * Slot decisions in the projections, on a real in-memory SQLite (test/helpers/projection-spec.ts):
+ * `slot_decisions` gets one row per decision (a range for coalesced / missed); `loops` (v6) follows
+ * the due time from slot events, counts fired slots as scheduled runs and shows expired loops;
+ * `run_queue` holds the work decided and not claimed yet.
  */
-import Database from 'better-sqlite3';
-import { beforeEach, describe, expect, it } from 'vitest';
-import type { StoredEvent } from '../../src/events/types.js';
-import { loopMachine } from '../../src/machines/loop.js';
-import { runMachine } from '../../src/machines/run.js';
+import { describe, expect, it } from 'vitest';
 import { loopsProjection } from '../../src/projections/loops.js';
-import { findProjection, inlineHandler, projections } from '../../src/projections/registry.js';
-import { slotDecisionsProjection } from '../../src/projections/slots.js';
+import { findProjection, projections } from '../../src/projections/registry.js';
+import { runQueueProjection, slotDecisionsProjection } from '../../src/projections/slots.js';
 import { at, loopEv, runEv, slotEv } from '../helpers/events.js';
-import type { MachineInput } from '../helpers/machine.js';
-import { Positions, storedStream } from '../helpers/stored.js';
+import { projectionSpec, type GivenEvent } from '../helpers/projection-spec.js';
 
 const MIN = 60_000;
-let db: Database.Database;
-let positions: Positions;
-const handler = inlineHandler();
 
-function apply(events: StoredEvent[]): void {
-  for (const event of events) for (const s of handler(event)) db.prepare(s.sql).run(...s.params);
-}
-function loop(events: MachineInput[], id = 'loop_1'): StoredEvent[] {
-  const stored = storedStream(loopMachine, `loop:${id}`, events, positions);
-  apply(stored);
-  return stored;
-}
-const loopRow = (id = 'loop_1') => db.prepare('SELECT * FROM loops WHERE id = ?').get(id) as Record<string, unknown>;
-const decisionRows = (id = 'loop_1') =>
-  db.prepare('SELECT * FROM slot_decisions WHERE loop_id = ? ORDER BY position').all(id) as Array<Record<string, unknown>>;
-
-beforeEach(() => {
-  db = new Database(':memory:');
-  for (const p of projections) for (const ddl of p.ddl) db.exec(ddl);
-  positions = new Positions();
-});
+/** The stream `loop:<id>` holding `events` after its loop.created. */
+const decisions = (...events: GivenEvent[]) => projectionSpec(slotDecisionsProjection).given('loop:loop_1', loopEv.created(), ...events);
 
 describe('slot_decisions projection', () => {
   it('is registered after loops and loop_runs, and handles the slot decision events only', () => {
@@ -51,20 +29,22 @@ describe('slot_decisions projection', () => {
       'slot.retry_scheduled',
       'slot.skipped',
     ]);
-    const created = storedStream(loopMachine, 'loop:loop_1', [loopEv.created()], positions)[0]!;
-    expect(slotDecisionsProjection.evolve(created)).toEqual([]);
+    const spec = decisions();
+    expect(slotDecisionsProjection.evolve(spec.last)).toEqual([]);
+    spec.expectRows('slot_decisions', []);
   });
 
   it('one row per decision, keyed by the event position, with the loop id from the stream', () => {
-    const stored = loop([
-      loopEv.created(),
+    const spec = decisions(
       slotEv.missed({ from: at(MIN), to: at(3 * MIN), count: 3, reason: 'outside catch-up window', nextRunAt: at(7 * MIN) }, at(6 * MIN + 5000)),
       slotEv.coalesced({ from: at(4 * MIN), to: at(5 * MIN), count: 2, into: at(6 * MIN) }, at(6 * MIN + 5000)),
       slotEv.fired({ slot: at(6 * MIN), fireAt: at(6 * MIN + 1000), runId: 'run_9', late: true, nextRunAt: at(7 * MIN) }, at(6 * MIN + 5000)),
       slotEv.skipped({ slot: at(7 * MIN), fireAt: at(7 * MIN), blockedBy: 'run_9', nextRunAt: at(8 * MIN) }, at(7 * MIN)),
       slotEv.fired({ slot: at(8 * MIN), fireAt: at(8 * MIN), runId: 'run_10', late: false, nextRunAt: at(9 * MIN) }, at(8 * MIN)),
-    ]);
-    expect(decisionRows()).toEqual([
+    );
+    const stored = spec.stream('loop:loop_1');
+    expect(stored.map((e) => e.position)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(spec.rows('slot_decisions')).toEqual([
       {
         position: stored[1]!.position, loop_id: 'loop_1', decision: 'missed', slot_from: at(MIN), slot_to: at(3 * MIN), count: 3,
         fire_at: null, run_id: null, reason: 'outside catch-up window', into_slot: null, at: at(6 * MIN + 5000),
@@ -89,33 +69,52 @@ describe('slot_decisions projection', () => {
   });
 
   it('a skipped slot blocked by an unknown run has no run id', () => {
-    loop([loopEv.created(), slotEv.skipped({ blockedBy: null })]);
-    expect(decisionRows()).toMatchObject([{ decision: 'skipped', run_id: null, reason: 'overlap' }]);
+    decisions(slotEv.skipped({ blockedBy: null })).expectRows('slot_decisions', [{ decision: 'skipped', run_id: null, reason: 'overlap' }]);
   });
 
   it('every missed reason is kept', () => {
     const reasons = ['catch-up none', 'outside catch-up window', 'over catch-up limit', 'max-runs reached'] as const;
-    loop([
-      loopEv.created(),
+    const spec = decisions(
       ...reasons.map((reason, i) => slotEv.missed({ from: at((i + 1) * MIN), to: at((i + 1) * MIN), count: 1, reason, nextRunAt: at((i + 2) * MIN) })),
+    );
+    spec.expectRows('slot_decisions', reasons.map((reason) => ({ decision: 'missed', reason })));
+  });
+
+  it('buffered, retried and dropped work say why', () => {
+    const spec = decisions(
+      slotEv.fired(),
+      slotEv.buffered({ runId: 'run_2', policy: 'cancel-other', cancels: ['run_1'] }),
+      slotEv.buffered({ runId: 'run_3', policy: 'buffer-all', blockedBy: null }),
+      slotEv.retryScheduled({ runId: 'run_4', attempt: 2, dueAt: at(80_000), after: 'run_1', reason: 'failed: exited with code 1' }),
+      slotEv.dropped({ runId: 'run_3', attempt: 1, reason: 'loop stopped before it started' }),
+    );
+    spec.expectRows('slot_decisions', [
+      { decision: 'fired', run_id: 'run_1' },
+      { decision: 'buffered', run_id: 'run_2', fire_at: at(120_000), reason: 'overlap cancel-other: cancelling run_1' },
+      { decision: 'buffered', run_id: 'run_3', reason: 'overlap buffer-all: waiting for the running run' },
+      { decision: 'retry', run_id: 'run_4', slot_from: at(MIN), fire_at: at(80_000), reason: 'attempt 2 after run_1 failed: exited with code 1' },
+      { decision: 'dropped', run_id: 'run_3', slot_from: at(MIN), fire_at: null, reason: 'attempt 1 not run: loop stopped before it started' },
     ]);
-    expect(decisionRows().map((r) => r.reason)).toEqual([...reasons]);
   });
 
   it('rows of different loops are kept apart', () => {
-    loop([loopEv.created(), slotEv.fired()], 'loop_1');
-    loop([loopEv.created({ loopId: 'loop_2', name: 'other' }), slotEv.fired({ runId: 'run_2' }), slotEv.missed()], 'loop_2');
-    expect(decisionRows('loop_1')).toHaveLength(1);
-    expect(decisionRows('loop_2').map((r) => r.decision)).toEqual(['fired', 'missed']);
+    const spec = projectionSpec(slotDecisionsProjection)
+      .given('loop:loop_1', loopEv.created(), slotEv.fired())
+      .given('loop:loop_2', loopEv.created({ loopId: 'loop_2', name: 'other' }), slotEv.fired({ runId: 'run_2' }), slotEv.missed());
+    expect(spec.rows('slot_decisions', { loop_id: 'loop_1' })).toHaveLength(1);
+    expect(spec.rows('slot_decisions', { loop_id: 'loop_2' }).map((r) => r.decision)).toEqual(['fired', 'missed']);
   });
 
   it('evolve is pure: the same event gives the same statements', () => {
-    const stored = storedStream(loopMachine, 'loop:loop_1', [loopEv.created(), slotEv.fired(), slotEv.skipped(), slotEv.coalesced(), slotEv.missed()], positions);
-    for (const event of stored) expect(slotDecisionsProjection.evolve(event)).toEqual(slotDecisionsProjection.evolve(structuredClone(event)));
+    const { events } = decisions(slotEv.fired(), slotEv.skipped(), slotEv.coalesced(), slotEv.missed());
+    expect(events).toHaveLength(5);
+    for (const event of events) expect(slotDecisionsProjection.evolve(event)).toEqual(slotDecisionsProjection.evolve(structuredClone(event)));
   });
 });
 
 describe('loops projection (v7): slot decisions and expiry', () => {
+  const loopRow = (spec: ReturnType<typeof projectionSpec>) => spec.row('loops', { id: 'loop_1' });
+
   it('is version 7 (v6 + the due-loops index) and handles the events that carry a due time, and loop.expired', () => {
     expect(loopsProjection.version).toBe(7);
     for (const type of ['slot.fired', 'slot.skipped', 'slot.missed', 'loop.rescheduled', 'loop.expired']) expect(loopsProjection.handles.has(type)).toBe(true);
@@ -124,104 +123,109 @@ describe('loops projection (v7): slot decisions and expiry', () => {
   });
 
   it('fired, skipped and missed move next_run_at and updated_at; only fired counts as a scheduled run; coalesced leaves the row', () => {
-    const stored = storedStream(
-      loopMachine,
-      'loop:loop_1',
-      [
-        loopEv.created(),
-        slotEv.fired({ slot: at(MIN), nextRunAt: at(2 * MIN) }, at(MIN)),
-        slotEv.skipped({ slot: at(2 * MIN), nextRunAt: at(3 * MIN) }, at(2 * MIN)),
-        slotEv.missed({ from: at(3 * MIN), to: at(5 * MIN), count: 3, reason: 'outside catch-up window', nextRunAt: at(11 * MIN) }, at(10 * MIN + 30_000)),
-        slotEv.coalesced({ from: at(6 * MIN), to: at(9 * MIN), count: 4, into: at(10 * MIN) }, at(10 * MIN + 30_000)),
-        slotEv.fired({ slot: at(10 * MIN), runId: 'run_2', late: true, nextRunAt: at(11 * MIN) }, at(10 * MIN + 30_000)),
-      ],
-      positions,
-    );
-    const after = (n: number) => {
-      db.exec('DELETE FROM loops; DELETE FROM slot_decisions; DELETE FROM run_queue');
-      apply(stored.slice(0, n));
-      return loopRow();
-    };
+    const events = [
+      loopEv.created(),
+      slotEv.fired({ slot: at(MIN), nextRunAt: at(2 * MIN) }, at(MIN)),
+      slotEv.skipped({ slot: at(2 * MIN), nextRunAt: at(3 * MIN) }, at(2 * MIN)),
+      slotEv.missed({ from: at(3 * MIN), to: at(5 * MIN), count: 3, reason: 'outside catch-up window', nextRunAt: at(11 * MIN) }, at(10 * MIN + 30_000)),
+      slotEv.coalesced({ from: at(6 * MIN), to: at(9 * MIN), count: 4, into: at(10 * MIN) }, at(10 * MIN + 30_000)),
+      slotEv.fired({ slot: at(10 * MIN), runId: 'run_2', late: true, nextRunAt: at(11 * MIN) }, at(10 * MIN + 30_000)),
+    ];
+    const specAfter = (n: number) => projectionSpec(loopsProjection, slotDecisionsProjection).given('loop:loop_1', ...events.slice(0, n));
+    const after = (n: number) => loopRow(specAfter(n));
     expect(after(1)).toMatchObject({ next_run_at: at(MIN), scheduled_runs: 0, updated_at: at(0) });
     expect(after(2)).toMatchObject({ next_run_at: at(2 * MIN), scheduled_runs: 1, updated_at: at(MIN) });
     expect(after(3)).toMatchObject({ next_run_at: at(3 * MIN), scheduled_runs: 1, updated_at: at(2 * MIN) });
     expect(after(4)).toMatchObject({ next_run_at: at(11 * MIN), scheduled_runs: 1, updated_at: at(10 * MIN + 30_000) });
     expect(after(5)).toEqual(after(4));
     expect(after(6)).toMatchObject({ status: 'active', next_run_at: at(11 * MIN), scheduled_runs: 2, run_count: 0 });
-    expect(decisionRows()).toHaveLength(5);
+    expect(specAfter(6).rows('slot_decisions')).toHaveLength(5);
+  });
+
+  it('a buffered slot counts as a scheduled run and moves the due time', () => {
+    const spec = projectionSpec(loopsProjection).given('loop:loop_1', loopEv.created(), slotEv.fired(), slotEv.buffered({ nextRunAt: at(5 * MIN) }, at(2 * MIN)));
+    expect(loopRow(spec)).toMatchObject({ next_run_at: at(5 * MIN), scheduled_runs: 2, updated_at: at(2 * MIN) });
   });
 
   it('run_count counts claimed runs (manual too); scheduled_runs counts fired slots only', () => {
-    loop([loopEv.created(), slotEv.fired({ runId: 'run_1' })]);
-    apply(storedStream(runMachine, 'run:run_1', [runEv.claimed({ slot: at(MIN), trigger: 'schedule' }, at(MIN))], positions));
-    apply(storedStream(runMachine, 'run:run_2', [runEv.claimed({ runId: 'run_2', slot: 'manual:run_2' }, at(MIN + 1))], positions));
-    expect(loopRow()).toMatchObject({ run_count: 2, scheduled_runs: 1, last_run_id: 'run_2' });
+    const spec = projectionSpec(loopsProjection)
+      .given('loop:loop_1', loopEv.created(), slotEv.fired({ runId: 'run_1' }))
+      .given('run:run_1', runEv.claimed({ slot: at(MIN), trigger: 'schedule' }, at(MIN)))
+      .given('run:run_2', runEv.claimed({ runId: 'run_2', slot: 'manual:run_2' }, at(MIN + 1)));
+    expect(loopRow(spec)).toMatchObject({ run_count: 2, scheduled_runs: 1, last_run_id: 'run_2' });
   });
 
   it('loop.expired: status expired, no due time; it can then be archived and removed', () => {
-    loop([loopEv.created(), slotEv.fired({ nextRunAt: null }, at(MIN)), loopEv.expired('max-runs', at(MIN))]);
-    expect(loopRow()).toMatchObject({ status: 'expired', next_run_at: null, scheduled_runs: 1, updated_at: at(MIN), live_name: 'backup' });
-    db.exec('DELETE FROM loops; DELETE FROM slot_decisions');
-    positions = new Positions();
-    loop([loopEv.created(), loopEv.expired('no more slots', at(MIN)), loopEv.archived('old', at(2 * MIN))]);
-    expect(loopRow()).toMatchObject({ status: 'archived', reason: 'old', next_run_at: null });
-    db.exec('DELETE FROM loops; DELETE FROM slot_decisions');
-    positions = new Positions();
-    loop([loopEv.created(), loopEv.expired('expires-at', at(MIN)), loopEv.removed('gone', at(2 * MIN))]);
-    expect(loopRow()).toMatchObject({ status: 'removed', live_name: null, next_run_at: null });
+    const loop = (...events: GivenEvent[]) => loopRow(projectionSpec(loopsProjection, slotDecisionsProjection).given('loop:loop_1', loopEv.created(), ...events));
+    expect(loop(slotEv.fired({ nextRunAt: null }, at(MIN)), loopEv.expired('max-runs', at(MIN)))).toMatchObject({
+      status: 'expired',
+      next_run_at: null,
+      scheduled_runs: 1,
+      updated_at: at(MIN),
+      live_name: 'backup',
+    });
+    expect(loop(loopEv.expired('no more slots', at(MIN)), loopEv.archived('old', at(2 * MIN)))).toMatchObject({ status: 'archived', reason: 'old', next_run_at: null });
+    expect(loop(loopEv.expired('expires-at', at(MIN)), loopEv.removed('gone', at(2 * MIN)))).toMatchObject({ status: 'removed', live_name: null, next_run_at: null });
   });
 
   it('an expired loop keeps its name taken (it is not removed)', () => {
-    loop([loopEv.created(), loopEv.expired()], 'loop_1');
-    expect(() => loop([loopEv.created({ loopId: 'loop_2' })], 'loop_2')).toThrow(/UNIQUE constraint failed: loops.live_name/);
+    const spec = projectionSpec(loopsProjection).given('loop:loop_1', loopEv.created(), loopEv.expired());
+    expect(() => spec.given('loop:loop_2', loopEv.created({ loopId: 'loop_2' }))).toThrow(/UNIQUE constraint failed: loops.live_name/);
   });
 });
 
 describe('run_queue projection', () => {
-  const rows = () => db.prepare('SELECT run_id, loop_id, kind, slot, attempt, due_at, decided_by FROM run_queue ORDER BY position').all();
-  const claim = (runId: string, slot = at(2 * MIN)) => apply(storedStream(runMachine, `run:${runId}`, [runEv.claimed({ runId, slot })], positions));
+  const columns = ['run_id', 'loop_id', 'kind', 'slot', 'attempt', 'due_at', 'decided_by'];
+  const rows = (spec: ReturnType<typeof projectionSpec>) => spec.rows('run_queue', {}, { orderBy: 'position', columns });
+  const queue = (...events: GivenEvent[]) => projectionSpec(runQueueProjection, slotDecisionsProjection).given('loop:loop_1', loopEv.created(), ...events);
+  const claimed = (runId: string, slot = at(2 * MIN)) => [`run:${runId}`, runEv.claimed({ runId, slot })] as const;
 
   it('a fired slot is claimable work until its run is claimed', () => {
-    loop([loopEv.created(), slotEv.fired({ runId: 'run_1', fireAt: at(MIN + 500) })]);
-    expect(rows()).toEqual([{ run_id: 'run_1', loop_id: 'loop_1', kind: 'fired', slot: at(MIN), attempt: 1, due_at: at(MIN + 500), decided_by: null }]);
-    claim('run_1', at(MIN));
-    expect(rows()).toEqual([]);
+    const spec = queue(slotEv.fired({ runId: 'run_1', fireAt: at(MIN + 500) }));
+    expect(rows(spec)).toEqual([{ run_id: 'run_1', loop_id: 'loop_1', kind: 'fired', slot: at(MIN), attempt: 1, due_at: at(MIN + 500), decided_by: null }]);
+    spec.given(...claimed('run_1', at(MIN)));
+    expect(rows(spec)).toEqual([]);
+  });
+
+  it('decided_by is the runner that recorded the decision', () => {
+    const spec = queue({ ...slotEv.fired({ runId: 'run_1' }), meta: { runnerId: 'host:7:daemon' } }, slotEv.retryScheduled({ runId: 'run_2' }));
+    expect(rows(spec).map((r) => [r.run_id, r.decided_by])).toEqual([
+      ['run_1', 'host:7:daemon'],
+      ['run_2', null],
+    ]);
   });
 
   it('a buffered slot waits until its run is claimed; a decision row says what it waits for', () => {
-    loop([loopEv.created(), slotEv.fired(), slotEv.buffered({ runId: 'run_2', slot: at(2 * MIN), fireAt: at(2 * MIN), blockedBy: 'run_1' })]);
-    expect(rows()).toMatchObject([{ run_id: 'run_1', kind: 'fired' }, { run_id: 'run_2', kind: 'buffered', slot: at(2 * MIN), due_at: at(2 * MIN) }]);
-    expect(decisionRows().at(-1)).toMatchObject({ decision: 'buffered', run_id: 'run_2', reason: 'overlap buffer-one: waiting for run_1' });
-    claim('run_2');
-    expect(rows()).toMatchObject([{ run_id: 'run_1' }]);
+    const spec = queue(slotEv.fired(), slotEv.buffered({ runId: 'run_2', slot: at(2 * MIN), fireAt: at(2 * MIN), blockedBy: 'run_1' }));
+    expect(rows(spec)).toMatchObject([{ run_id: 'run_1', kind: 'fired' }, { run_id: 'run_2', kind: 'buffered', slot: at(2 * MIN), due_at: at(2 * MIN) }]);
+    expect(spec.rows('slot_decisions').at(-1)).toMatchObject({ decision: 'buffered', run_id: 'run_2', reason: 'overlap buffer-one: waiting for run_1' });
+    spec.given(...claimed('run_2'));
+    expect(rows(spec)).toMatchObject([{ run_id: 'run_1' }]);
   });
 
   it('a retry is due at its back-off, with its attempt', () => {
-    loop([loopEv.created(), slotEv.fired(), slotEv.retryScheduled({ runId: 'run_2', attempt: 2, dueAt: at(80_000) })]);
-    claim('run_1', at(MIN));
-    expect(rows()).toMatchObject([{ run_id: 'run_2', kind: 'retry', slot: at(MIN), attempt: 2, due_at: at(80_000) }]);
+    const spec = queue(slotEv.fired(), slotEv.retryScheduled({ runId: 'run_2', attempt: 2, dueAt: at(80_000) })).given(...claimed('run_1', at(MIN)));
+    expect(rows(spec)).toMatchObject([{ run_id: 'run_2', kind: 'retry', slot: at(MIN), attempt: 2, due_at: at(80_000) }]);
   });
 
   it('dropped work leaves the queue, and the decision row says why', () => {
-    loop([loopEv.created(), slotEv.fired(), slotEv.dropped({ runId: 'run_1', reason: 'loop stopped before it started' }), loopEv.stopped()]);
-    expect(rows()).toEqual([]);
-    expect(decisionRows().at(-1)).toMatchObject({ decision: 'dropped', run_id: 'run_1', reason: 'attempt 1 not run: loop stopped before it started' });
+    const spec = queue(slotEv.fired(), slotEv.dropped({ runId: 'run_1', reason: 'loop stopped before it started' }), loopEv.stopped());
+    expect(rows(spec)).toEqual([]);
+    expect(spec.rows('slot_decisions').at(-1)).toMatchObject({ decision: 'dropped', run_id: 'run_1', reason: 'attempt 1 not run: loop stopped before it started' });
   });
 
   it('logs from before slot.dropped: stop, archive and remove drop the buffered slots still waiting (fired ones and retries wait for a resume)', () => {
     for (const [i, end] of [loopEv.stopped(), loopEv.archived(), loopEv.removed()].entries()) {
       const id = `loop_${i + 2}`;
-      const stream = storedStream(
-        loopMachine,
+      const spec = projectionSpec(runQueueProjection).given(
         `loop:${id}`,
-        [loopEv.created({ loopId: id, name: id }), slotEv.fired({ runId: `run_f${i}` }), slotEv.buffered({ runId: `run_b${i}` }), end],
-        positions,
+        loopEv.created({ loopId: id, name: id }),
+        slotEv.fired({ runId: `run_f${i}` }),
+        slotEv.buffered({ runId: `run_b${i}` }),
       );
-      apply(stream.slice(0, -1));
-      expect(rows()).toHaveLength(2);
-      apply(stream.slice(-1));
-      expect(rows()).toMatchObject([{ run_id: `run_f${i}`, kind: 'fired' }]);
-      db.exec('DELETE FROM run_queue');
+      expect(rows(spec)).toHaveLength(2);
+      spec.given(`loop:${id}`, end);
+      expect(rows(spec)).toMatchObject([{ run_id: `run_f${i}`, kind: 'fired', loop_id: id }]);
     }
   });
 });

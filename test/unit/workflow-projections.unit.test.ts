@@ -1,18 +1,15 @@
 /**
- * Workflow projections on a real in-memory SQLite: `workflows` and `workflow_versions` from the spec
- * stream; `workflow_runs`, `workflow_steps` and `workflow_step_attempts` from run streams built
- * through the real workflow-run machine (each event must be accepted, and its recorded state is the
- * machine's). Step statuses in the tables are checked against the machine's own step states, and a
- * rebuild from the log equals the live tables.
+ * Workflow projections on a real in-memory SQLite (test/helpers/projection-spec.ts): `workflows` and
+ * `workflow_versions` from the spec stream; `workflow_runs`, `workflow_steps` and
+ * `workflow_step_attempts` from run streams built through the real workflow-run machine (each event
+ * must be accepted, and its recorded state is the machine's). Step statuses in the tables are
+ * checked against the machine's own step states, and a rebuild from the log equals the live tables.
  */
-import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { AnyMachineSnapshot } from 'xstate';
 import { openDatabase } from '../../src/events/db.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
-import type { EventData } from '../../src/events/catalog.js';
-import type { StoredEvent } from '../../src/events/types.js';
 import type { StepSpec, WorkflowSpec } from '../../src/workflow/spec.js';
 import { fold, initialSnapshot, stateOf, step as machineStep } from '../../src/machines/fold.js';
 import { workflowMachine } from '../../src/machines/workflow.js';
@@ -32,48 +29,17 @@ import {
 } from '../../src/runtime/queries/workflows.js';
 import { at, wfrunEv, wfSpec, wfStep, workflowEv } from '../helpers/events.js';
 import type { MachineInput } from '../helpers/machine.js';
-import { Positions, storedStream } from '../helpers/stored.js';
+import { projectionSpec, type ProjectionSpec, type Row } from '../helpers/projection-spec.js';
 import { agentReport } from '../helpers/agent-report.js';
 
-type Row = Record<string, unknown>;
-let db: Database.Database;
-let positions: Positions;
-const handler = inlineHandler();
+/** Every registered projection on a fresh database (each test starts with one). */
+let tables: ProjectionSpec;
 
-function apply(events: StoredEvent[]): void {
-  for (const event of events) for (const s of handler(event)) db.prepare(s.sql).run(...s.params);
-}
+/** Stores `events` on `workflow:<id>` (each must be accepted by the workflow machine). */
+const workflow = (events: MachineInput[], id = 'wf_1') => tables.store(`workflow:${id}`, ...events);
 
-/** Every event must be accepted by the machine: a rejected one would never be in a real log. */
-function accepted(machine: Parameters<typeof fold>[0], events: MachineInput[]): void {
-  const { steps } = fold(machine, events);
-  steps.forEach((s, i) => expect(s.accepted, `${events[i]!.type} #${i} should be accepted`).toBe(true));
-}
-
-function workflow(events: MachineInput[], id = 'wf_1'): StoredEvent[] {
-  accepted(workflowMachine, events);
-  const stored = storedStream(workflowMachine, `workflow:${id}`, events, positions);
-  apply(stored);
-  return stored;
-}
-
-function wfrun(events: MachineInput[], id = 'wfrun_1'): StoredEvent[] {
-  accepted(workflowRunMachine, events);
-  const stored = storedStream(workflowRunMachine, `wfrun:${id}`, events, positions);
-  apply(stored);
-  return stored;
-}
-
-/** Appends `more` to a run stream that already holds `before` (states from folding the whole stream). */
-function wfrunMore(before: MachineInput[], more: MachineInput[], id = 'wfrun_1'): StoredEvent[] {
-  const all = [...before, ...more];
-  accepted(workflowRunMachine, all);
-  const stored = storedStream(workflowRunMachine, `wfrun:${id}`, all, new Positions())
-    .slice(before.length)
-    .map((e) => ({ ...e, position: positions.take() }));
-  apply(stored);
-  return stored;
-}
+/** Stores `events` on `wfrun:<id>`, after what it holds (each must be accepted by the workflow-run machine). */
+const wfrun = (events: MachineInput[], id = 'wfrun_1') => tables.store(`wfrun:${id}`, ...events);
 
 function errorOf(fn: () => unknown): unknown {
   try {
@@ -84,11 +50,10 @@ function errorOf(fn: () => unknown): unknown {
   throw new Error('expected an error');
 }
 
-const runRow = (id = 'wfrun_1') => db.prepare('SELECT * FROM workflow_runs WHERE id = ?').get(id) as Row;
-const stepRows = (id = 'wfrun_1') => db.prepare('SELECT * FROM workflow_steps WHERE wfrun_id = ? ORDER BY ord').all(id) as Row[];
+const runRow = (id = 'wfrun_1') => tables.row('workflow_runs', { id });
+const stepRows = (id = 'wfrun_1') => tables.rows('workflow_steps', { wfrun_id: id }, { orderBy: 'ord' });
 const statuses = (id = 'wfrun_1') => Object.fromEntries(stepRows(id).map((r) => [r.step_id, r.status]));
-const attemptRows = (id = 'wfrun_1') =>
-  db.prepare('SELECT * FROM workflow_step_attempts WHERE wfrun_id = ? ORDER BY step_id, attempt').all(id) as Row[];
+const attemptRows = (id = 'wfrun_1') => tables.rows('workflow_step_attempts', { wfrun_id: id });
 
 /** The machine's own step statuses after `events`. */
 function machineStatuses(events: MachineInput[]): Record<string, string> {
@@ -106,9 +71,7 @@ function runStep(id: string, t: number, exit: Partial<Parameters<typeof wfrunEv.
 }
 
 beforeEach(() => {
-  db = new Database(':memory:');
-  for (const p of projections) for (const ddl of p.ddl) db.exec(ddl);
-  positions = new Positions();
+  tables = projectionSpec();
 });
 
 describe('registration', () => {
@@ -126,7 +89,7 @@ describe('workflows and workflow_versions', () => {
   it('created inserts the workflow and version 1; updated moves it to the next version and keeps both', () => {
     const v2 = wfSpec({ description: 'now with e', steps: [...wfSpec().steps, wfStep('e', { needs: ['d'] })] });
     workflow([workflowEv.created({}, at(0)), workflowEv.updated({ version: 2, spec: v2, sha256: 'cd'.repeat(32) }, at(1000))]);
-    const row = db.prepare('SELECT * FROM workflows').get() as Row;
+    const row = tables.row('workflows');
     expect(row).toMatchObject({
       id: 'wf_1',
       name: 'diamond',
@@ -141,15 +104,15 @@ describe('workflows and workflow_versions', () => {
       run_count: 0,
     });
     expect(JSON.parse(row.spec as string)).toEqual(v2);
-    const versions = db.prepare('SELECT * FROM workflow_versions ORDER BY version').all() as Row[];
+    const versions = tables.rows('workflow_versions');
     expect(versions.map((v) => [v.workflow_id, v.version, v.created_at, v.sha256])).toEqual([
       ['wf_1', 1, at(0), 'ab'.repeat(32)],
       ['wf_1', 2, at(1000), 'cd'.repeat(32)],
     ]);
     expect(JSON.parse(versions[0]!.spec as string)).toEqual(wfSpec());
 
-    expect(findWorkflow(db, 'diamond')).toMatchObject({ id: 'wf_1', version: 2, spec: v2, description: 'now with e', lastRun: null });
-    expect(workflowVersion(db, 'wf_1', 1)).toEqual({
+    expect(findWorkflow(tables.db, 'diamond')).toMatchObject({ id: 'wf_1', version: 2, spec: v2, description: 'now with e', lastRun: null });
+    expect(workflowVersion(tables.db, 'wf_1', 1)).toEqual({
       workflowId: 'wf_1',
       version: 1,
       spec: wfSpec(),
@@ -157,35 +120,31 @@ describe('workflows and workflow_versions', () => {
       sha256: 'ab'.repeat(32),
       createdAt: at(0),
     });
-    expect(() => workflowVersion(db, 'wf_1', 3)).toThrow(/has no version 3/);
+    expect(() => workflowVersion(tables.db, 'wf_1', 3)).toThrow(/has no version 3/);
   });
 
   it('names are unique among live workflows; an archived one frees its name and keeps its row and versions', () => {
     workflow([workflowEv.created()], 'wf_1');
     expect(() => workflow([workflowEv.created({ workflowId: 'wf_2' })], 'wf_2')).toThrow(/UNIQUE constraint failed: workflows.live_name/);
-    db.exec('DELETE FROM workflows; DELETE FROM workflow_versions');
+    tables = projectionSpec();
     workflow([workflowEv.created(), workflowEv.archived('replaced', at(2000))], 'wf_1');
     workflow([workflowEv.created({ workflowId: 'wf_2' }, at(3000))], 'wf_2');
-    expect(db.prepare('SELECT id, name, live_name, status, reason FROM workflows ORDER BY id').all()).toEqual([
+    expect(tables.rows('workflows', {}, { columns: ['id', 'name', 'live_name', 'status', 'reason'] })).toEqual([
       { id: 'wf_1', name: 'diamond', live_name: null, status: 'archived', reason: 'replaced' },
       { id: 'wf_2', name: 'diamond', live_name: 'diamond', status: 'active', reason: null },
     ]);
-    expect(findWorkflow(db, 'diamond').id).toBe('wf_2');
-    expect(listWorkflows(db).map((w) => w.id)).toEqual(['wf_2']);
-    expect(listWorkflows(db, { all: true }).map((w) => w.id)).toEqual(['wf_1', 'wf_2']);
-    expect(() => findWorkflow(db, 'wf_1')).toThrow(/is archived/);
-    expect(findWorkflow(db, 'wf_1', { includeArchived: true }).status).toBe('archived');
+    expect(findWorkflow(tables.db, 'diamond').id).toBe('wf_2');
+    expect(listWorkflows(tables.db).map((w) => w.id)).toEqual(['wf_2']);
+    expect(listWorkflows(tables.db, { all: true }).map((w) => w.id)).toEqual(['wf_1', 'wf_2']);
+    expect(() => findWorkflow(tables.db, 'wf_1')).toThrow(/is archived/);
+    expect(findWorkflow(tables.db, 'wf_1', { includeArchived: true }).status).toBe('archived');
   });
 
   it('a run counts on its workflow; the summary joins the run for its current status', () => {
     workflow([workflowEv.created()]);
     wfrun([wfrunEv.started({}, at(100))]);
-    expect(db.prepare('SELECT run_count, last_run_id, last_run_at FROM workflows').get()).toEqual({
-      run_count: 1,
-      last_run_id: 'wfrun_1',
-      last_run_at: at(100),
-    });
-    expect(findWorkflow(db, 'wf_1').lastRun).toEqual({ id: 'wfrun_1', status: 'running', at: at(100) });
+    tables.expectRows('workflows', [{ run_count: 1, last_run_id: 'wfrun_1', last_run_at: at(100) }]);
+    expect(findWorkflow(tables.db, 'wf_1').lastRun).toEqual({ id: 'wfrun_1', status: 'running', at: at(100) });
   });
 });
 
@@ -241,7 +200,7 @@ describe('workflow_runs and workflow_steps', () => {
     expect(runRow()).toMatchObject({ status: 'running', finished_at: null, updated_at: at(1500) });
 
     const end = wfrunEv.exited('c', 1, at(2111), { durationMs: 1000, outputs: { version: '1.2.3' } });
-    const [last] = wfrunMore(events, [end]);
+    const [last] = wfrun([end]);
     expect(last!.state).toBe('failed');
 
     expect(statuses()).toEqual(machineStatuses([...events, end]));
@@ -260,9 +219,9 @@ describe('workflow_runs and workflow_steps', () => {
     ]);
 
     // The read side.
-    const run = findWorkflowRun(db, 'wfrun_1');
+    const run = findWorkflowRun(tables.db, 'wfrun_1');
     expect(run).toMatchObject({ status: 'failed', inputs: {}, cancelRequested: false, timedOut: false, durationMs: 2111, stepCount: 4 });
-    const steps = workflowRunSteps(db, 'wfrun_1');
+    const steps = workflowRunSteps(tables.db, 'wfrun_1');
     expect(steps.map((s) => [s.stepId, s.status, s.attempt, s.attempts.length])).toEqual([
       ['a', 'succeeded', 1, 1],
       ['b', 'failed', 1, 1],
@@ -301,7 +260,7 @@ describe('workflow_runs and workflow_steps', () => {
     wfrun(events);
     expect(machineStatuses(events)).toEqual({ a: 'failed', b: 'skipped', c: 'spawning' });
     expect(statuses()).toEqual({ a: 'failed', b: 'pending', c: 'spawning' });
-    wfrunMore(events, [wfrunEv.spawned('c', 1, at(1030)), wfrunEv.exited('c', 1, at(2030))]);
+    wfrun([wfrunEv.spawned('c', 1, at(1030)), wfrunEv.exited('c', 1, at(2030))]);
     expect(statuses()).toEqual({ a: 'failed', b: 'skipped', c: 'succeeded' });
     expect(runRow()).toMatchObject({ status: 'failed', error: 'failed step: a' });
   });
@@ -333,7 +292,7 @@ describe('workflow_runs and workflow_steps', () => {
       wfrunEv.spawnRequested('b', 2, at(6520)),
     ];
     const all = [...head, ...rest];
-    wfrunMore(head, rest);
+    wfrun(rest);
     expect(statuses()).toEqual({ a: 'succeeded', b: 'spawning' });
     // A new attempt: the end and pid are cleared; the last outcome stays until the next one.
     expect(stepRows()[1]).toMatchObject({ attempts: 2, finished_at: null, pid: null, exit_code: 1, started_at: at(1100) });
@@ -343,7 +302,7 @@ describe('workflow_runs and workflow_steps', () => {
       wfrunEv.exited('b', 2, at(7530), { durationMs: 1000, stdout: 'try 2\n', outputs: { k: '2' } }),
     ];
     const full = [...all, ...tail];
-    wfrunMore(all, tail);
+    wfrun(tail);
 
     expect(statuses()).toEqual(machineStatuses(full));
     expect(runRow()).toMatchObject({ status: 'succeeded', finished_at: at(7530) });
@@ -363,7 +322,7 @@ describe('workflow_runs and workflow_steps', () => {
       { wfrun_id: 'wfrun_1', step_id: 'b', attempt: 1, status: 'failed', exit_code: 1, signal: null, error: 'exited with code 1', pid: 2100, started_at: at(1100), finished_at: at(1510), duration_ms: 400, agent: null },
       { wfrun_id: 'wfrun_1', step_id: 'b', attempt: 2, status: 'succeeded', exit_code: 0, signal: null, error: null, pid: 7777, started_at: at(6520), finished_at: at(7530), duration_ms: 1000, agent: null },
     ]);
-    expect(workflowRunSteps(db, 'wfrun_1')[1]!.attempts.map((a) => [a.attempt, a.status])).toEqual([
+    expect(workflowRunSteps(tables.db, 'wfrun_1')[1]!.attempts.map((a) => [a.attempt, a.status])).toEqual([
       [1, 'failed'],
       [2, 'succeeded'],
     ]);
@@ -422,7 +381,7 @@ describe('workflow_runs and workflow_steps', () => {
       ...runStep('cleanup', 800),
     ];
     const all = [...events, ...rest];
-    const stored = wfrunMore(events, rest);
+    const stored = wfrun(rest);
     expect(stored.at(-1)!.state).toBe('cancelled');
     expect(statuses()).toEqual(machineStatuses(all));
     expect(statuses()).toEqual({ a: 'cancelled', b: 'cancelled', c: 'skipped', cleanup: 'succeeded' });
@@ -521,14 +480,14 @@ describe('agent steps: what the CLI reported', () => {
     ]);
 
     const tail: MachineInput[] = [wfrunEv.retryDue('review', 3, at(4100)), ...runStep('review', 4200, { agent: r3 }, 3, 700)];
-    const [last] = wfrunMore(head, tail).slice(-1);
+    const [last] = wfrun(tail).slice(-1);
     expect(last!.state).toBe('succeeded');
     expect(JSON.parse(review().agent as string)).toEqual(r3);
     expect(JSON.parse(stepRows().find((r) => r.step_id === 'fix')!.agent as string)).toEqual(codex);
     expect(stepRows().find((r) => r.step_id === 'build')!.agent).toBeNull();
 
     // The read side: the report per step (last) and per attempt, and the sums.
-    const steps = workflowRunSteps(db, 'wfrun_1');
+    const steps = workflowRunSteps(tables.db, 'wfrun_1');
     const [build, fix, rev] = [steps[0]!, steps[2]!, steps[1]!];
     expect(rev).toMatchObject({ provider: 'claude', model: 'claude-opus-4-1', agent: r3 });
     expect(rev.attempts.map((a) => a.agent)).toEqual([r1, null, r3]);
@@ -566,28 +525,28 @@ describe('workflow run queries', () => {
       [wfrunEv.started({ wfRunId: 'wfrun_bbb3', workflowId: 'wf_2', workflowName: 'other', spec: one, idempotencyKey: 'k3' }, at(9000))],
       'wfrun_bbb3',
     );
-    expect(listWorkflowRuns(db).map((r) => r.id)).toEqual(['wfrun_bbb3', 'wfrun_aab2', 'wfrun_aaa1']);
-    expect(listWorkflowRuns(db, { workflowId: 'wf_1' }).map((r) => r.id)).toEqual(['wfrun_aab2', 'wfrun_aaa1']);
-    expect(listWorkflowRuns(db, { status: 'failed' }).map((r) => r.id)).toEqual(['wfrun_aab2']);
-    expect(listWorkflowRuns(db, { limit: 1 }).map((r) => r.id)).toEqual(['wfrun_bbb3']);
-    expect(findWorkflowRun(db, 'wfrun_b').id).toBe('wfrun_bbb3');
-    expect(() => findWorkflowRun(db, 'wfrun_aa')).toThrow(/matches 2 workflow runs/);
-    expect(() => findWorkflowRun(db, 'wfrun_zzz')).toThrow(/no workflow run/);
-    expect(findWorkflow(db, 'other').lastRun).toEqual({ id: 'wfrun_bbb3', status: 'running', at: at(9000) });
-    expect(() => workflowRunSteps(db, 'nope')).not.toThrow();
+    expect(listWorkflowRuns(tables.db).map((r) => r.id)).toEqual(['wfrun_bbb3', 'wfrun_aab2', 'wfrun_aaa1']);
+    expect(listWorkflowRuns(tables.db, { workflowId: 'wf_1' }).map((r) => r.id)).toEqual(['wfrun_aab2', 'wfrun_aaa1']);
+    expect(listWorkflowRuns(tables.db, { status: 'failed' }).map((r) => r.id)).toEqual(['wfrun_aab2']);
+    expect(listWorkflowRuns(tables.db, { limit: 1 }).map((r) => r.id)).toEqual(['wfrun_bbb3']);
+    expect(findWorkflowRun(tables.db, 'wfrun_b').id).toBe('wfrun_bbb3');
+    expect(() => findWorkflowRun(tables.db, 'wfrun_aa')).toThrow(/matches 2 workflow runs/);
+    expect(() => findWorkflowRun(tables.db, 'wfrun_zzz')).toThrow(/no workflow run/);
+    expect(findWorkflow(tables.db, 'other').lastRun).toEqual({ id: 'wfrun_bbb3', status: 'running', at: at(9000) });
+    expect(() => workflowRunSteps(tables.db, 'nope')).not.toThrow();
   });
 
   it('findWorkflow: by id, name or id prefix; ambiguity lists the candidates; unknown names suggest similar ones', () => {
     workflow([workflowEv.created({ workflowId: 'wf_abc1', name: 'nightly' })], 'wf_abc1');
     workflow([workflowEv.created({ workflowId: 'wf_abc2', name: 'nightly-e2e' })], 'wf_abc2');
-    expect(findWorkflow(db, 'wf_abc1').name).toBe('nightly');
-    expect(findWorkflow(db, 'nightly-e2e').id).toBe('wf_abc2');
-    expect(findWorkflow(db, 'wf_abc2'.slice(0, 7)).id).toBe('wf_abc2');
-    expect(errorOf(() => findWorkflow(db, 'wf_ab'))).toMatchObject({
+    expect(findWorkflow(tables.db, 'wf_abc1').name).toBe('nightly');
+    expect(findWorkflow(tables.db, 'nightly-e2e').id).toBe('wf_abc2');
+    expect(findWorkflow(tables.db, 'wf_abc2'.slice(0, 7)).id).toBe('wf_abc2');
+    expect(errorOf(() => findWorkflow(tables.db, 'wf_ab'))).toMatchObject({
       code: 'ambiguous',
       details: { candidates: [{ id: 'wf_abc1', name: 'nightly', status: 'active' }, { id: 'wf_abc2', name: 'nightly-e2e', status: 'active' }] },
     });
-    expect(errorOf(() => findWorkflow(db, 'nightlyy'))).toMatchObject({ code: 'not_found', hint: expect.stringMatching(/did you mean nightly/) });
+    expect(errorOf(() => findWorkflow(tables.db, 'nightlyy'))).toMatchObject({ code: 'not_found', hint: expect.stringMatching(/did you mean nightly/) });
   });
 });
 
