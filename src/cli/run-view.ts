@@ -61,9 +61,12 @@ export function runDetail(run: RunView, ctx: CliContext, workflow?: RunWorkflow 
   const dir = runDir(ctx.dataDir, run.id);
   const files = ['stdout.log', 'stderr.log'].filter((f) => existsSync(join(dir, f)));
   // A workflow loop's run has no process of its own: its steps' output is the workflow run's.
+  const pruned = run.outputPrunedAt ? `pruned on ${run.outputPrunedAt} (loops prune)` : null;
   if (workflow === undefined) {
-    lines.push(`files       ${files.length ? `${dir}/{${files.join(',')}}${rotated(dir) ? ' (rotated past the cap: .1 has the previous part, .head the first 64 KiB)' : ''}` : '-'}`);
+    lines.push(`files       ${pruned ?? (files.length ? `${dir}/{${files.join(',')}}${rotated(dir) ? ' (rotated past the cap: .1 has the previous part, .head the first 64 KiB)' : ''}` : '-')}`);
     lines.push(`output      stdout ${bytes(run.stdoutBytes)}, stderr ${bytes(run.stderrBytes)}`);
+  } else if (run.outputPrunedAt) {
+    lines.push(`files       the workflow run's output was pruned on ${run.outputPrunedAt} (loops prune)`);
   }
   // An agent's stdout is its JSONL transcript: the report above is what it says; logs renders it.
   const streams = [...(a ? [] : [['stdout', run.stdout] as const]), ['stderr', run.stderr] as const];

@@ -457,6 +457,41 @@ export const eventSchemas = {
   'wfrun.cancel_requested': { v: 1, schema: z.object({ reason }).strict() },
   /** The whole-workflow timeout passed: running steps are stopped, the run ends timed_out. */
   'wfrun.timed_out': { v: 1, schema: z.object({ timeoutMs: z.number().int().positive() }).strict() },
+
+  // ── retention stream: retention:output ──────────────────────────────────
+  // A run's stream ends in a final state that accepts nothing more, and its output folder outlives
+  // it: removing the folder (`loops prune`) is a fact about the data directory's retention, so it
+  // is recorded on the one stream that owns it. The projections mark the run rows.
+  /** The output folder of a finished loop run (`runs/<runId>/`) was removed. */
+  'run.output_pruned': {
+    v: 1,
+    schema: z
+      .object({
+        runId: z.string().min(1),
+        loopId: z.string().min(1),
+        /** Bytes of the files removed (their sizes). */
+        bytes: z.number().int().nonnegative(),
+        /** The rule it was pruned under: finished before `cutoff` (null: any age), beyond the `keepLast` newest (null: none kept). */
+        cutoff: isoInstant.nullable(),
+        keepLast: z.number().int().nonnegative().nullable(),
+      })
+      .strict(),
+  },
+  /** The output folder of a finished workflow run (`runs/<wfRunId>/`, every step attempt) was removed. */
+  'wfrun.output_pruned': {
+    v: 1,
+    schema: z
+      .object({
+        wfRunId: z.string().min(1),
+        workflowId: z.string().min(1),
+        /** The workflow loop's run that started it, if a loop did. */
+        loopRunId: z.string().min(1).nullable(),
+        bytes: z.number().int().nonnegative(),
+        cutoff: isoInstant.nullable(),
+        keepLast: z.number().int().nonnegative().nullable(),
+      })
+      .strict(),
+  },
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

@@ -7,6 +7,7 @@ import type { AnyStateMachine } from 'xstate';
 import { LOOP_MACHINE_ID, LOOP_MACHINE_VERSION, loopMachine } from './loop.js';
 import { RUN_MACHINE_ID, RUN_MACHINE_VERSION, runMachine } from './run.js';
 import { ACCOUNT_MACHINE_ID, ACCOUNT_MACHINE_VERSION, accountMachine } from './account.js';
+import { RETENTION_MACHINE_ID, RETENTION_MACHINE_VERSION, retentionMachine } from './retention.js';
 import { WORKFLOW_MACHINE_ID, WORKFLOW_MACHINE_VERSION, workflowMachine } from './workflow.js';
 import { WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine } from './workflow-run.js';
 
@@ -19,6 +20,7 @@ const machines = new Map<string, AnyStateMachine>([
   [`${LOOP_MACHINE_ID}@${LOOP_MACHINE_VERSION}`, loopMachine],
   [`${RUN_MACHINE_ID}@${RUN_MACHINE_VERSION}`, runMachine],
   [`${ACCOUNT_MACHINE_ID}@${ACCOUNT_MACHINE_VERSION}`, accountMachine],
+  [`${RETENTION_MACHINE_ID}@${RETENTION_MACHINE_VERSION}`, retentionMachine],
   [`${WORKFLOW_MACHINE_ID}@${WORKFLOW_MACHINE_VERSION}`, workflowMachine],
   [`${WORKFLOW_RUN_MACHINE_ID}@${WORKFLOW_RUN_MACHINE_VERSION}`, workflowRunMachine],
 ]);
@@ -27,6 +29,7 @@ export const currentMachines = {
   loop: { id: LOOP_MACHINE_ID, version: LOOP_MACHINE_VERSION },
   run: { id: RUN_MACHINE_ID, version: RUN_MACHINE_VERSION },
   account: { id: ACCOUNT_MACHINE_ID, version: ACCOUNT_MACHINE_VERSION },
+  retention: { id: RETENTION_MACHINE_ID, version: RETENTION_MACHINE_VERSION },
   workflow: { id: WORKFLOW_MACHINE_ID, version: WORKFLOW_MACHINE_VERSION },
   workflowRun: { id: WORKFLOW_RUN_MACHINE_ID, version: WORKFLOW_RUN_MACHINE_VERSION },
 } as const satisfies Record<string, MachineRef>;

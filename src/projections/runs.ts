@@ -31,7 +31,8 @@ export const runsProjection = defineProjection({
   name: 'loop_runs',
   // v2: rows keyed by claimed_position (the rowid, so newest-first needs no extra index).
   // v3: what an agent CLI reported about the run (JSON), for agent loops.
-  version: 3,
+  // v4: output_pruned_at, when `loops prune` removed the run's output (retention:output stream).
+  version: 4,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loop_runs (
       -- Position of the run.claimed event: unique, in claim order, and the rowid.
@@ -61,6 +62,8 @@ export const runsProjection = defineProjection({
       duration_ms     INTEGER,
       agent           TEXT,
       updated_at      TEXT NOT NULL,
+      -- When loops prune removed the output folder (of a workflow loop's run: its workflow run's); NULL while kept.
+      output_pruned_at TEXT,
       UNIQUE (loop_id, slot, attempt)
     )`,
     `CREATE INDEX IF NOT EXISTS loop_runs_loop ON loop_runs (loop_id, claimed_position)`,
@@ -134,5 +137,9 @@ export const runsProjection = defineProjection({
     ],
     'run.workflow_ended': (e) => [endWith(e, e.data.error)],
     'run.abandoned': (e) => [endWith(e, e.data.reason)],
+    // On the retention:output stream (the run's own stream is final): its output folder was removed.
+    'run.output_pruned': (e) => [sql('UPDATE loop_runs SET output_pruned_at = ? WHERE id = ?', e.at, e.data.runId)],
+    'wfrun.output_pruned': (e) =>
+      e.data.loopRunId === null ? [] : [sql('UPDATE loop_runs SET output_pruned_at = ? WHERE id = ?', e.at, e.data.loopRunId)],
   },
 });

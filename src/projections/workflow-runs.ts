@@ -50,7 +50,8 @@ export const workflowRunsProjection = defineProjection({
   name: 'workflow_runs',
   // v2: agent reports (`agent`) on steps and attempts, the agent provider and model the spec asked
   // for on steps, and an index of runs by loop (for `loops stats`).
-  version: 2,
+  // v3: output_pruned_at, when `loops prune` removed the run's output (retention:output stream).
+  version: 3,
   ddl: [
     `CREATE TABLE IF NOT EXISTS workflow_runs (
       -- Position of the wfrun.started event: unique, in start order, and the rowid.
@@ -76,7 +77,9 @@ export const workflowRunsProjection = defineProjection({
       started_at       TEXT NOT NULL,
       finished_at      TEXT,
       duration_ms      INTEGER,
-      updated_at       TEXT NOT NULL
+      updated_at       TEXT NOT NULL,
+      -- When loops prune removed the run's output folder (every step attempt's); NULL while kept.
+      output_pruned_at TEXT
     )`,
     `CREATE INDEX IF NOT EXISTS workflow_runs_workflow ON workflow_runs (workflow_id, claimed_position)`,
     // A workflow loop's runs (loops stats sums their agent steps per loop, in this order).
@@ -271,6 +274,8 @@ export const workflowRunsProjection = defineProjection({
       ),
       stopRetries(wfRunIdOf(e), e.at),
     ],
+    // On the retention:output stream (its state, `keeping`, is never a run's final one): the run's output folder was removed.
+    'wfrun.output_pruned': (e) => [sql('UPDATE workflow_runs SET output_pruned_at = ? WHERE id = ?', e.at, e.data.wfRunId)],
   },
   // Whatever the event, once the run's recorded state is final the run ends.
   after: (event) => {

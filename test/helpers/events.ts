@@ -293,3 +293,11 @@ export const accountEv = {
     ev('account.added', { accountId: 'acct_1', name: 'work', tool: 'claude', dir: '/home/u/.claude-work', ...data }, when),
   removed: (reason: string | null = null, when = at(1000)) => ev('account.removed', { reason }, when),
 };
+
+// ── retention (stream retention:output) ──────────────────────────────────────
+export const retentionEv = {
+  runOutputPruned: (data: Partial<EventData<'run.output_pruned'>> = {}, when = at(86_400_000)) =>
+    ev('run.output_pruned', { runId: 'run_1', loopId: 'loop_1', bytes: 1234, cutoff: at(3_600_000), keepLast: null, ...data }, when),
+  wfrunOutputPruned: (data: Partial<EventData<'wfrun.output_pruned'>> = {}, when = at(86_400_000)) =>
+    ev('wfrun.output_pruned', { wfRunId: 'wfrun_1', workflowId: 'wf_1', loopRunId: null, bytes: 4321, cutoff: null, keepLast: 3, ...data }, when),
+};

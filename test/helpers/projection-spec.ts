@@ -13,7 +13,7 @@
  * global positions in the order given, versions 1, 2, 3 … per stream (a later `given` on the same
  * stream goes on from where it stopped), the schema version of each type from the catalogue, and
  * the machine state after each event from a fold of the whole stream through the machine of its
- * kind (`loop:`, `run:`, `workflow:`, `wfrun:`, `account:`). Every event must be accepted by that
+ * kind (`loop:`, `run:`, `workflow:`, `wfrun:`, `account:`, `retention:`). Every event must be accepted by that
  * machine: a rejected one would never be in a real log, and its recorded state would be made up.
  *
  * Then read the tables: `rows` / `row` for plain assertions, `expectRows` / `expectRow` to match
@@ -26,6 +26,7 @@ import { eventSchemas, isEventType } from '../../src/events/catalog.js';
 import type { EventMeta, StoredEvent } from '../../src/events/types.js';
 import { fold, stateOf } from '../../src/machines/fold.js';
 import { accountMachine } from '../../src/machines/account.js';
+import { retentionMachine } from '../../src/machines/retention.js';
 import { loopMachine } from '../../src/machines/loop.js';
 import { runMachine } from '../../src/machines/run.js';
 import { workflowMachine } from '../../src/machines/workflow.js';
@@ -49,6 +50,7 @@ const machines: Record<string, AnyStateMachine> = {
   workflow: workflowMachine,
   wfrun: workflowRunMachine,
   account: accountMachine,
+  retention: retentionMachine,
 };
 
 export class ProjectionSpec {

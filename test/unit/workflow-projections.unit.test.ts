@@ -176,6 +176,7 @@ describe('workflow_runs and workflow_steps', () => {
       finished_at: null,
       duration_ms: null,
       updated_at: at(5),
+      output_pruned_at: null,
     });
     expect(stepRows().map((r) => [r.step_id, r.ord, r.name, r.needs, r.if_cond, r.continue_on_error, r.max_attempts, r.target_type, r.status, r.attempts])).toEqual([
       ['a', 0, 'Build', '[]', null, 0, 1, 'command', 'pending', 0],

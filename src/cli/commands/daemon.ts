@@ -10,6 +10,7 @@ import {
   runningDaemon,
 } from '../../runtime/daemon/daemon.js';
 import { formatDuration } from '../../events/durations.js';
+import { DaemonLog, DaemonLogFollower, daemonLogMaxBytes, daemonLogTail } from '../../runtime/daemon/log-file.js';
 import { databaseFile } from '../../runtime/paths.js';
 import { processRunning } from '../../runtime/daemon/recovery.js';
 import { openRuntime } from '../../runtime/runtime.js';
@@ -20,6 +21,12 @@ import { EXIT } from '../exit-codes.js';
 import { paint, printJson } from '../render.js';
 
 const VERSION = '0.1.0';
+
+const LOG_MAX_SIZE_OPTION = {
+  type: 'string',
+  value: '<size>',
+  description: 'rotate daemon.log past this size (10M, 512K; 0 never; default $LOOPS_DAEMON_LOG_MAX_BYTES or 10M)',
+} as const;
 
 /** Waits (bounded) for an OS-visible condition: a pid file to appear, a process to exit. */
 async function until(cond: () => boolean, timeoutMs: number, stepMs = 50): Promise<boolean> {
@@ -42,12 +49,18 @@ const run: CliCommand = {
       'cancelled; a second signal exits at once.',
     ].join('\n'),
     positionals: [],
-    options: { concurrency: { type: 'string', value: '<n>', description: 'runs at once (default 4)' } },
+    options: {
+      concurrency: { type: 'string', value: '<n>', description: 'runs at once (default 4)' },
+      'log-max-size': LOG_MAX_SIZE_OPTION,
+    },
   },
   async run({ values }, ctx) {
     const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
+    const maxBytes = daemonLogMaxBytes(values['log-max-size'] as string | undefined);
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
-    const daemon = new Daemon(runtime, { concurrency, version: VERSION, log: (line) => ctx.out.write(`${line}\n`) });
+    // When stdout is daemon.log (daemon start, a LaunchAgent), it is rotated past the cap.
+    const daemonLog = new DaemonLog({ path: logFile(ctx.dataDir), maxBytes, write: (text) => ctx.out.write(text) });
+    const daemon = new Daemon(runtime, { concurrency, version: VERSION, log: (line) => daemonLog.line(line) });
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals) => {
       signals += 1;
@@ -76,11 +89,14 @@ const start: CliCommand = {
     positionals: [],
     options: {
       concurrency: { type: 'string', value: '<n>', description: 'runs at once (default 4)' },
+      'log-max-size': LOG_MAX_SIZE_OPTION,
       json: JSON_OPTION,
     },
   },
   async run({ values }, ctx) {
     const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
+    // Checked here (with LOOPS_DAEMON_LOG_MAX_BYTES), so a bad value is one line now, not a daemon that exits.
+    daemonLogMaxBytes(values['log-max-size'] as string | undefined);
     const existing = runningDaemon(ctx.dataDir);
     if (existing) {
       throw new LoopsError('already_exists', `a daemon is already running for ${ctx.dataDir} (pid ${existing.pid})`, {
@@ -90,7 +106,8 @@ const start: CliCommand = {
     ensureDataDir(ctx.dataDir);
     const out = openSync(logFile(ctx.dataDir), 'a', 0o600);
     const main = fileURLToPath(new URL('../main.js', import.meta.url));
-    const child = spawn(process.execPath, [main, 'daemon', 'run', '--concurrency', String(concurrency)], {
+    const logArgs = typeof values['log-max-size'] === 'string' ? ['--log-max-size', values['log-max-size']] : [];
+    const child = spawn(process.execPath, [main, 'daemon', 'run', '--concurrency', String(concurrency), ...logArgs], {
       detached: true,
       stdio: ['ignore', out, out],
       env: { ...process.env, LOOPS_DATA_DIR: ctx.dataDir },
@@ -249,31 +266,18 @@ const logs: CliCommand = {
     }
     // Following: watch (inotify/FSEvents on the data directory: the log created, grown or rotated —
     // no polling loop) BEFORE printing what is there, so nothing appended meanwhile is missed.
-    let offset = 0;
-    const readNew = () => {
-      if (!existsSync(file)) return;
-      const size = statSync(file).size;
-      if (size < offset) offset = 0; // rotated or truncated
-      if (size > offset) {
-        const fd = openSync(file, 'r');
-        const buf = Buffer.alloc(size - offset);
-        readSync(fd, buf, 0, buf.length, offset);
-        closeSync(fd);
-        offset = size;
-        ctx.out.write(buf);
-      }
-    };
+    // Across a rotation the end of the old file is read from daemon.log.1 (log-file.ts).
+    let follower: DaemonLogFollower | null = null;
+    const readNew = () => follower?.poll((chunk) => ctx.out.write(chunk));
     const watcher = values.follow
       ? watch(ctx.dataDir, (_event, name) => {
-          if (name === null || name === 'daemon.log') readNew();
+          if (name === null || name.startsWith('daemon.log')) readNew();
         })
       : null;
-    if (existsSync(file)) {
-      const text = readFileSync(file);
-      const lines = text.toString('utf8').replace(/\n$/, '').split('\n');
-      if (text.length) ctx.out.write(lines.slice(-n).join('\n') + '\n');
-      offset = text.length;
-    }
+    const { text, offset } = daemonLogTail(file, n);
+    if (text) ctx.out.write(text);
+    follower = new DaemonLogFollower(file, offset);
+    readNew();
     if (!watcher) return EXIT.ok;
     await new Promise<void>((resolve) => {
       const end = () => {

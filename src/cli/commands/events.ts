@@ -9,9 +9,9 @@ import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { paint, printJson, statusColor, table, truncate } from '../render.js';
 
-/** A run or workflow run id (or unique prefix), a loop name or id, or a raw stream id (`run:…`, `loop:…`, `wfrun:…`, `workflow:…`). */
+/** A run or workflow run id (or unique prefix), a loop name or id, or a raw stream id (`run:…`, `loop:…`, `wfrun:…`, `workflow:…`, `account:…`, `retention:output`). */
 export function resolveStream(db: Db, log: SqliteEventLog, arg: string): string {
-  if (/^(run|loop|wfrun|workflow):/.test(arg)) {
+  if (/^(run|loop|wfrun|workflow|account|retention):/.test(arg)) {
     if (!log.streamInfo(arg)) throw new NotFoundError(`no stream ${arg} in the log`);
     return arg;
   }

@@ -569,6 +569,14 @@ const logs: CliCommand = {
         printJson(ctx, jsonOf(view, opts, masker));
         return EXIT.ok;
       }
+      // Pruned: a finished run whose folder `loops prune` removed (a fact in the log, not a guess
+      // from missing files). Like a run with nothing to print: one line, exit 0 (-f: its outcome).
+      const pruned = prunedAt(view);
+      if (pruned !== null) {
+        const id = view.wfRun?.id ?? view.run!.id;
+        ctx.err.write(`loops: the output of ${view.what} was pruned on ${pruned} (loops prune); its summary and events remain: loops ${view.wfRun ? 'workflows inspect' : 'show'} ${id}\n`);
+        return opts.follow ? exitCodeForRunStatus(view.status) : EXIT.ok;
+      }
       if (!opts.follow) return snapshot(ctx, view, opts, live, multi);
       return await follow(ctx, look, view, opts, live, multi);
     } finally {
@@ -576,6 +584,11 @@ const logs: CliCommand = {
     }
   },
 };
+
+/** When `loops prune` removed the output of the run (or workflow run) viewed, or null. */
+function prunedAt(view: View): string | null {
+  return view.wfRun ? view.wfRun.outputPrunedAt : (view.run?.outputPrunedAt ?? null);
+}
 
 /** On a terminal: which run a loop name meant, and the workflow run a workflow loop's run started. */
 function sayWhich(ctx: CliContext, subject: LogsSubject, view: View): void {
@@ -651,14 +664,15 @@ function jsonOf(view: View, opts: Options, masker: SecretMasker | null): unknown
     const run = view.run!;
     const unit = view.units[0];
     // A workflow loop's run that never started (or not yet) its workflow run has no output.
-    if (!unit) return { runId: run.id, loopId: run.loopId, loopName: run.loopName, status: run.status, wfRunId: null, steps: [] };
-    return { runId: run.id, loopId: run.loopId, loopName: run.loopName, status: run.status, provider: unit.provider, ...streams(unit) };
+    if (!unit) return { runId: run.id, loopId: run.loopId, loopName: run.loopName, status: run.status, outputPrunedAt: null, wfRunId: null, steps: [] };
+    return { runId: run.id, loopId: run.loopId, loopName: run.loopName, status: run.status, outputPrunedAt: run.outputPrunedAt, provider: unit.provider, ...streams(unit) };
   }
   return {
     ...(view.run ? { runId: view.run.id } : {}),
     wfRunId: view.wfRun.id,
     workflowName: view.wfRun.workflowName,
     status: view.wfRun.status,
+    outputPrunedAt: view.wfRun.outputPrunedAt,
     steps: view.units.map((unit) => ({ stepId: unit.stepId, attempt: unit.attempt, status: unit.status, provider: unit.provider, ...streams(unit) })),
   };
 }

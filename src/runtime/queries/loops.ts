@@ -51,6 +51,11 @@ export interface RunView {
   durationMs: number | null;
   /** What an agent CLI reported (agent loops): model, session, turns, tokens, cost, final message; null otherwise. */
   agent: EventData<'run.agent_reported'> | null;
+  /**
+   * When `loops prune` removed the run's output folder (for a workflow loop's run: its workflow
+   * run's), or null while it is kept.
+   */
+  outputPrunedAt: string | null;
 }
 
 interface LoopRow {
@@ -98,6 +103,8 @@ interface RunRow {
   finished_at: string | null;
   duration_ms: number | null;
   agent: string | null;
+  /** Absent from tables built before the column existed (they are rebuilt when opened). */
+  output_pruned_at?: string | null;
 }
 
 /** A loop row with its last run's current status (joined, not copied, so runs never rewrite loops). */
@@ -150,6 +157,7 @@ export function toRunView(row: RunRow): RunView {
     finishedAt: row.finished_at,
     durationMs: row.duration_ms,
     agent: row.agent === null || row.agent === undefined ? null : (JSON.parse(row.agent) as EventData<'run.agent_reported'>),
+    outputPrunedAt: row.output_pruned_at ?? null,
   };
 }
 

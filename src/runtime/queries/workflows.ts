@@ -65,6 +65,8 @@ export interface WorkflowRunView {
   finishedAt: string | null;
   durationMs: number | null;
   updatedAt: string;
+  /** When `loops prune` removed the run's output folder (every step attempt's), or null while it is kept. */
+  outputPrunedAt: string | null;
 }
 
 /** One attempt of a step. */
@@ -190,6 +192,8 @@ interface RunRow {
   finished_at: string | null;
   duration_ms: number | null;
   updated_at: string;
+  /** Absent from tables built before the column existed (they are rebuilt when opened). */
+  output_pruned_at?: string | null;
 }
 
 interface StepRow {
@@ -284,6 +288,7 @@ export function toWorkflowRunView(row: RunRow): WorkflowRunView {
     finishedAt: row.finished_at,
     durationMs: row.duration_ms,
     updatedAt: row.updated_at,
+    outputPrunedAt: row.output_pruned_at ?? null,
   };
 }
 

@@ -1,0 +1,145 @@
+import { UsageError } from '../../events/errors.js';
+import type { PruneOptions, PruneReport } from '../../runtime/admin/prune.js';
+import { JSON_OPTION, type CommandSpec } from '../args.js';
+import type { CliCommand, CliContext } from '../context.js';
+import { EXIT } from '../exit-codes.js';
+import { paint, printJson, statusColor, table, when } from '../render.js';
+
+const spec: CommandSpec = {
+  name: 'prune',
+  summary: 'Remove the output folders of finished runs (older than a cutoff, beyond the last N per loop).',
+  description: [
+    'Removes runs/<runId>/ of finished loop runs and runs/<wfRunId>/ of finished workflow runs: those',
+    'finished before --older-than, except the --keep-last most recent finished runs of each loop and',
+    'each workflow, whatever their age. A run still claimed, spawning or running, or holding a live lease,',
+    'is never touched. Give --older-than, --keep-last or both: without them nothing is selected.',
+    '',
+    'Each removal is recorded in the log (stream retention:output) before the folder goes, so',
+    'loops logs, show and runs --json say the output was pruned and when. The runs and their events',
+    'stay; only the output files go. --dry-run lists what would go and removes nothing.',
+  ].join('\n'),
+  positionals: [],
+  options: {
+    'older-than': {
+      type: 'string',
+      value: '<duration|time>',
+      description: 'only runs finished before this: how long ago (30d, 12h; 0s = now) or an ISO time',
+    },
+    'keep-last': { type: 'string', value: '<n>', description: 'keep the n most recent finished runs of each loop and each workflow' },
+    'dry-run': { type: 'boolean', description: 'list what would be removed and the bytes; remove nothing, record nothing' },
+    json: JSON_OPTION,
+  },
+  examples: [
+    'loops prune --older-than 30d --dry-run',
+    'loops prune --older-than 30d --keep-last 10',
+    'loops prune --keep-last 5 --json',
+  ],
+};
+
+const prune: CliCommand = {
+  spec,
+  async run({ values }, ctx) {
+    const { parseKeepLast, parseOlderThan, planPrune, prune: pruneOutputs } = await import('../../runtime/admin/prune.js');
+    const olderThan = values['older-than'];
+    const keepLast = values['keep-last'];
+    if (olderThan === undefined && keepLast === undefined) {
+      throw new UsageError('loops prune: say what to prune: --older-than <duration>, --keep-last <n>, or both', {
+        hint: 'e.g. loops prune --older-than 30d --keep-last 10 --dry-run (nothing is pruned without one of them)',
+      });
+    }
+    const options: PruneOptions = {
+      cutoff: typeof olderThan === 'string' ? await parseOlderThan(olderThan, ctx.now) : null,
+      keepLast: typeof keepLast === 'string' ? parseKeepLast(keepLast) : null,
+    };
+    let report: PruneReport;
+    if (values['dry-run'] === true) {
+      const { openReader } = await import('../../runtime/store.js');
+      const reader = await openReader(ctx.dataDir);
+      try {
+        report = planPrune(reader.db, ctx.dataDir, options, ctx.now);
+      } finally {
+        reader.close();
+      }
+    } else {
+      const { openRuntime } = await import('../../runtime/runtime.js');
+      const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+      try {
+        report = pruneOutputs(runtime, options);
+      } finally {
+        runtime.close();
+      }
+    }
+    const code = report.failed.length > 0 ? EXIT.error : EXIT.ok;
+    if (ctx.json) {
+      printJson(ctx, report);
+      return code;
+    }
+    ctx.out.write(render(report, ctx));
+    for (const f of report.failed) ctx.err.write(`loops prune: could not remove ${f.path}: ${f.error}\n`);
+    if (report.failed.length > 0) {
+      ctx.err.write(`loops prune: ${count(report.failed.length, 'folder')} not removed (recorded as pruned); fix the cause and run loops prune again to remove them\n`);
+    }
+    return code;
+  },
+};
+
+/** `finished before 2026-05-01T00:00:00.000Z, keeping the last 10 of each loop and workflow`. */
+function ruleText(report: PruneReport): string {
+  const parts: string[] = [];
+  if (report.cutoff !== null) parts.push(`finished before ${report.cutoff}`);
+  if (report.keepLast !== null) parts.push(`keeping the last ${report.keepLast} of each loop and workflow`);
+  return parts.join(', ');
+}
+
+export function render(report: PruneReport, ctx: Pick<CliContext, 'now' | 'color' | 'out' | 'err'>): string {
+  const lines: string[] = [];
+  const loops = new Set(report.runs.filter((r) => r.kind === 'run').map((r) => r.ownerId)).size;
+  const workflows = new Set(report.runs.filter((r) => r.kind === 'workflow').map((r) => r.ownerId)).size;
+  const owners = [loops ? count(loops, 'loop') : null, workflows ? count(workflows, 'workflow') : null].filter(Boolean).join(', ');
+  if (report.dryRun && report.runs.length > 0) {
+    lines.push(
+      table(
+        ['RUN', 'LOOP / WORKFLOW', 'STATUS', 'FINISHED', 'SIZE', 'FOLDER'],
+        report.runs.map((r) => [
+          r.id,
+          r.kind === 'workflow' ? `${r.ownerName} (workflow)` : r.ownerName,
+          paint(ctx.color, statusColor(r.status), r.status),
+          when(r.finishedAt, ctx),
+          bytesText(r.bytes),
+          r.path,
+        ]),
+        ctx.color,
+      ).trimEnd(),
+      '',
+    );
+  }
+  const rule = ruleText(report);
+  if (report.runs.length === 0 && report.completed.length === 0) {
+    lines.push(`Nothing to prune: no finished run with output ${rule}.`);
+  } else {
+    const what = `${count(report.runs.length, 'run')}${owners ? ` (${owners})` : ''}`;
+    const finishing = report.completed.length
+      ? ` ${report.dryRun ? 'It would also remove' : 'Also removed'} ${count(report.completed.length, 'folder')} an earlier prune recorded but left behind.`
+      : '';
+    lines.push(
+      report.dryRun
+        ? `Would prune ${what}, ${rule}: ${bytesText(report.bytes)}.${finishing} Dry run: nothing was removed.`
+        : `Pruned ${what}, ${rule}: ${bytesText(report.bytes)} freed.${finishing}${report.runs.length ? ' loops events retention:output lists them.' : ''}`,
+    );
+  }
+  return lines.join('\n') + '\n';
+}
+
+function count(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
+
+/** 512 → `512 B`; 1536 → `1.5 KiB`; 5 MiB → `5.0 MiB`. */
+export function bytesText(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1024 * 1024 * 1024) return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+  return `${(n / 1024 / 1024 / 1024).toFixed(2)} GiB`;
+}
+
+export const commands: Record<string, CliCommand> = { prune };

@@ -1,0 +1,199 @@
+/**
+ * Retention through the built binary:
+ *  - `loops prune`: its errors (nothing selected, a bad --older-than / --keep-last), --dry-run
+ *    (lists, removes and records nothing), a real prune with --json (the folders go, the newest
+ *    kept), then what the other commands say of a pruned run (logs, logs -f, logs --json, show,
+ *    runs --json), the facts on `retention:output` (events, replay), verify and the invariants;
+ *  - daemon.log rotation: a daemon started with a 1 KiB cap (LOOPS_DAEMON_LOG_MAX_BYTES) and chatty
+ *    loops rotates its log to daemon.log.1 (.2, .3), keeps logging to daemon.log, and
+ *    `loops daemon logs -f` follows across the rotations, every line once.
+ */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { expectDataDirInvariants } from '../helpers/invariants.js';
+import { waitFor } from '../helpers/wait.js';
+import { pidAlive, Sandbox } from './cli-helpers.js';
+
+const sandboxes: Sandbox[] = [];
+const children: Array<{ kill(signal?: NodeJS.Signals): boolean; exitCode: number | null }> = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+});
+afterAll(() => {
+  for (const s of sandboxes) {
+    if (existsSync(join(s.dataDir, 'daemon.json'))) s.run(['daemon', 'stop']);
+    s.cleanup();
+  }
+});
+
+function sandbox(): Sandbox {
+  const s = new Sandbox();
+  sandboxes.push(s);
+  return s;
+}
+
+interface Run {
+  id: string;
+  status: string;
+  finishedAt: string | null;
+  outputPrunedAt: string | null;
+}
+
+const DAY = 86_400_000;
+const T0 = Date.parse('2026-05-01T09:00:00.000Z');
+const now = (ms: number) => ({ LOOPS_NOW: new Date(T0 + ms).toISOString() });
+
+describe('loops prune', () => {
+  const s = sandbox();
+  const runIds: string[] = [];
+
+  it('refuses to guess: no --older-than nor --keep-last, or a bad value, is exit 2 with one line and removes nothing', () => {
+    expect(s.run(['create', 'command', 'job', '--cmd', 'echo "hello from $LOOPS_RUN_ID"; echo warn >&2', '--manual'], now(0)).code).toBe(0);
+    for (let day = 0; day < 3; day++) {
+      const r = s.run(['run-now', 'job'], now(day * DAY));
+      expect(r.code, r.stderr).toBe(0);
+    }
+    runIds.push(...s.json<Run[]>(['runs', 'job']).map((r) => r.id).reverse());
+    expect(runIds).toHaveLength(3);
+
+    const none = s.run(['prune']);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toBe(
+      'loops prune: say what to prune: --older-than <duration>, --keep-last <n>, or both; e.g. loops prune --older-than 30d --keep-last 10 --dry-run (nothing is pruned without one of them)\n',
+    );
+    const bad = s.run(['prune', '--older-than', 'soon']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^loops prune: --older-than: "soon" is neither a duration nor a time; give how long ago/);
+    expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+    const future = s.run(['prune', '--older-than', '2099-01-01'], now(3 * DAY));
+    expect(future.code).toBe(2);
+    expect(future.stderr).toMatch(/is in the future/);
+    const keep = s.run(['prune', '--keep-last', '-1']);
+    expect(keep.code).toBe(2);
+    expect(s.run(['prune', '--help']).stdout).toContain('Usage: loops prune');
+    for (const id of runIds) expect(existsSync(join(s.dataDir, 'runs', id))).toBe(true);
+  });
+
+  it('--dry-run lists what would go and the bytes, and removes and records nothing', () => {
+    const events = s.eventCount();
+    const dry = s.run(['prune', '--older-than', '1d', '--dry-run'], now(2 * DAY + 3_600_000));
+    expect(dry.code, dry.stderr).toBe(0);
+    // Finished a day before now or earlier: the runs of day 0 and day 1.
+    expect(dry.stdout).toContain(runIds[0]);
+    expect(dry.stdout).toContain(runIds[1]);
+    expect(dry.stdout).not.toContain(runIds[2]);
+    expect(dry.stdout).toMatch(/Would prune 2 runs \(1 loop\), finished before 2026-05-02T10:00:00\.000Z: [\d.]+ (B|KiB)\. Dry run: nothing was removed\./);
+    const json = s.json<{ dryRun: boolean; pruned: number; bytes: number; runs: Array<{ id: string; bytes: number }> }>(
+      ['prune', '--older-than', '1d', '--dry-run'],
+      now(2 * DAY + 3_600_000),
+    );
+    expect(json).toMatchObject({ dryRun: true, pruned: 2, cutoff: '2026-05-02T10:00:00.000Z', keepLast: null });
+    expect(json.bytes).toBe(json.runs.reduce((n, r) => n + r.bytes, 0));
+    expect(json.bytes).toBeGreaterThan(0);
+    for (const id of runIds) expect(existsSync(join(s.dataDir, 'runs', id))).toBe(true);
+    expect(s.eventCount()).toBe(events);
+  });
+
+  it('--older-than 0s --keep-last 1 --json: every finished run but the newest goes; each removal is a fact in the log', () => {
+    const report = s.json<{ dryRun: boolean; pruned: number; bytes: number; runs: Array<{ id: string }>; failed: unknown[] }>(
+      ['prune', '--older-than', '0s', '--keep-last', '1'],
+      now(3 * DAY),
+    );
+    expect(report).toMatchObject({ dryRun: false, pruned: 2, failed: [] });
+    expect(report.runs.map((r) => r.id)).toEqual([runIds[0], runIds[1]]);
+    expect(existsSync(join(s.dataDir, 'runs', runIds[0]!))).toBe(false);
+    expect(existsSync(join(s.dataDir, 'runs', runIds[1]!))).toBe(false);
+    expect(existsSync(join(s.dataDir, 'runs', runIds[2]!))).toBe(true);
+
+    const list = s.json<Run[]>(['runs', 'job']);
+    const byId = new Map(list.map((r) => [r.id, r]));
+    const prunedAt = new Date(T0 + 3 * DAY).toISOString().slice(0, 16);
+    expect(byId.get(runIds[0]!)!.outputPrunedAt?.slice(0, 16)).toBe(prunedAt);
+    expect(byId.get(runIds[2]!)!.outputPrunedAt).toBeNull();
+
+    const events = s.json<Array<{ type: string; data: { runId: string; bytes: number; keepLast: number | null } }>>(['events', 'retention:output']);
+    expect(events.map((e) => [e.type, e.data.runId, e.data.keepLast])).toEqual([
+      ['run.output_pruned', runIds[0], 1],
+      ['run.output_pruned', runIds[1], 1],
+    ]);
+    expect(events.reduce((n, e) => n + e.data.bytes, 0)).toBe(report.bytes);
+    expect(s.run(['replay', 'retention:output']).code).toBe(0);
+    const verify = s.run(['projections', 'verify']);
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+    expectDataDirInvariants(s.dataDir);
+
+    // Nothing left to prune: said so, exit 0.
+    const again = s.run(['prune', '--older-than', '0s', '--keep-last', '1'], now(3 * DAY));
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(/^Nothing to prune: no finished run with output finished before \S+, keeping the last 1 of each loop and workflow\.\n$/);
+  });
+
+  it('logs, show and runs say that a run\'s output was pruned, and when', () => {
+    const id = runIds[0]!;
+    const logs = s.run(['logs', id]);
+    expect(logs.code).toBe(0);
+    expect(logs.stdout).toBe('');
+    expect(logs.stderr).toMatch(new RegExp(`^loops: the output of run ${id} was pruned on 2026-05-04T09:\\d\\d:\\S+Z \\(loops prune\\); its summary and events remain: loops show ${id}\\n$`));
+    // Following a pruned run: the same line, and its outcome as the exit code.
+    const follow = s.run(['logs', id, '-f']);
+    expect(follow.code).toBe(0);
+    expect(follow.stderr).toContain('was pruned on');
+    const json = s.json<{ outputPrunedAt: string | null; stdout: { files: string[]; text: string } }>(['logs', id]);
+    expect(json.outputPrunedAt).toMatch(/^2026-05-04T09:/);
+    expect(json.stdout).toMatchObject({ files: [], text: '' });
+    // The kept run still prints its output.
+    expect(s.run(['logs', runIds[2]!, '--stdout']).stdout).toBe(`hello from ${runIds[2]}\n`);
+
+    const show = s.run(['show', id]);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toMatch(/files\s+pruned on 2026-05-04T09:\S+ \(loops prune\)/);
+    // The tails recorded with the run's end are in the log, not in the folder: still shown.
+    expect(show.stdout).toContain(`hello from ${id}`);
+  });
+});
+
+describe('daemon.log rotation', () => {
+  it('a 1 KiB cap: the log rotates to daemon.log.1 (.2, .3), the daemon keeps logging, and daemon logs -f follows every line once', async () => {
+    const s = sandbox();
+    const env = { LOOPS_DAEMON_LOG_MAX_BYTES: '1024' };
+    const badCap = s.run(['daemon', 'start'], { LOOPS_DAEMON_LOG_MAX_BYTES: 'lots' });
+    expect(badCap.code).toBe(2);
+    expect(badCap.stderr).toMatch(/^loops: LOOPS_DAEMON_LOG_MAX_BYTES: "lots" is not a size; /);
+
+    for (const name of ['chatty-a', 'chatty-b', 'chatty-c']) {
+      expect(s.run(['create', 'command', name, '--cmd', 'true', '--every', '1s']).code).toBe(0);
+    }
+    const log = join(s.dataDir, 'daemon.log');
+    const follow = s.start(['daemon', 'logs', '-f']);
+    children.push(follow.child);
+    let printed = '';
+    follow.child.stdout.on('data', (d: Buffer) => (printed += d.toString('utf8')));
+    const start = s.run(['daemon', 'start'], env);
+    expect(start.code, start.stderr).toBe(0);
+    const pid = Number(/pid (\d+)/.exec(start.stdout)![1]);
+    await waitFor(() => existsSync(`${log}.3`), 30_000, 'three rotations of daemon.log');
+    for (const f of [log, `${log}.1`, `${log}.2`, `${log}.3`]) expect(statSync(f).size).toBeLessThanOrEqual(1024 + 512);
+    expect(existsSync(`${log}.4`)).toBe(false);
+    const status = s.run(['daemon', 'status', '--json']);
+    expect(JSON.parse(status.stdout)).toMatchObject({ running: true, healthy: true, pid });
+    // Still logging into daemon.log after the rotations (not into a stale descriptor).
+    const before = readFileSync(log, 'utf8');
+    await waitFor(() => statSync(log).size > 0 && readFileSync(log, 'utf8') !== before, 10_000, 'new lines in daemon.log');
+    const tail = s.run(['daemon', 'logs', '-n', '5']);
+    expect(tail.code).toBe(0);
+    expect(tail.stdout.replace(/\n$/, '').split('\n')).toHaveLength(5);
+
+    expect(s.run(['daemon', 'stop']).code).toBe(0);
+    expect(pidAlive(pid)).toBe(false);
+    // The follower printed every line once, in order: what the files still hold is the end of it.
+    const kept = [`${log}.3`, `${log}.2`, `${log}.1`, log].map((f) => (existsSync(f) ? readFileSync(f, 'utf8') : '')).join('');
+    await waitFor(() => printed.endsWith(kept), 10_000, 'the follower to print the end of the log');
+    const lines = printed.replace(/\n$/, '').split('\n');
+    expect(new Set(lines).size).toBe(lines.length);
+    for (const line of lines) expect(line).toMatch(/^\d{4}-\d\d-\d\dT\S+Z /);
+    expect(printed).toContain(`daemon started: pid ${pid}`);
+    follow.child.kill('SIGINT');
+    expect((await follow.exited).code).toBe(0);
+  });
+});
