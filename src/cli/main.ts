@@ -88,6 +88,7 @@ function mainHelp(): string {
     '  NO_COLOR         disable colour',
     '  LOOPS_DEBUG=1    print stack traces for errors',
     '  LOOPS_NOW=<time> act as if it were that time (try out schedules; used by tests)',
+    '  LOOPS_DAEMON_LOG_MAX_BYTES  rotate daemon.log past this size (default 10M; 0 never)',
     '',
     'Exit codes: 0 ok, 1 error, 2 bad input, 3 run failed, 4 run timed out, 5 run cancelled,',
     '            6 replay/verify mismatch, 75 busy (retry). See docs/cli.md.',
