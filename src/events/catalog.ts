@@ -349,6 +349,15 @@ export const eventSchemas = {
   'process.exited': { v: 1, schema: z.object(exitShape).strict() },
   'run.abandoned': { v: 1, schema: z.object({ reason: z.string() }).strict() },
   /**
+   * The run's runner stopped while its process went on; another runner took the run over (a new
+   * lease token fences the old one out) and watches the process to its end, enforcing the same
+   * recorded deadline. Who adopted it, and why.
+   */
+  'process.adopted': {
+    v: 1,
+    schema: z.object({ runnerId: z.string().min(1), leaseToken: z.number().int().positive(), pid: z.number().int().positive(), reason: z.string() }).strict(),
+  },
+  /**
    * What an agent CLI said about its run, parsed from its JSON / JSONL output (null where it said
    * nothing): recorded with the run's end, in the same transaction as process.exited.
    */

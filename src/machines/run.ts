@@ -79,6 +79,7 @@ export type RunEvent = MachineEvent<
   | 'run.workflow_started'
   | 'run.workflow_ended'
   | 'run.agent_reported'
+  | 'process.adopted'
 >;
 
 const initialContext: RunContext = {
@@ -229,6 +230,8 @@ export const runMachine = setup({
     },
     running: {
       on: {
+        // Taken over by another runner (its own died); the process goes on, watched by the new one.
+        'process.adopted': { actions: assign(({ event }) => ({ runnerId: event.data.runnerId, leaseToken: event.data.leaseToken })) },
         // An agent CLI's own account of the run (model, session, tokens, cost), just before its exit.
         'run.agent_reported': { actions: assign(({ event }) => ({ agent: event.data })) },
         'run.workflow_ended': [

@@ -72,6 +72,112 @@ export function releaseLease(db: Db, lease: Lease): void {
   cached(db, 'DELETE FROM leases WHERE name = ? AND holder = ? AND token = ?').run(lease.name, lease.holder, lease.token);
 }
 
+// ── a stream's lease, held by the runner that executes it ──
+
+/** What `HeldLease` needs of a runtime (kept structural: leases.ts sits below runtime.ts). */
+interface LeaseHost {
+  db: Db;
+  runnerId: string;
+  clock: { now(): number; setTimeout(fn: () => void, ms: number): unknown; clearTimeout(handle: never): void };
+}
+
+/**
+ * The lease of a stream a runner executes — a loop run, a workflow run — and its fencing: the one
+ * implementation of take, take over, renew, fence and release. Every append the runner makes to
+ * the stream carries `fence()`: inside its transaction it checks that this runner still holds this
+ * token (a runner that lost its lease records nothing) and releases the lease with the event that
+ * ends the stream.
+ */
+export class HeldLease {
+  private lease: Lease | null = null;
+  private timer: unknown = null;
+
+  constructor(
+    private readonly host: LeaseHost,
+    readonly name: string,
+    readonly ttlMs: number,
+  ) {}
+
+  /** The fencing token held, or null before the lease was taken. */
+  get token(): number | null {
+    return this.lease?.token ?? null;
+  }
+
+  /**
+   * A precondition for the append that starts the stream: takes the lease, which must be new (its
+   * first token) — a stream id two runners try to start is started by one of them only.
+   */
+  takeNew(onTaken?: (lease: Lease) => void): () => void {
+    return () => {
+      const taken = takeLease(this.host.db, this.name, this.host.runnerId, this.ttlMs, this.host.clock.now());
+      if (taken.token !== 1) throw new LeaseLostError(`${this.name} was started by another runner`);
+      this.lease = taken;
+      onTaken?.(taken);
+    };
+  }
+
+  /**
+   * Takes the lease over from a runner that is gone (its lease expired or was expired for it): a
+   * new token fences the old runner out. In its own transaction, or inside the caller's as a
+   * precondition (`takeOverIn`). Throws a retryable conflict while another runner holds it.
+   */
+  takeOver(): Lease {
+    this.lease = this.host.db.transaction(() => takeLease(this.host.db, this.name, this.host.runnerId, this.ttlMs, this.host.clock.now())).immediate();
+    return this.lease;
+  }
+
+  /** `takeOver` as a precondition of an append (atomic with the events that need it). */
+  takeOverIn(): () => void {
+    return () => {
+      this.lease = takeLease(this.host.db, this.name, this.host.runnerId, this.ttlMs, this.host.clock.now());
+    };
+  }
+
+  /**
+   * Options for every later append: fenced by this token, releasing the lease with the event that
+   * ends the stream, caught up and retried when another process appended first (a cancel request).
+   */
+  fence(): { precondition: (next: { status: string }) => void; meta: { leaseToken?: number }; retryOnConflict: true } {
+    return {
+      precondition: (next) => {
+        if (!this.lease) throw new LeaseLostError(`${this.name}: no lease held by ${this.host.runnerId}`);
+        assertLeaseHeld(this.host.db, this.lease, this.host.clock.now());
+        if (next.status === 'done') releaseLease(this.host.db, this.lease);
+      },
+      meta: this.lease ? { leaseToken: this.lease.token } : {},
+      retryOnConflict: true,
+    };
+  }
+
+  /** Renews the lease every third of its lifetime until `stop()`; a lost lease stops renewing (the next fenced append reports it). */
+  keepAlive(): void {
+    if (this.timer !== null) return;
+    const beat = () => {
+      this.timer = this.host.clock.setTimeout(() => {
+        if (!this.lease) return;
+        try {
+          this.lease = renewLease(this.host.db, this.lease, this.ttlMs, this.host.clock.now());
+          beat();
+        } catch {
+          this.timer = null;
+        }
+      }, Math.max(1, Math.floor(this.ttlMs / 3)));
+    };
+    beat();
+  }
+
+  stop(): void {
+    if (this.timer !== null) this.host.clock.clearTimeout(this.timer as never);
+    this.timer = null;
+  }
+
+  /** Gives the lease up now (a takeover that records the end at once). */
+  release(): void {
+    this.stop();
+    if (this.lease) releaseLease(this.host.db, this.lease);
+  }
+}
+
 // ── runner leases ──
 
 /** How long a runner's claim on the work it decided outlives it (renewed every third). */

@@ -138,6 +138,8 @@ export const runEv = {
       when,
     ),
   abandoned: (reason = 'runner lost the process', when = at(2000)) => ev('run.abandoned', { reason }, when),
+  adopted: (data: Partial<EventData<'process.adopted'>> = {}, when = at(1500)) =>
+    ev('process.adopted', { runnerId: 'host:2:daemon', leaseToken: 2, pid: 4242, reason: 'its runner host:1:cli stopped while its process went on', ...data }, when),
   agentReported: (data: Partial<EventData<'run.agent_reported'>> = {}, when = at(3000)) =>
     ev(
       'run.agent_reported',

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, statSync, writeFileSync, writeSync } from 'no
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock, systemClock, type Clock } from '../../src/runtime/clock.js';
-import { findPerl, readStatusFile, SpawnFailedError, spawnProcess as spawnReal, type SpawnSpec, wrapperKind, type WrapperKind } from '../../src/runtime/execution/executor.js';
+import { deadlineAfter, findPerl, readStatusFile, SpawnFailedError, spawnProcess as spawnReal, type SpawnSpec, wrapperKind, type WrapperKind } from '../../src/runtime/execution/executor.js';
 import { OutputFile, TailBuffer } from '../../src/runtime/execution/output.js';
 import { fixture } from '../helpers/fixtures.js';
 import { isAlive, killGroupIfAlive, liveGroupMembers, waitForGroupGone } from '../helpers/proc.js';
@@ -16,7 +16,7 @@ async function spawnProcess(spec: SpawnSpec, clock: Clock) {
   return handle;
 }
 
-const base: SpawnSpec = { command: 'true', args: [], shell: false, cwd: null, env: {}, timeoutMs: 10_000, killGraceMs: 1000 };
+const base: SpawnSpec = { command: 'true', args: [], shell: false, cwd: null, env: {}, deadline: null, killGraceMs: 1000 };
 
 async function run(spec: Partial<SpawnSpec>) {
   const handle = await spawnProcess({ ...base, ...spec }, systemClock);
@@ -69,7 +69,7 @@ describe('executor: exit status and output', () => {
   });
 
   it('stdin is not a pipe: a program reading stdin sees EOF at once', async () => {
-    const { exit } = await run({ command: fixture('read-stdin.mjs'), timeoutMs: 5000 });
+    const { exit } = await run({ command: fixture('read-stdin.mjs'), deadline: deadlineAfter(Date.now(), 5000) });
     expect(exit.timedOut).toBe(false);
     expect(JSON.parse(exit.stdout)).toEqual({ eof: true, bytes: 0, fifo: false, socket: false });
   });
@@ -160,7 +160,7 @@ describe('executor: spawn failures', () => {
 describe('executor: timeout, cancel and the process group', () => {
   it('sleep 30 with a 1 s timeout is timed out quickly (SIGTERM to the group)', async () => {
     const started = performance.now();
-    const { handle, exit } = await run({ command: 'sleep', args: ['30'], timeoutMs: 1000, killGraceMs: 2000 });
+    const { handle, exit } = await run({ command: 'sleep', args: ['30'], deadline: deadlineAfter(Date.now(), 1000), killGraceMs: 2000 });
     const elapsed = performance.now() - started;
     expect(exit).toMatchObject({ timedOut: true, cancelled: false, exitCode: null, signal: 'SIGTERM', error: 'timed out after 1s; process killed by SIGTERM' });
     expect(exit.durationMs).toBeGreaterThanOrEqual(1000);
@@ -170,7 +170,7 @@ describe('executor: timeout, cancel and the process group', () => {
 
   it('with a simulated clock the timeout fires exactly when the clock passes it', async () => {
     const clock = new SimulatedClock();
-    const handle = await spawnProcess({ ...base, command: 'sleep', args: ['30'], timeoutMs: 1000 }, clock);
+    const handle = await spawnProcess({ ...base, command: 'sleep', args: ['30'], deadline: deadlineAfter(clock.now(), 1000) }, clock);
     let settled = false;
     void handle.exited.then(() => (settled = true));
     clock.advance(999);
@@ -179,6 +179,24 @@ describe('executor: timeout, cancel and the process group', () => {
     clock.advance(1);
     const exit = await handle.exited;
     expect(exit).toMatchObject({ timedOut: true, signal: 'SIGTERM', durationMs: 1000 });
+  });
+
+  it('the deadline is the recorded instant, enforced on the monotonic clock: a wall-clock jump neither kills early nor lets it overrun', async () => {
+    const clock = new SimulatedClock();
+    // Recorded 400 ms before the spawn (the intent's instant): 600 ms are left when it starts.
+    const deadline = deadlineAfter(clock.now() - 400, 1000);
+    const handle = await spawnProcess({ ...base, command: 'sleep', args: ['30'], deadline }, clock);
+    let settled = false;
+    void handle.exited.then(() => (settled = true));
+    clock.jumpWall(3_600_000); // NTP step or suspend: the wall clock is an hour past the deadline
+    clock.advance(599);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(isAlive(handle.pid)).toBe(true);
+    expect(settled).toBe(false);
+    clock.jumpWall(-7_200_000); // and back: the run does not get longer either
+    clock.advance(1);
+    const exit = await handle.exited;
+    expect(exit).toMatchObject({ timedOut: true, signal: 'SIGTERM', durationMs: 600, error: 'timed out after 1s; process killed by SIGTERM' });
   });
 
   it('a process that ignores SIGTERM is SIGKILLed after the grace period, with its descendants', async () => {
@@ -190,7 +208,7 @@ describe('executor: timeout, cancel and the process group', () => {
         ...base,
         command: fixture('ignore-term.sh'),
         args: [pidFile],
-        timeoutMs: 1500,
+        deadline: deadlineAfter(Date.now(), 1500),
         killGraceMs: 400,
         onOutput: (_s, chunk) => chunk.toString().includes('ready') && ready(),
       },
@@ -406,7 +424,7 @@ describe.each(wrapperKinds)('the exit-status wrapper (%s): an exit code above 12
 
   it("a timeout's SIGTERM to the group: killed by SIGTERM, as the runner sees it and in the status file", async () => {
     for (const spec of [{ command: 'sleep 30', shell: true }, { command: 'sleep', args: ['30'] }]) {
-      const { exit, status } = await wrapped({ ...spec, timeoutMs: 300 });
+      const { exit, status } = await wrapped({ ...spec, deadline: deadlineAfter(Date.now(), 300) });
       expect(exit).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGTERM' });
       expect(status).toMatchObject({ exitCode: null, signal: 'SIGTERM' });
     }

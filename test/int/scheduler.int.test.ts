@@ -374,27 +374,42 @@ describe('tick: overlap', () => {
     expect(auditSlots(runtime, loop.id).fired).toEqual([slotH(1), slotH(2)]);
   });
 
-  it('a run whose lease lapsed (its runner stopped renewing it) does not block: the slot fires', async () => {
+  it('a run whose lease lapsed (its runner suspended) is taken over by the next pass: adopted, the slot due meanwhile skipped, the suspended runner fenced out', async () => {
     const { clock, runtime } = await setup();
     const other = await secondRuntime(runtime, clock);
     const loop = hourly(runtime, { command: SLOW_FIRST, overlap: 'skip' });
     clock.jumpWall(HOUR);
-    const cancel = new AbortController();
     const spawned = firstValueFrom(runtime.log.events$.pipe(filter((e) => e.type === 'process.spawned')));
-    const first = tick(runtime, { signal: cancel.signal });
-    await spawned;
+    const first = tick(runtime).then(
+      (r) => r,
+      (e: unknown) => e,
+    );
+    const { streamId } = await spawned;
     // The wall clock jumps an hour while monotonic time stands still (runner A suspended): no
     // heartbeat, so A's 30 s lease lapses.
     clock.jumpWall(HOUR);
     expect(runningRuns(other, loop.id, clock.now())).toEqual([]);
-    const second = await tick(other);
-    expect(types(second)).toEqual(['slot.fired']);
-    expect(second.runs.map((r) => [r.slot, r.status])).toEqual([[slotH(2), 'succeeded']]);
-    // Runner A wakes before its lease's deadline (the clock steps back) and is cancelled cleanly.
-    clock.jumpWall(-HOUR);
-    cancel.abort('test over');
-    expect((await first).runs.map((r) => r.status)).toEqual(['cancelled']);
-    expect(auditSlots(runtime, loop.id).fired).toEqual([slotH(1), slotH(2)]);
+    const adopted = firstValueFrom(other.log.events$.pipe(filter((e) => e.type === 'process.adopted')));
+    const second = tick(other);
+    // B took the run over (its process still runs) before deciding: slot 2 is skipped for it.
+    expect((await adopted).data).toMatchObject({ runnerId: 'test-host:2:runner-b', leaseToken: 2 });
+    // B watches the adopted process on its (simulated) clock until it ends (its 5 s sleep).
+    let done = false;
+    void second.finally(() => (done = true));
+    while (!done) {
+      clock.advance(250);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const b = await second;
+    expect(types(b)).toEqual(['slot.skipped']);
+    expect(b.runs.map((r) => [r.slot, r.status])).toEqual([[slotH(1), 'succeeded']]);
+    // A saw its process end too, but its lease was taken: it records nothing (fenced), and its
+    // pass does not fail for it.
+    const a = await first;
+    expect(a).toMatchObject({ runs: [] });
+    expect(eventTypes(runtime.log, streamId).filter((t) => t === 'process.exited')).toHaveLength(1);
+    expect(auditSlots(runtime, loop.id).fired).toEqual([slotH(1)]);
+    expectLogConsistent(runtime);
   });
 });
 

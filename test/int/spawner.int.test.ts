@@ -8,7 +8,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { systemClock } from '../../src/runtime/clock.js';
-import { SpawnFailedError, spawnProcess, WRAPPER_NAME, type SpawnSpec } from '../../src/runtime/execution/executor.js';
+import { deadlineAfter, SpawnFailedError, spawnProcess, WRAPPER_NAME, type SpawnSpec } from '../../src/runtime/execution/executor.js';
 import { findWrapperProcess, processGroup, processStartTime } from '../../src/runtime/execution/process-info.js';
 import { Spawner, SpawnerError } from '../../src/runtime/execution/spawner.js';
 import { fixture } from '../helpers/fixtures.js';
@@ -29,7 +29,7 @@ function fileSpec(dir: string, spec: Partial<SpawnSpec> & { command: string }): 
     shell: true,
     cwd: null,
     env: {},
-    timeoutMs: 10_000,
+    deadline: deadlineAfter(Date.now(), 10_000),
     killGraceMs: 500,
     stdoutFile: join(dir, 'stdout.log'),
     stderrFile: join(dir, 'stderr.log'),
@@ -205,7 +205,7 @@ describe('spawnProcess through the spawner', () => {
 
   it('timeout: SIGTERM to the group, SIGKILL after the grace for a process that ignores it, descendants too', async () => {
     const dir = tempDir();
-    const handle = await start(useSpawner(), fileSpec(dir, { command: fixture('ignore-term.sh'), args: [join(dir, 'child.pid')], shell: false, timeoutMs: 300, killGraceMs: 300 }));
+    const handle = await start(useSpawner(), fileSpec(dir, { command: fixture('ignore-term.sh'), args: [join(dir, 'child.pid')], shell: false, deadline: deadlineAfter(Date.now(), 300), killGraceMs: 300 }));
     await waitFor(() => liveGroupMembers(handle.pgid).length >= 2, 5000, 'the fixture and its child');
     const exit = await handle.exited;
     expect(exit.timedOut).toBe(true);

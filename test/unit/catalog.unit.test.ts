@@ -29,6 +29,7 @@ describe('event catalogue', () => {
       runEv.cancelRequested('r'),
       runEv.exited(),
       runEv.abandoned(),
+      runEv.adopted(),
       runEv.agentReported(),
       accountEv.added(),
       accountEv.removed(),

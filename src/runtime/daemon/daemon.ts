@@ -9,20 +9,18 @@
 import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cached } from '../../events/db.js';
-import { ConcurrencyConflictError, LoopsError } from '../../events/errors.js';
+import { LoopsError } from '../../events/errors.js';
 import type { TimerHandle } from '../clock.js';
-import { acquireLease, releaseLease, renewLease, takeLease, type Lease } from '../leases.js';
+import { releaseLease, renewLease, takeLease, type Lease } from '../leases.js';
 import { databaseFile } from '../paths.js';
-import { bootId, processStartTime, signalGroup } from '../execution/process-info.js';
-import { findRun, type RunView } from '../queries/loops.js';
-import { recoverWorkflowLoopRun } from '../workflows/runner.js';
+import { bootId, processStartTime } from '../execution/process-info.js';
+import type { RunView } from '../queries/loops.js';
 import { pidFile, readPidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
-import { finishRecovered, processRunning, recoverRuns, type RecoveryReport } from './recovery.js';
+import { processRunning } from './recovery.js';
 import { decide, Dispatcher } from './pass.js';
 import { nextQueuedDue } from './run-queue.js';
 import { type Runtime, useSpawnerHelper } from '../runtime.js';
 import { checkCancelRequests } from '../execution/cancel.js';
-import { afterScheduledRun } from '../loops/decisions.js';
 
 export const DAEMON_LEASE = 'daemon';
 export { pidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
@@ -93,10 +91,6 @@ export class Daemon {
   /** Claims and runs the queued work (the pass's step 2). */
   private dispatcher!: Dispatcher;
   private decisions: { unsubscribe(): void } | null = null;
-  /** Workflow-loop runs resumed after their runner died (recover()), until they end. */
-  private readonly resumed = new Map<string, Promise<void>>();
-  private adopted = 0;
-  private readonly adoptedIds = new Set<string>();
   private readonly state: DaemonState = {
     lastPassAt: null,
     lastError: null,
@@ -187,7 +181,7 @@ export class Daemon {
         this.options.onRun?.(run);
       },
       onError: (item, error) => {
-        this.state.lastError = `run ${item.runId}: ${error.message}`;
+        this.state.lastError = `run ${item.runId} (${item.loopName}): ${error.message}`;
         this.log(this.state.lastError);
       },
       // A run ended: its loop's next work, or a buffered slot, may start now.
@@ -211,71 +205,6 @@ export class Daemon {
     this.recover();
     this.heartbeat(ttl);
     this.stopped = this.loop();
-  }
-
-  /**
-   * A run whose runner stopped while its process kept going: take over its lease (fencing the old
-   * runner), keep it alive, enforce the run's timeout, and when the process ends record its real
-   * outcome from the exit-status file.
-   */
-  private adopt(o: RecoveryReport['orphaned'][number], ttl: number): void {
-    const { runtime } = this;
-    const name = `run:${o.runId}`;
-    let lease: Lease;
-    try {
-      lease = acquireLease(runtime.db, name, runtime.runnerId, ttl, runtime.clock.now());
-    } catch (error) {
-      this.log(`run ${o.runId}: cannot adopt it: ${(error as Error).message}`);
-      return;
-    }
-    this.log(`adopted run ${o.runId}: its runner stopped but its process ${o.pid} is still running`);
-    this.adoptedIds.add(o.runId);
-    let timedOut = false;
-    let killAt: number | null = null;
-    this.adopted += 1;
-    const watch = () => {
-      const timer = runtime.clock.setTimeout(() => {
-        this.timers.delete(timer);
-        if (this.stopping) {
-          this.adopted -= 1;
-          return; // left running; adopted again by the next daemon
-        }
-        const now = runtime.clock.now();
-        if (!processRunning(o)) {
-          this.adopted -= 1;
-          this.adoptedIds.delete(o.runId);
-          try {
-            const ended = finishRecovered(runtime, o.runId, ttl, { timedOut });
-            this.log(`adopted run ${o.runId} ended: ${ended.outcome === 'exited' ? 'recorded from its exit-status file' : 'abandoned (no exit status)'}`);
-            for (const id of ended.retried) this.log(`scheduled retry ${id}`);
-          } catch (error) {
-            this.state.lastError = `adopted run ${o.runId}: ${(error as Error).message}`;
-            this.log(this.state.lastError);
-          }
-          this.wake?.();
-          return;
-        }
-        try {
-          lease = renewLease(runtime.db, lease, ttl, now);
-        } catch (error) {
-          this.adopted -= 1;
-          this.log(`adopted run ${o.runId}: lost its lease (${(error as Error).message}); no longer watching it`);
-          return;
-        }
-        if (o.timeoutAt && !timedOut && now >= Date.parse(o.timeoutAt)) {
-          timedOut = true;
-          killAt = now + 5000;
-          signalGroup(o.pid, 'SIGTERM');
-          this.log(`adopted run ${o.runId}: timed out; SIGTERM to its process group`);
-        } else if (killAt !== null && now >= killAt) {
-          signalGroup(o.pid, 'SIGKILL');
-          killAt = null;
-        }
-        watch();
-      }, 1000);
-      this.timers.add(timer);
-    };
-    watch();
   }
 
   private heartbeat(ttl: number): void {
@@ -380,13 +309,13 @@ export class Daemon {
     }
   }
 
-  /** One pass: decide every due loop and queue what fired. */
   /**
    * Runs left by runners that are gone — at start, and on every pass (a `run-now` killed while the
-   * daemon runs leaves one whose lease runs out later): record their real end, or adopt them.
+   * daemon runs leaves one whose lease runs out later): their real end recorded, or taken over
+   * by the dispatcher (adopted processes, resumed workflow runs); said in the log.
    */
   private recover(): void {
-    const report = recoverRuns(this.runtime);
+    const report = this.dispatcher.recover();
     const unconfirmed = new Map(report.unconfirmed.map((u) => [u.runId, u]));
     for (const id of report.abandoned) {
       const u = unconfirmed.get(id);
@@ -398,33 +327,8 @@ export class Daemon {
     }
     for (const id of report.retried) this.log(`scheduled retry ${id} for a recovered run`);
     for (const id of report.exited) this.log(`recovered run ${id}: its real exit status was recorded from its exit-status file`);
-    for (const o of report.orphaned) {
-      if (this.adoptedIds.has(o.runId)) continue;
-      this.adopt(o, this.options.leaseTtlMs ?? 15_000);
-    }
-    for (const runId of report.workflows) {
-      if (this.adoptedIds.has(runId)) continue;
-      this.adoptedIds.add(runId);
-      this.log(`resuming run ${runId}: its runner stopped while its workflow run went on`);
-      // A graceful stop cancels it like the daemon's own runs.
-      const done = recoverWorkflowLoopRun(this.runtime, runId, { leaseTtlMs: this.options.leaseTtlMs ?? 15_000, signal: this.abort.signal })
-        .then((status) => {
-          const run = findRun(this.runtime.db, runId);
-          this.log(`resumed run ${runId} ${status}`);
-          if (!this.stopping) afterScheduledRun(this.runtime, run.loopId, run);
-        })
-        .catch((error: unknown) => {
-          this.state.lastError = `resuming run ${runId}: ${(error as Error).message}`;
-          this.log(this.state.lastError);
-        })
-        .finally(() => {
-          this.resumed.delete(runId);
-          this.adoptedIds.delete(runId);
-          this.wake?.();
-        });
-      // Shutdown waits for it like for the dispatcher's runs.
-      this.resumed.set(runId, done);
-    }
+    for (const o of report.orphaned) this.log(`adopted run ${o.runId}: its runner stopped but its process ${o.pid} is still running`);
+    for (const id of report.workflows) this.log(`resuming run ${id}: its runner stopped while its workflow run went on`);
   }
 
   /** One pass: recover what runners left behind, decide what is due, start the queued work that may start. */
@@ -448,7 +352,7 @@ export class Daemon {
   }
 
   private saveState(): void {
-    this.state.activeRuns = (this.dispatcher?.active ?? 0) + this.resumed.size + this.adopted;
+    this.state.activeRuns = this.dispatcher?.active ?? 0;
     this.state.queuedRuns = this.dispatcher?.waiting ?? 0;
     const spawner = this.runtime.spawner;
     const why = spawner ? spawner.unavailableReason : (this.options.spawner ?? 'helper') === 'inline' ? 'spawner: inline was asked for' : null;
@@ -470,12 +374,11 @@ export class Daemon {
 
   private async shutdown(reason: string): Promise<void> {
     this.stopping = true;
-    this.log(`stopping: ${reason}; cancelling ${(this.dispatcher?.active ?? 0) + this.resumed.size} running run(s)`);
+    this.log(`stopping: ${reason}; cancelling ${this.dispatcher?.active ?? 0} running run(s)`);
     this.abort.abort(reason);
     this.wake?.();
     await this.stopped;
     await this.dispatcher?.idle();
-    await Promise.all([...this.resumed.values()]);
     this.dispatcher?.close();
     this.decisions?.unsubscribe();
     for (const timer of this.timers) this.runtime.clock.clearTimeout(timer);

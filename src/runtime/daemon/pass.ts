@@ -12,7 +12,7 @@
  * Because the decision and the claim are separate facts in the log, a slot fired by a pass whose
  * process died before starting it is not lost: whoever passes next claims it.
  */
-import { ClaimLostError, ConcurrencyConflictError } from '../../events/errors.js';
+import { ClaimLostError, ConcurrencyConflictError, LeaseLostError } from '../../events/errors.js';
 import type { StoredEvent } from '../../events/types.js';
 import type { LoopContext } from '../../machines/loop.js';
 import { DurableActor } from '../actor.js';
@@ -20,7 +20,11 @@ import type { TimerHandle } from '../clock.js';
 import { formatDuration } from '../../events/durations.js';
 import { holdRunnerLease, RUNNER_LEASE_TTL_MS, runnerLeaseName } from '../leases.js';
 import { strandedVerdict } from '../../scheduling/planner.js';
-import { findLoop, type RunView } from '../queries/loops.js';
+import { adoptRun } from '../execution/attempt.js';
+import { afterScheduledRun } from '../loops/decisions.js';
+import { findLoop, findRun, type RunView } from '../queries/loops.js';
+import { recoverWorkflowLoopRun } from '../workflows/runner.js';
+import { recoverRuns, type RecoveryReport } from './recovery.js';
 import { claimableWork, QUEUE_COLUMNS, stillQueued, type QueueItem } from './run-queue.js';
 import { executeRun, type RunNowOptions } from '../execution/run-now.js';
 import type { Runtime } from '../runtime.js';
@@ -146,29 +150,35 @@ function judgeStranded(runtime: Runtime, loopId: string, items: QueueItem[], now
 // ── step 2: claim and run ──────────────────────────────────────────────────────────────────────
 
 export interface DispatcherOptions {
-  /** Runs at once (default 4). */
+  /** Runs at once (default 4), adopted ones included. */
   concurrency?: number;
-  /** Aborting cancels the running runs and starts no more. */
+  /**
+   * Aborting cancels the runs it started and starts no more; adopted processes are left running,
+   * their leases given back, for the next runner to adopt (it did not start them).
+   */
   signal?: AbortSignal;
   runOptions?: Pick<RunNowOptions, 'leaseTtlMs' | 'tailBytes'>;
   /** A run is about to be claimed. */
   onStart?: (item: QueueItem) => void;
   /** A run ended (it is recorded). */
-  onRun?: (run: RunView, item: QueueItem) => void;
+  onRun?: (run: RunView, item: QueueItem | null) => void;
   /** A run could not be executed (not a lost claim: that is silent). */
-  onError?: (item: QueueItem, error: Error) => void;
+  onError?: (item: QueueItem | { runId: string; loopName: string }, error: Error) => void;
   /** Something finished: capacity or a loop became free. */
   onSettled?: () => void;
 }
 
 /**
- * Claims and runs queued work: up to `concurrency` runs at once, one at a time per loop (a
- * loop's fired slots, retries and buffered slots run one after another, in due order). The one
- * concurrency primitive of the runtime's scheduling; `tick` drains it, the daemon keeps it open.
+ * Claims and runs queued work: up to `concurrency` runs at once, one at a time per loop unless its
+ * runs may overlap (`--overlap allow`): a loop's fired slots, retries and buffered slots run one
+ * after another, in due order. It also takes over what runners that are gone left behind
+ * (`recover`). The one concurrency primitive of the runtime's scheduling: `tick` drains it, the
+ * daemon keeps it open.
  */
 export class Dispatcher {
   private readonly inFlight = new Map<string, Promise<void>>();
-  private readonly busyLoops = new Set<string>();
+  /** Runs going per loop (started or adopted here). */
+  private readonly busyLoops = new Map<string, number>();
   private waitingCount = 0;
   private heartbeat: TimerHandle | null = null;
   private closed = false;
@@ -182,7 +192,7 @@ export class Dispatcher {
     return Math.max(1, this.options.concurrency ?? 4);
   }
 
-  /** Runs executing now. */
+  /** Runs executing now (adopted ones included). */
   get active(): number {
     return this.inFlight.size;
   }
@@ -192,7 +202,7 @@ export class Dispatcher {
     return this.waitingCount;
   }
 
-  /** True while `runId` is being executed by this dispatcher. */
+  /** True while `runId` is being executed (or watched, adopted) by this dispatcher. */
   running(runId: string): boolean {
     return this.inFlight.has(runId);
   }
@@ -204,7 +214,9 @@ export class Dispatcher {
     let waiting = 0;
     for (const item of claimableWork(this.runtime, dueByMs)) {
       if (this.inFlight.has(item.runId)) continue;
-      if (this.busyLoops.has(item.loopId) || this.inFlight.size >= this.concurrency) {
+      // One run of a loop at a time (catch-up never starts a herd), unless its runs may overlap.
+      const waitsForLoop = item.overlap !== 'allow' && (this.busyLoops.get(item.loopId) ?? 0) > 0;
+      if (waitsForLoop || this.inFlight.size >= this.concurrency) {
         waiting += 1;
         continue;
       }
@@ -212,6 +224,36 @@ export class Dispatcher {
     }
     this.waitingCount = waiting;
     return started;
+  }
+
+  /**
+   * Runs left behind by runners that are gone: records what is known of those whose process is
+   * gone, and takes over those whose process still runs (`adoptRun`: same deadline, same
+   * terminate, same recording as a run started here) and workflow loop runs whose workflow run
+   * went on. Both then count as this dispatcher's runs. Returns what recovery found.
+   */
+  recover(): RecoveryReport {
+    const report = recoverRuns(this.runtime, this.options.runOptions?.leaseTtlMs);
+    if (this.closed || this.options.signal?.aborted) return report;
+    const signal = this.options.signal ? { signal: this.options.signal } : {};
+    const ttl = this.options.runOptions?.leaseTtlMs !== undefined ? { leaseTtlMs: this.options.runOptions.leaseTtlMs } : {};
+    for (const o of report.orphaned) {
+      if (this.inFlight.has(o.runId)) continue;
+      const run = findRun(this.runtime.db, o.runId);
+      const release = this.options.signal ? { release: this.options.signal } : {};
+      this.track(o.runId, run.loopId, run.loopName, null, adoptRun(this.runtime, o.runId, o, { ...release, ...ttl }));
+    }
+    for (const runId of report.workflows) {
+      if (this.inFlight.has(runId)) continue;
+      const run = findRun(this.runtime.db, runId);
+      const resumed = recoverWorkflowLoopRun(this.runtime, runId, { ...signal, ...ttl }).then(() => {
+        const ended = findRun(this.runtime.db, runId);
+        afterScheduledRun(this.runtime, ended.loopId, ended);
+        return ended;
+      });
+      this.track(runId, run.loopId, run.loopName, null, resumed);
+    }
+    return report;
   }
 
   private start(item: QueueItem): boolean {
@@ -224,7 +266,6 @@ export class Dispatcher {
       return false;
     }
     options.onStart?.(item);
-    this.busyLoops.add(item.loopId);
     // executeRun claims synchronously (before its first await): a lost claim rejects at once.
     const done = executeRun(runtime, loop, {
       runId: item.runId,
@@ -235,26 +276,34 @@ export class Dispatcher {
       ...(item.attempt > 1 ? { attempt: item.attempt } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       ...options.runOptions,
-    })
-      .then(
-        (run) => {
-          this.settle(item);
-          options.onRun?.(run, item);
-        },
-        (error: unknown) => {
-          this.settle(item);
-          if (error instanceof ClaimLostError) return; // another runner claimed it first, or it was dropped
-          options.onError?.(item, error as Error);
-        },
-      )
-      .finally(() => options.onSettled?.());
-    this.inFlight.set(item.runId, done);
+    });
+    this.track(item.runId, item.loopId, item.loopName, item, done);
     return true;
   }
 
-  private settle(item: QueueItem): void {
-    this.inFlight.delete(item.runId);
-    this.busyLoops.delete(item.loopId);
+  private track(runId: string, loopId: string, loopName: string, item: QueueItem | null, run: Promise<RunView | null>): void {
+    const { options } = this;
+    this.busyLoops.set(loopId, (this.busyLoops.get(loopId) ?? 0) + 1);
+    const settle = () => {
+      this.inFlight.delete(runId);
+      const left = (this.busyLoops.get(loopId) ?? 1) - 1;
+      if (left > 0) this.busyLoops.set(loopId, left);
+      else this.busyLoops.delete(loopId);
+    };
+    const done = run
+      .then(
+        (view) => {
+          settle();
+          if (view) options.onRun?.(view, item);
+        },
+        (error: unknown) => {
+          settle();
+          if (error instanceof ClaimLostError) return; // another runner claimed it first, or it was dropped
+          options.onError?.(item ?? { runId, loopName }, error as Error);
+        },
+      )
+      .finally(() => options.onSettled?.());
+    this.inFlight.set(runId, done);
   }
 
   /**
@@ -335,29 +384,37 @@ export interface TickResult {
  */
 export async function tick(runtime: Runtime, options: TickOptions = {}): Promise<TickResult> {
   const nowMs = runtime.clock.now();
-  const decided = decide(runtime, nowMs, {
-    ...(options.lateGraceMs !== undefined ? { lateGraceMs: options.lateGraceMs } : {}),
-    ...(options.onDecision ? { onDecision: options.onDecision } : {}),
-  });
-  const result: TickResult = { at: new Date(nowMs).toISOString(), decisions: decided.decisions, started: [], runs: [], conflicts: decided.conflicts };
-  const fired = new Set(decided.decisions.flatMap((d) => (d.type === 'slot.fired' ? [(d.data as { runId: string }).runId] : [])));
+  const started: QueueItem[] = [];
+  const runs: RunView[] = [];
+  let fired = new Set<string>();
   const dispatcher = new Dispatcher(runtime, {
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
     ...(options.runOptions ? { runOptions: options.runOptions } : {}),
     onStart: (item) => {
       if (fired.has(item.runId)) return;
-      result.started.push(item);
+      started.push(item);
       options.onStart?.(item);
     },
     onRun: (run) => {
-      result.runs.push(run);
+      runs.push(run);
       options.onRun?.(run);
     },
     onError: (_item, error) => {
+      // A run this pass took over, or claimed, and lost to another runner since: theirs to record.
+      if (error instanceof LeaseLostError) return;
       throw error;
     },
   });
+  // What runners that are gone left behind first (its retries are queued work of this pass), then
+  // the decisions, then everything due.
+  dispatcher.recover();
+  const decided = decide(runtime, nowMs, {
+    ...(options.lateGraceMs !== undefined ? { lateGraceMs: options.lateGraceMs } : {}),
+    ...(options.onDecision ? { onDecision: options.onDecision } : {}),
+  });
+  const result: TickResult = { at: new Date(nowMs).toISOString(), decisions: decided.decisions, started, runs, conflicts: decided.conflicts };
+  fired = new Set(decided.decisions.flatMap((d) => (d.type === 'slot.fired' ? [(d.data as { runId: string }).runId] : [])));
   dispatcher.keepRunnerLease();
   try {
     await dispatcher.drain(nowMs);

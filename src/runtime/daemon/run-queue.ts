@@ -19,10 +19,12 @@ export interface QueueItem {
   dueAt: string;
   position: number;
   decidedBy: string | null;
+  /** The loop's overlap policy: with `allow` its runs may go at the same time. */
+  overlap: string;
 }
 
 export const QUEUE_COLUMNS = `q.run_id AS runId, q.loop_id AS loopId, l.name AS loopName, q.kind, q.slot, q.attempt,
-  q.due_at AS dueAt, q.position, q.decided_by AS decidedBy`;
+  q.due_at AS dueAt, q.position, q.decided_by AS decidedBy, coalesce(json_extract(l.policies, '$.overlap'), 'skip') AS overlap`;
 
 /**
  * Work that may start now, in due order: fired slots and retries due by `dueByMs`, and buffered

@@ -4,8 +4,10 @@
  * straight into capped per-run files (followed by the runner for bounded in-memory tails and live
  * output). It is forked by the runner's spawner helper (spawner.ts) when it has one, else here
  * through execa.
- * Timeout and cancel kill the whole group: SIGTERM, then SIGKILL after the grace period. When
- * the leader exits, anything it left behind in its group is cleaned up the same way.
+ * The deadline is the absolute one recorded in the run's intent, enforced on the monotonic clock.
+ * Deadline, cancel, idle and budget stops go through the one terminate routine (terminate.ts):
+ * SIGTERM to the group, late joiners, SIGKILL after the grace period. When the leader exits,
+ * anything it left behind in its group is cleaned up the same way.
  */
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
@@ -18,7 +20,8 @@ import { maskFiles, OutputFile, TailBuffer } from './output.js';
 import { SecretMasker, StreamMasker } from './secrets.js';
 import { type Spawned, type Spawner, SpawnerError, whenGone } from './spawner.js';
 import { resolveExecutable } from './which.js';
-import { bootId, descendants, findWrapperProcess, groupAlive, identityNow, isSameProcessAlive, processGroup, type ProcessIdentity, processStartTime, signalGroup } from './process-info.js';
+import { bootId, findWrapperProcess, processStartTime } from './process-info.js';
+import { DEFAULT_GRACE_MS, GroupTerminator } from './terminate.js';
 
 export interface SpawnSpec {
   command: string;
@@ -27,7 +30,12 @@ export interface SpawnSpec {
   cwd: string | null;
   /** Variables added to the inherited environment. */
   env: Record<string, string>;
-  timeoutMs: number | null;
+  /**
+   * The run's deadline, as its intent recorded it (wall clock, so recovery can honour it), or null.
+   * Enforced on the monotonic clock from the moment the spawn starts: a wall-clock jump neither
+   * kills the run early nor lets it overrun. `timeoutMs` is the timeout it came from (for messages).
+   */
+  deadline: Deadline | null;
   /** Time between SIGTERM and SIGKILL (default 5000 ms). */
   killGraceMs?: number;
   /** Bytes of each stream kept in memory for the run's events (default 64 KiB). */
@@ -205,6 +213,31 @@ function signalName(token: string): string {
 
 export { resolveExecutable };
 
+export interface Deadline {
+  /** ISO instant (wall clock), as recorded in the intent event. */
+  at: string;
+  /** The configured timeout the deadline was computed from. */
+  timeoutMs: number;
+}
+
+/** The deadline of something that starts now with this timeout (null: none). */
+export function deadlineAfter(nowMs: number, timeoutMs: number | null): Deadline | null {
+  return timeoutMs === null ? null : { at: new Date(nowMs + timeoutMs).toISOString(), timeoutMs };
+}
+
+/** A recorded deadline (`timeoutAt` of an intent) with the timeout it came from, or null. */
+export function recordedDeadline(timeoutAt: string | null, timeoutMs: number | null): Deadline | null {
+  return timeoutAt === null ? null : { at: timeoutAt, timeoutMs: timeoutMs ?? 0 };
+}
+
+/**
+ * Milliseconds left before `deadline`, read once from the wall clock: what is then enforced on the
+ * monotonic clock (a timer), so later wall-clock jumps do not move it.
+ */
+export function msLeft(deadline: Deadline, clock: Clock): number {
+  return Math.max(0, Date.parse(deadline.at) - clock.now());
+}
+
 export interface ExitInfo {
   exitCode: number | null;
   signal: string | null;
@@ -240,9 +273,6 @@ export class SpawnFailedError extends Error {
   }
 }
 
-const DEFAULT_GRACE_MS = 5000;
-/** After a group's SIGTERM, when members that appeared since get theirs (see terminateGroup). */
-const LATE_TERM_MS = 200;
 const DEFAULT_TAIL = 64 * 1024;
 const DEFAULT_FILE_CAP = 16 * 1024 * 1024;
 
@@ -363,35 +393,9 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
   let cancelled = false;
   let cancelReason: string | null = null;
   let leaderExited = false;
-  let killTimer: TimerHandle | null = null;
-
-  // Descendants that left the run's process group (setsid / their own group), found while the
-  // leader lives: they are stopped with the group.
-  const strays = new Map<number, ProcessIdentity>();
-  let lateTermTimer: TimerHandle | null = null;
-  const terminateGroup = () => {
-    const termed = new Set([pid]);
-    for (const child of descendants(pid)) {
-      termed.add(child);
-      if (processGroup(child) !== pid && !strays.has(child)) strays.set(child, identityNow(child, processStartTime(child)));
-    }
-    signalGroup(pid, 'SIGTERM');
-    for (const [child, id] of strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGTERM');
-    // A command the wrapper started just after the signal (a cancel right at the spawn) never got
-    // it — the wrapper itself ignores TERM: a moment later, what is new in the group gets its own
-    // SIGTERM (what got one is not signalled twice), instead of waiting for the SIGKILL.
-    if (lateTermTimer === null) {
-      lateTermTimer = clock.setTimeout(() => {
-        for (const child of descendants(pid)) if (!termed.has(child) && processGroup(child) === pid) signalProcess(child, 'SIGTERM');
-      }, LATE_TERM_MS);
-    }
-    if (killTimer === null) {
-      killTimer = clock.setTimeout(() => {
-        signalGroup(pid, 'SIGKILL');
-        for (const [child, id] of strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGKILL');
-      }, grace);
-    }
-  };
+  // Our own child (or the helper's): its pid cannot be reused before it is reaped.
+  const terminator = new GroupTerminator(pid, clock, grace);
+  const terminateGroup = () => terminator.terminate();
 
   // The idle watchdog: output is read from the run's files at least once a second; no new byte for
   // idleTimeoutMs stops the group, recorded as a timeout that says why.
@@ -430,13 +434,14 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
   };
   if (stopReason !== null) stopNow();
 
+  // The deadline, counted from the wall clock once, enforced on the monotonic one.
   const timeoutTimer =
-    spec.timeoutMs !== null
+    spec.deadline !== null
       ? clock.setTimeout(() => {
           if (leaderExited || stopReason !== null) return;
           timedOut = true;
           terminateGroup();
-        }, spec.timeoutMs)
+        }, msLeft(spec.deadline, clock))
       : null;
 
   const exited = new Promise<ExitInfo>((resolve) => {
@@ -444,25 +449,10 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
       leaderExited = true;
       if (timeoutTimer !== null) clock.clearTimeout(timeoutTimer);
       if (idleTimer !== null) clock.clearTimeout(idleTimer);
-      // Whatever the leader left behind in its group goes with it.
-      if (groupAlive(pid)) terminateGroup();
+      // Whatever the leader left behind in its group goes with it; the pending SIGKILL is dropped
+      // once the group is gone.
+      terminator.leaderExited();
       const finish = () => {
-        // The pending SIGKILL is only needed while something of the group lives on: watch the
-        // group (bounded by the grace period) and drop the timer as soon as it is gone, so it does
-        // not keep a finished runner waiting out the whole grace period.
-        const settle = () => {
-          if (killTimer === null) return;
-          if (!groupAlive(pid)) {
-            clock.clearTimeout(killTimer);
-            killTimer = null;
-            if (lateTermTimer !== null) clock.clearTimeout(lateTermTimer);
-            lateTermTimer = null;
-          } else if (clock.monotonic() - startedSettle < grace) {
-            clock.setTimeout(settle, 25);
-          }
-        };
-        const startedSettle = clock.monotonic();
-        settle();
         closeOutputs();
         const exitCode = code;
         const sig = signal ?? null;
@@ -484,7 +474,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
             ? `${stopped}${sig ? `; process killed by ${sig}` : exitCode !== null ? `; it then exited with code ${exitCode}` : ''}`
             : idle
             ? `no output for ${formatDuration(spec.idleTimeoutMs!)} (idle timeout)${sig ? `; process killed by ${sig}` : ''}`
-            : notFoundHint(describeExit({ exitCode, signal: sig, timedOut, cancelled, cancelReason, timeoutMs: spec.timeoutMs }), spec.shell && exitCode === 127, path),
+            : notFoundHint(describeExit({ exitCode, signal: sig, timedOut, cancelled, cancelReason, timeoutMs: spec.deadline?.timeoutMs ?? null }), spec.shell && exitCode === 127, path),
         });
       };
       // Streams normally close right after exit; a grandchild that escaped the group may keep
@@ -691,10 +681,4 @@ function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string, 
   return `could not start ${spec.command}: ${cause}`;
 }
 
-function signalProcess(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(pid, signal);
-  } catch {
-    // gone
-  }
-}
+

@@ -14,7 +14,7 @@ import type { AnyMachineSnapshot } from 'xstate';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EventData, LoopAgentTarget } from '../../events/catalog.js';
-import { LeaseLostError, LoopsError, UsageError } from '../../events/errors.js';
+import { LoopsError, UsageError } from '../../events/errors.js';
 import type { StoredEvent } from '../../events/types.js';
 import { renderTemplate, type StepView } from '../../workflow/expr.js';
 import type { StepSpec, WorkflowSpec } from '../../workflow/spec.js';
@@ -24,16 +24,15 @@ import type { WorkflowRunContext } from '../../machines/workflow-run.js';
 import { DurableActor, type Effects } from '../actor.js';
 import { watchCancel } from '../execution/cancel.js';
 import type { TimerHandle } from '../clock.js';
-import { readStatusFile, SpawnFailedError, spawnProcess, WRAPPER_NAME, type ProcessHandle } from '../execution/executor.js';
-import { findWrapperProcess, type ProcessIdentity, processRunning, processState, signalGroup } from '../execution/process-info.js';
+import { recordedDeadline, SpawnFailedError, spawnProcess, WRAPPER_NAME, type Deadline, type ProcessHandle } from '../execution/executor.js';
+import { findWrapperProcess, type ProcessIdentity, processState } from '../execution/process-info.js';
+import { adoptProcess, exitFromFiles } from '../execution/process-watch.js';
 import { runSecrets } from '../execution/run-secrets.js';
-import { resolveAccountEnv } from '../agents/accounts.js';
-import { agentReport, agentSink, cliVersion, prepareAgent, reportFrom, type PreparedAgent } from '../agents/run.js';
-import { AgentOutputParser, AUTH_ENV_VARS, isProviderId } from '../agents/index.js';
-import { SecretMasker } from '../execution/secrets.js';
-import { maskFiles, tailOfOutput } from '../execution/output.js';
+import { agentEnd, prepareSpawn } from '../execution/spawn-plan.js';
+import { prepareAgent, type PreparedAgent } from '../agents/run.js';
+import { isProviderId, type ProviderId } from '../agents/index.js';
 import { newId } from '../ids.js';
-import { assertLeaseHeld, releaseLease, renewLease, takeLease, type Lease } from '../leases.js';
+import { HeldLease } from '../leases.js';
 import { runDir } from '../paths.js';
 import type { Runtime } from '../runtime.js';
 import { findWorkflow, findWorkflowRun, workflowVersion, type WorkflowRunView } from '../queries/workflows.js';
@@ -168,18 +167,11 @@ interface StepHandle {
 
 class WorkflowRunner {
   private readonly streamId: string;
-  private readonly ttl: number;
-  private lease: Lease;
+  /** The run's lease: taken with wfrun.started (or over, on resume), renewed, fencing every append. */
+  private readonly lease: HeldLease;
   private readonly timers = new Set<TimerHandle>();
   private readonly handles = new Map<string, StepHandle>();
   private actor!: DurableActor;
-  private readonly fenced = {
-    precondition: (next: AnyMachineSnapshot) => {
-      assertLeaseHeld(this.runtime.db, this.lease, this.runtime.clock.now());
-      if (next.status === 'done') releaseLease(this.runtime.db, this.lease);
-    },
-    retryOnConflict: true,
-  };
 
   constructor(
     private readonly runtime: Runtime,
@@ -187,8 +179,7 @@ class WorkflowRunner {
     private readonly options: RunWorkflowOptions,
   ) {
     this.streamId = `wfrun:${wfRunId}`;
-    this.ttl = options.leaseTtlMs ?? DEFAULT_TTL;
-    this.lease = { name: this.streamId, holder: runtime.runnerId, token: 1, expiresAt: runtime.clock.now() + this.ttl };
+    this.lease = new HeldLease(runtime, this.streamId, options.leaseTtlMs ?? DEFAULT_TTL);
   }
 
   private get context(): WorkflowRunContext {
@@ -204,20 +195,9 @@ class WorkflowRunner {
     this.timers.add(timer);
   }
 
-  private beat(): void {
-    this.later(this.runtime.clock.now() + Math.max(1, Math.floor(this.ttl / 3)), () => {
-      try {
-        this.lease = renewLease(this.runtime.db, this.lease, this.ttl, this.runtime.clock.now());
-        this.beat();
-      } catch {
-        // lost: the next fenced append refuses and reports it
-      }
-    });
-  }
-
   private record(type: string, data: unknown): void {
     try {
-      this.actor.record(type, data, this.fenced);
+      this.actor.record(type, data, this.lease.fence());
     } catch (error) {
       this.actor.fail(error);
     }
@@ -249,7 +229,7 @@ class WorkflowRunner {
       this.batch = [];
       if (this.actor.snapshot.status === 'done') return;
       try {
-        this.actor.recordAll(events, this.fenced);
+        this.actor.recordAll(events, this.lease.fence());
       } catch (error) {
         this.actor.fail(error);
       }
@@ -366,68 +346,44 @@ class WorkflowRunner {
     };
   }
 
-  /** Starts the process of a step whose intent is recorded. */
+  /** The agent provider of a step, when it is an agent step. */
+  private providerOf(stepId: string): ProviderId | null {
+    const target = this.context.spec!.steps.find((s) => s.id === stepId)?.target;
+    return target && target.type !== 'command' && isProviderId(target.provider) ? target.provider : null;
+  }
+
+  /** Starts the process of a step whose intent is recorded: the same preparation and executor as a run's. */
   private async spawnStep(request: EventData<'step.spawn_requested'>): Promise<void> {
-    const { clock } = this.runtime;
     const { stepId, attempt } = request;
     const c = this.context;
     const step = c.spec!.steps.find((s) => s.id === stepId)!;
     const dir = this.stepDir(stepId, attempt);
-    let agent: { target: LoopAgentTarget; prepared: PreparedAgent } | null = null;
-    let accountEnv: Record<string, string> | null = null;
+    let agent: { target: LoopAgentTarget; prepared: PreparedAgent } | { error: string } | null = null;
     if (step.target.type !== 'command') {
-      const entry = this.agents.get(`${stepId}#${attempt}`);
+      agent = this.agents.get(`${stepId}#${attempt}`) ?? { error: 'the agent step could not be prepared' };
       this.agents.delete(`${stepId}#${attempt}`);
-      if (!entry || 'error' in entry) {
-        this.record('step.spawn_failed', { stepId, attempt, error: entry?.error ?? 'the agent step could not be prepared', code: 'EINVAL' });
-        return;
-      }
-      agent = entry;
-      if (agent.target.account !== null) {
-        try {
-          accountEnv = resolveAccountEnv(this.runtime.db, agent.target.provider, agent.target.account);
-        } catch (error) {
-          this.record('step.spawn_failed', { stepId, attempt, error: (error as Error).message, code: 'EACCOUNT' });
-          return;
-        }
-      }
     }
-    // The spec's `secrets:` come from this runner's environment (never from the log) and are masked.
-    const names = c.spec!.secrets;
-    const missing = names.filter((n) => process.env[n] === undefined);
-    if (missing.length) {
-      this.record('step.spawn_failed', {
-        stepId,
-        attempt,
-        error: `secret variable${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not set in the environment of runner ${this.runtime.runnerId}`,
-        code: 'ENOENT',
-      });
+    const argv = { command: request.command, args: request.args, shell: request.shell, cwd: request.cwd };
+    const prepared = prepareSpawn(this.runtime, {
+      target: agent && 'target' in agent ? agent.target : { kind: 'command', ...argv, env: {} },
+      agent,
+      argv,
+      // The spec's `secrets:` come from this runner's environment (never from the log) and are masked.
+      secretNames: c.spec!.secrets,
+      env: this.stepEnv(c, step, attempt),
+      dir,
+      // The deadline recorded in the step's intent: the only timeout the executor knows.
+      deadline: recordedDeadline(request.timeoutAt, step.timeoutMs),
+      killGraceMs: null,
+      ...(this.options.tailBytes !== undefined ? { tailBytes: this.options.tailBytes } : {}),
+    });
+    if (!prepared.ok) {
+      this.record('step.spawn_failed', { stepId, attempt, error: prepared.error, code: prepared.code });
       return;
     }
-    const secretEnv = Object.fromEntries(names.map((n) => [n, process.env[n]!]));
-    const parser = agent ? new AgentOutputParser(agent.target.provider) : null;
     let handle: ProcessHandle;
     try {
-      handle = await spawnProcess(
-        {
-          command: request.command,
-          args: request.args,
-          shell: request.shell,
-          cwd: request.cwd,
-          env: { ...(agent?.prepared.env ?? {}), ...(accountEnv ?? {}), ...secretEnv, ...this.stepEnv(c, step, attempt) },
-          ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
-          ...(agent?.prepared.invocation.stdin != null ? { stdin: agent.prepared.invocation.stdin } : {}),
-          ...(agent ? { idleTimeoutMs: agent.target.idleTimeoutMs, stdoutSink: agentSink(parser!, agent.target) } : {}),
-          secrets: this.secrets(names),
-          timeoutMs: step.timeoutMs,
-          ...(this.options.tailBytes !== undefined ? { tailBytes: this.options.tailBytes } : {}),
-          stdoutFile: join(dir, 'stdout.log'),
-          stderrFile: join(dir, 'stderr.log'),
-          statusFile: join(dir, 'exit-status'),
-        },
-        clock,
-        this.runtime.spawner,
-      );
+      handle = await spawnProcess(prepared.spec, this.runtime.clock, this.runtime.spawner);
     } catch (error) {
       if (error instanceof SpawnFailedError) {
         this.record('step.spawn_failed', { stepId, attempt, error: error.message, code: error.code });
@@ -443,12 +399,7 @@ class WorkflowRunner {
     if ((now.cancelRequested || now.timedOut) && !now.steps[stepId]!.afterStop) handle.cancel(now.cancelReason ?? 'workflow stopping');
     void handle.exited.then((exit) => {
       this.handles.delete(stepId);
-      let report: EventData<'run.agent_reported'> | null = null;
-      if (agent) {
-        report = reportFrom(parser!, agent.target.provider, cliVersion(agent.target.provider));
-        const secrets = this.secrets(names);
-        if (report.finalMessage !== null && secrets.length) report.finalMessage = new SecretMasker(secrets).mask(report.finalMessage);
-      }
+      const report = agentEnd(prepared);
       this.recordSoon('step.exited', {
         stepId,
         attempt,
@@ -462,94 +413,61 @@ class WorkflowRunner {
   /** Records the end of a step attempt whose process ended while nobody watched, from its files. */
   private recordFromFiles(stepId: string, attempt: number, startedAt: string | null, how: string): boolean {
     const dir = this.stepDir(stepId, attempt);
-    const status = readStatusFile(join(dir, 'exit-status'));
-    if (!status) return false;
-    const { masker, stdout, stderr } = this.maskedTails(dir);
-    const endedAt = statSync(join(dir, 'exit-status')).mtimeMs;
-    // An agent step's report, parsed from its files (see agentReport).
-    const target = this.context.spec!.steps.find((s) => s.id === stepId)?.target;
-    let agent: EventData<'run.agent_reported'> | null = null;
-    if (target && target.type !== 'command' && isProviderId(target.provider)) {
-      agent = agentReport(target.provider, join(dir, 'stdout.log'), cliVersion(target.provider));
-      if (agent.finalMessage !== null && masker) agent.finalMessage = masker.mask(agent.finalMessage);
-    }
-    const what = status.signal ? `killed by signal ${status.signal}` : status.exitCode === 0 ? null : `exited with code ${status.exitCode}`;
+    const found = exitFromFiles(dir, { secrets: this.secrets(this.context.spec!.secrets), startedAt, provider: this.providerOf(stepId), how });
+    if (!found) return false;
     this.record('step.exited', {
       stepId,
       attempt,
-      exitCode: status.exitCode,
-      signal: status.signal,
-      timedOut: false,
-      cancelled: false,
-      stdout: stdout.text,
-      stderr: stderr.text,
-      stdoutBytes: stdout.total,
-      stderrBytes: stderr.total,
-      durationMs: Math.max(0, Math.round(endedAt - (startedAt ? Date.parse(startedAt) : endedAt))),
-      error: what ? `${what} (${how})` : null,
+      ...found.exit,
       outputs: readOutputs(join(dir, 'output')),
-      ...(agent ? { agent } : {}),
+      ...(found.agent ? { agent: found.agent } : {}),
     } satisfies EventData<'step.exited'>);
     return true;
   }
 
-  /**
-   * The output tails of a step process that wrote while no runner of it watched: its secrets are
-   * masked first, in the files too, so nothing unmasked reaches an event.
-   */
-  private maskedTails(dir: string) {
-    const secrets = this.secrets(this.context.spec!.secrets);
-    const masker = secrets.length ? new SecretMasker(secrets) : null;
-    if (masker) for (const f of ['stdout.log', 'stderr.log']) maskFiles(join(dir, f), masker);
-    return { masker, stdout: tailOfOutput(join(dir, 'stdout.log')), stderr: tailOfOutput(join(dir, 'stderr.log')) };
+  /** The deadline a step attempt's intent recorded (read back from the log, for an adopted step). */
+  private recordedStepDeadline(stepId: string, attempt: number): Deadline | null {
+    const intent = this.runtime.log
+      .readStream(this.streamId)
+      .findLast((e) => e.type === 'step.spawn_requested' && (e.data as EventData<'step.spawn_requested'>).stepId === stepId && (e.data as EventData<'step.spawn_requested'>).attempt === attempt);
+    const timeoutMs = this.context.spec!.steps.find((s) => s.id === stepId)?.timeoutMs ?? null;
+    return intent ? recordedDeadline((intent.data as EventData<'step.spawn_requested'>).timeoutAt, timeoutMs) : null;
   }
 
-  /** Watches a step process this runner did not start until it ends, then records its end. */
+  /**
+   * Watches a step process this runner did not start until it ends — with its recorded deadline
+   * enforced and cancel through the same terminate routine as a step started here — then records
+   * its end from its files.
+   */
   private adopt(stepId: string, attempt: number, identity: ProcessIdentity, startedAt: string | null): void {
-    const { pid } = identity;
-    let cancelled = false;
-    // Its group is signalled only while its leader is still the adopted process (a pid reused since is not).
-    const signal = (sig: NodeJS.Signals) => void (processRunning(identity) && signalGroup(pid, sig));
-    this.handles.set(stepId, {
-      cancel: () => {
-        cancelled = true;
-        signal('SIGTERM');
-        this.later(this.runtime.clock.now() + 5000, () => signal('SIGKILL'));
-      },
+    const watched = adoptProcess(this.runtime.clock, {
+      identity,
+      dir: this.stepDir(stepId, attempt),
+      deadline: this.recordedStepDeadline(stepId, attempt),
+      killGraceMs: null,
+      secrets: this.secrets(this.context.spec!.secrets),
+      startedAt,
+      provider: this.providerOf(stepId),
+      how: `recorded from its exit-status file; adopted by runner ${this.runtime.runnerId}`,
     });
-    const watch = () =>
-      this.later(this.runtime.clock.now() + 250, () => {
-        if (this.actor.snapshot.status === 'done') return;
-        if (processRunning(identity)) return watch();
-        this.handles.delete(stepId);
-        if (cancelled) {
-          const dir = this.stepDir(stepId, attempt);
-          const status = readStatusFile(join(dir, 'exit-status'));
-          const { stdout, stderr } = this.maskedTails(dir);
-          this.record('step.exited', {
-            stepId,
-            attempt,
-            exitCode: status?.exitCode ?? null,
-            signal: status?.signal ?? 'SIGTERM',
-            timedOut: false,
-            cancelled: true,
-            stdout: stdout.text,
-            stderr: stderr.text,
-            stdoutBytes: stdout.total,
-            stderrBytes: stderr.total,
-            durationMs: 0,
-            error: `cancelled: ${this.context.cancelReason ?? 'workflow stopping'}`,
-            outputs: {},
-          });
-        } else if (!this.recordFromFiles(stepId, attempt, startedAt, 'recorded from its exit-status file after it was adopted')) {
-          this.record('step.abandoned', { stepId, attempt, reason: `its process (pid ${pid}) ended and left no exit status` });
-        }
-      });
-    watch();
+    this.handles.set(stepId, { cancel: (reason) => watched.cancel(reason ?? this.context.cancelReason ?? 'workflow stopping') });
+    void watched.ended.then((end) => {
+      this.handles.delete(stepId);
+      if (this.actor.snapshot.status === 'done') return;
+      if (end.kind === 'exited') {
+        this.record('step.exited', {
+          stepId,
+          attempt,
+          ...end.end.exit,
+          outputs: end.end.exit.cancelled || end.end.exit.timedOut ? {} : readOutputs(join(this.stepDir(stepId, attempt), 'output')),
+          ...(end.end.agent ? { agent: end.end.agent } : {}),
+        } satisfies EventData<'step.exited'>);
+      } else this.record('step.abandoned', { stepId, attempt, reason: end.reason });
+    });
   }
 
   private watchAndWait(): Promise<WorkflowRunView> {
-    this.beat();
+    this.lease.keepAlive();
     const unwatch = watchCancel(this.runtime, this.streamId, () => {
       try {
         const before = this.context.cancelRequested;
@@ -579,6 +497,7 @@ class WorkflowRunner {
 
   private cleanup(unwatch: () => void, onAbort: () => void): WorkflowRunView {
     unwatch();
+    this.lease.stop();
     this.sub?.unsubscribe();
     for (const t of this.timers) this.runtime.clock.clearTimeout(t);
     this.timers.clear();
@@ -614,16 +533,11 @@ class WorkflowRunner {
       attempt: options.attempt ?? 1,
       idempotencyKey: options.idempotencyKey ?? `manual:${this.wfRunId}`,
       runnerId: runtime.runnerId,
-      leaseToken: this.lease.token,
+      // A new run's lease starts at token 1, taken in the start's own transaction.
+      leaseToken: 1,
     };
     try {
-      this.actor.record('wfrun.started', started, {
-        precondition: () => {
-          const taken = takeLease(db, this.streamId, runtime.runnerId, this.ttl, clock.now());
-          if (taken.token !== this.lease.token) throw new LeaseLostError(`workflow run ${this.wfRunId} was started by another runner`);
-          this.lease = taken;
-        },
-      });
+      this.actor.record('wfrun.started', started, { precondition: this.lease.takeNew() });
     } catch (error) {
       this.sub?.unsubscribe();
       if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('idempotency_key')) {
@@ -652,7 +566,7 @@ class WorkflowRunner {
         retryable: true,
       });
     }
-    this.lease = db.transaction(() => takeLease(db, this.streamId, runtime.runnerId, this.ttl, now)).immediate();
+    this.lease.takeOver();
     this.subscribe();
     this.options.onStarted?.(this.wfRunId);
     const c = this.context;
@@ -734,34 +648,17 @@ function loopsEnv(c: WorkflowRunContext, step: StepSpec, attempt: number, output
  * workflow run ends. Returns the loop run's final status.
  */
 export async function recoverWorkflowLoopRun(runtime: Runtime, runId: string, options: { leaseTtlMs?: number; signal?: AbortSignal } = {}): Promise<string> {
-  const { db, clock } = runtime;
+  const { db } = runtime;
   const streamId = `run:${runId}`;
-  const ttl = options.leaseTtlMs ?? DEFAULT_TTL;
   const actor = DurableActor.load(runtime, streamId);
   const context = actor.snapshot.context as RunContext;
   const started = runtime.log.readStream(streamId).find((e) => e.type === 'run.workflow_started');
   if (!started || actor.snapshot.status === 'done') return actor.state;
   const { wfRunId, idempotencyKey, workflowId } = started.data as EventData<'run.workflow_started'>;
-  let lease = db.transaction(() => takeLease(db, streamId, runtime.runnerId, ttl, clock.now())).immediate();
-  const fenced = {
-    precondition: (next: AnyMachineSnapshot) => {
-      assertLeaseHeld(db, lease, clock.now());
-      if (next.status === 'done') releaseLease(db, lease);
-    },
-    retryOnConflict: true,
-  };
-  let timer: TimerHandle | null = null;
-  const beat = () => {
-    timer = clock.setTimeout(() => {
-      try {
-        lease = renewLease(db, lease, ttl, clock.now());
-        beat();
-      } catch {
-        timer = null;
-      }
-    }, Math.max(1, Math.floor(ttl / 3)));
-  };
-  beat();
+  // The loop run's lease, taken over from the runner that is gone and kept while the workflow runs.
+  const lease = new HeldLease(runtime, streamId, options.leaseTtlMs ?? DEFAULT_TTL);
+  lease.takeOver();
+  lease.keepAlive();
   let ended: EventData<'run.workflow_ended'>;
   try {
     const view = runtime.log.streamInfo(`wfrun:${wfRunId}`)
@@ -788,8 +685,8 @@ export async function recoverWorkflowLoopRun(runtime: Runtime, runId: string, op
   } catch (error) {
     ended = { wfRunId, status: 'failed', error: `the workflow run could not be resumed: ${(error as Error).message}` };
   } finally {
-    if (timer !== null) clock.clearTimeout(timer);
+    lease.stop();
   }
-  actor.record('run.workflow_ended', ended, fenced);
+  actor.record('run.workflow_ended', ended, lease.fence());
   return actor.state;
 }

@@ -1,0 +1,117 @@
+/**
+ * One process of an attempt — a loop run's or a workflow step's — made ready to fork: the agent
+ * adapter's invocation, the account, the secrets (from this runner's environment, never the log),
+ * the environment, the output files and the deadline; and, once it ended, the agent CLI's report.
+ * Shared by execution/attempt.ts and workflows/runner.ts.
+ */
+import type { CommandTarget as LoopCommandTarget, EventData, LoopAgentTarget } from '../../events/catalog.js';
+import { resolveAccountEnv } from '../agents/accounts.js';
+import { AgentOutputParser, AUTH_ENV_VARS, type ProviderId } from '../agents/index.js';
+import { agentSink, cliVersion, reportFrom, type PreparedAgent } from '../agents/run.js';
+import type { Runtime } from '../runtime.js';
+import { join } from 'node:path';
+import type { Deadline, SpawnSpec } from './executor.js';
+import { runSecrets } from './run-secrets.js';
+import { SecretMasker } from './secrets.js';
+
+export interface SpawnPlan {
+  /** What runs: a command, or an agent CLI whose invocation was prepared with the intent. */
+  target: LoopCommandTarget | LoopAgentTarget;
+  /** The prepared agent invocation (or why it could not be prepared), for an agent target. */
+  agent?: { prepared: PreparedAgent } | { error: string } | null;
+  /** The argv as the intent recorded it (a step's outputs substituted), when it differs from the target's. */
+  argv?: { command: string; args: readonly string[]; shell: boolean; cwd: string | null };
+  /** Secret variables passed from this runner's environment (`--secret-env`, a spec's `secrets:`). */
+  secretNames: readonly string[];
+  /** The attempt's own environment (loops' variables, rendered step env …), applied last. */
+  env: Record<string, string>;
+  /** The attempt's directory: stdout.log, stderr.log, exit-status. */
+  dir: string;
+  deadline: Deadline | null;
+  killGraceMs: number | null;
+  tailBytes?: number;
+  onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+}
+
+export type Prepared =
+  | { ok: true; spec: SpawnSpec; parser: AgentOutputParser | null; provider: ProviderId | null; secrets: string[] }
+  | { ok: false; error: string; code: string };
+
+/**
+ * Everything one process needs before it is forked, or why it cannot start (recorded as the
+ * attempt's spawn failure): the secrets come from this runner's environment — never from the log —
+ * and are masked in its output; an account's credentials replace every inherited one.
+ */
+export function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Prepared {
+  const { target } = plan;
+  const missing = plan.secretNames.filter((n) => process.env[n] === undefined);
+  if (missing.length) {
+    return {
+      ok: false,
+      error: `secret variable${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not set in the environment of runner ${runtime.runnerId}`,
+      code: 'ENOENT',
+    };
+  }
+  const secretEnv = Object.fromEntries(plan.secretNames.map((n) => [n, process.env[n]!]));
+  const files = {
+    stdoutFile: join(plan.dir, 'stdout.log'),
+    stderrFile: join(plan.dir, 'stderr.log'),
+    statusFile: join(plan.dir, 'exit-status'),
+  };
+  const common = {
+    secrets: runSecrets(plan.secretNames),
+    deadline: plan.deadline,
+    ...(plan.killGraceMs !== null ? { killGraceMs: plan.killGraceMs } : {}),
+    ...(plan.tailBytes !== undefined ? { tailBytes: plan.tailBytes } : {}),
+    ...(plan.onOutput ? { onOutput: plan.onOutput } : {}),
+    ...files,
+  };
+  if (target.kind === 'command') {
+    const argv = plan.argv ?? target;
+    return {
+      ok: true,
+      spec: { command: argv.command, args: argv.args, shell: argv.shell, cwd: argv.cwd, env: { ...target.env, ...secretEnv, ...plan.env }, ...common },
+      parser: null,
+      provider: null,
+      secrets: common.secrets,
+    };
+  }
+  const agent = plan.agent ?? null;
+  if (agent === null || 'error' in agent) return { ok: false, error: agent?.error ?? 'the agent could not be prepared', code: 'EINVAL' };
+  let accountEnv: Record<string, string> | null = null;
+  if (target.account !== null) {
+    try {
+      accountEnv = resolveAccountEnv(runtime.db, target.provider, target.account);
+    } catch (error) {
+      return { ok: false, error: (error as Error).message, code: 'EACCOUNT' };
+    }
+  }
+  const { invocation, env } = agent.prepared;
+  const parser = new AgentOutputParser(target.provider);
+  return {
+    ok: true,
+    spec: {
+      command: invocation.command,
+      args: invocation.args,
+      shell: false,
+      cwd: plan.argv?.cwd ?? target.cwd,
+      env: { ...env, ...(accountEnv ?? {}), ...secretEnv, ...plan.env },
+      ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
+      ...(invocation.stdin !== null ? { stdin: invocation.stdin } : {}),
+      idleTimeoutMs: target.idleTimeoutMs,
+      stdoutSink: agentSink(parser, target),
+      ...common,
+    },
+    parser,
+    provider: target.provider,
+    secrets: common.secrets,
+  };
+}
+
+/** The agent CLI's own account of an attempt that ended while it was watched, its final message masked. */
+export function agentEnd(prepared: Extract<Prepared, { ok: true }>): EventData<'run.agent_reported'> | null {
+  if (!prepared.parser || !prepared.provider) return null;
+  const report = reportFrom(prepared.parser, prepared.provider, cliVersion(prepared.provider));
+  if (report.finalMessage !== null && prepared.secrets.length) report.finalMessage = new SecretMasker(prepared.secrets).mask(report.finalMessage);
+  return report;
+}

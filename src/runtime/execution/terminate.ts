@@ -1,0 +1,124 @@
+/**
+ * The one way loops stops a process group — for a timeout, a cancel, `cancel-other`, a daemon's
+ * shutdown, an idle agent, a budget, and a process adopted from a runner that died:
+ *
+ *  1. SIGTERM to the group, and to descendants that left it (setsid, their own group: an agent
+ *     CLI's helper daemon), each checked by identity first;
+ *  2. a moment later (LATE_TERM_MS) a SIGTERM of their own to members that joined the group since
+ *     (a command the wrapper started just after the signal never got it);
+ *  3. SIGKILL to the group and the strays after the grace period (`--kill-grace`) if anything of it
+ *     still lives.
+ *
+ * The leader's identity is checked before every signal, so a reused pid is never signalled. When
+ * the leader exits on its own, anything it left behind in its group is stopped the same way, and
+ * the pending SIGKILL is dropped as soon as the group is gone.
+ */
+import type { Clock, TimerHandle } from '../clock.js';
+import { descendants, identityNow, isSameProcessAlive, processGroup, processStartTime, groupAlive, type ProcessIdentity, signalGroup } from './process-info.js';
+
+export const DEFAULT_GRACE_MS = 5000;
+/** After a group's SIGTERM, when members that appeared since get theirs. */
+export const LATE_TERM_MS = 200;
+
+export class GroupTerminator {
+  /** Descendants that left the group, found while the leader lives: stopped with it. */
+  private readonly strays = new Map<number, ProcessIdentity>();
+  private lateTerm: TimerHandle | null = null;
+  private kill: TimerHandle | null = null;
+  private started = false;
+
+  /**
+   * @param leader the group leader (the exit-status wrapper): its pid is the group id.
+   * @param confirm whether the leader is still the process loops started (false: never signal).
+   */
+  constructor(
+    private readonly leader: number,
+    private readonly clock: Clock,
+    private readonly graceMs: number = DEFAULT_GRACE_MS,
+    private readonly confirm: () => boolean = () => true,
+  ) {}
+
+  /** True once `terminate()` was called. */
+  get terminating(): boolean {
+    return this.started;
+  }
+
+  /** SIGTERM now, late joiners a moment later, SIGKILL after the grace. Safe to call again. */
+  terminate(): void {
+    const pid = this.leader;
+    const termed = new Set([pid]);
+    // A leader that is not (or no longer) the process loops started is never signalled.
+    if (!this.confirm()) return;
+    for (const child of descendants(pid)) {
+      termed.add(child);
+      if (processGroup(child) !== pid && !this.strays.has(child)) this.strays.set(child, identityNow(child, processStartTime(child)));
+    }
+    signalGroup(pid, 'SIGTERM');
+    for (const [child, id] of this.strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGTERM');
+    this.started = true;
+    if (this.lateTerm === null) {
+      this.lateTerm = this.clock.setTimeout(() => {
+        for (const child of descendants(pid)) if (!termed.has(child) && processGroup(child) === pid) signalProcess(child, 'SIGTERM');
+      }, LATE_TERM_MS);
+    }
+    if (this.kill === null) {
+      this.kill = this.clock.setTimeout(() => {
+        this.kill = null;
+        if (groupAlive(pid)) signalGroup(pid, 'SIGKILL');
+        for (const [child, id] of this.strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGKILL');
+      }, this.graceMs);
+    }
+  }
+
+  /**
+   * The leader exited: whatever it left in its group goes too, and the pending SIGKILL is dropped
+   * as soon as the group is gone (watched at most for the grace period), so a finished run does
+   * not keep its runner waiting out the grace.
+   */
+  leaderExited(): void {
+    if (groupAlive(this.leader)) {
+      this.started = true;
+      signalGroup(this.leader, 'SIGTERM');
+      for (const [child, id] of this.strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGTERM');
+      if (this.kill === null) {
+        this.kill = this.clock.setTimeout(() => {
+          this.kill = null;
+          if (groupAlive(this.leader)) signalGroup(this.leader, 'SIGKILL');
+          for (const [child, id] of this.strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGKILL');
+        }, this.graceMs);
+      }
+    }
+    const since = this.clock.monotonic();
+    const settle = () => {
+      if (this.kill === null) return this.dropLate();
+      if (!groupAlive(this.leader)) {
+        this.clock.clearTimeout(this.kill);
+        this.kill = null;
+        this.dropLate();
+      } else if (this.clock.monotonic() - since < this.graceMs) {
+        this.clock.setTimeout(settle, 25);
+      }
+    };
+    settle();
+  }
+
+  /** Forgets the pending signals (the runner is stopping and leaves the group to the next one). */
+  dispose(): void {
+    if (this.kill !== null) this.clock.clearTimeout(this.kill);
+    this.kill = null;
+    this.dropLate();
+  }
+
+  private dropLate(): void {
+    if (this.lateTerm !== null) this.clock.clearTimeout(this.lateTerm);
+    this.lateTerm = null;
+  }
+}
+
+export function signalProcess(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // gone
+  }
+}
