@@ -32,7 +32,8 @@ export const runsProjection = defineProjection({
   // v2: rows keyed by claimed_position (the rowid, so newest-first needs no extra index).
   // v3: what an agent CLI reported about the run (JSON), for agent loops.
   // v4: output_pruned_at, when `loops prune` removed the run's output (retention:output stream).
-  version: 4,
+  // v5: runner_id follows process.adopted (the runner that took the run over records its end).
+  version: 5,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loop_runs (
       -- Position of the run.claimed event: unique, in claim order, and the rowid.
@@ -96,6 +97,7 @@ export const runsProjection = defineProjection({
       sql('UPDATE loop_runs SET status = ?, pid = ?, updated_at = ? WHERE id = ?', stateName(e), e.data.pid, e.at, runIdOf(e)),
     ],
     'process.spawn_failed': (e) => [endWith(e, e.data.error)],
+    'process.adopted': (e) => [sql('UPDATE loop_runs SET runner_id = ?, updated_at = ? WHERE id = ?', e.data.runnerId, e.at, runIdOf(e))],
     'run.cancel_requested': (e) => {
       const status = stateName(e);
       const error = e.data.reason ? `cancelled: ${e.data.reason}` : 'cancelled';

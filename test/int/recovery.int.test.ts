@@ -35,6 +35,7 @@ import { recoverRuns } from '../../src/runtime/daemon/recovery.js';
 import { wrapperArgv, wrapperKind } from '../../src/runtime/execution/executor.js';
 import { runDir } from '../../src/runtime/paths.js';
 import { executeRun, runNow } from '../../src/runtime/execution/run-now.js';
+import { adoptRun } from '../../src/runtime/execution/attempt.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
 import { isAlive, killGroupIfAlive, procStat, waitForGroupGone } from '../helpers/proc.js';
@@ -455,6 +456,44 @@ describe('recoverRuns: the runner died after the fork, before it recorded the pi
       expect(findRun(runtime.db, killed)).toMatchObject({ status: 'failed', exitCode: null, signal: 'SIGKILL' });
       expect(runRow(runtime, killed).error).toMatch(/^killed by signal SIGKILL \(recorded from its exit-status file/);
     }
+  });
+});
+
+describe('adoption takes the one attempt path: the recorded deadline and --kill-grace are enforced', () => {
+  it('a process that ignores SIGTERM, adopted past its deadline: SIGTERM, SIGKILL after its 300 ms grace, recorded timed_out under process.adopted', async () => {
+    const { clock, runtime, old, die } = await setup();
+    const bounded = createCommandLoop(runtime, { name: 'bounded', command: 'sleep 30', timeout: '10s', killGrace: '300ms', schedule: { manual: true } });
+    const runId = strandRun(old, bounded, 'spawning', TTL, new Date(T0 + 10_000).toISOString());
+    // Its process, under the exit-status wrapper: it ignores SIGTERM (so does its child).
+    const statusFile = join(runDir(runtime.dataDir, runId), 'exit-status');
+    mkdirSync(dirname(statusFile), { recursive: true });
+    const { file, args } = wrapperArgv(statusFile, "trap '' TERM; sleep 30 & wait", [], true);
+    const child = spawn(file, args, { detached: true, stdio: 'ignore' });
+    const pid = child.pid!;
+    onTestFinished(() => killGroupIfAlive(pid));
+    await waitFor(() => processStartTime(pid) !== null, 5000, 'the process');
+    die();
+    clock.advance(TTL + 1); // the old runner's lease ran out; the run's deadline passed long ago
+    const report = recoverRuns(runtime);
+    expect(report.orphaned.map((o) => o.runId)).toEqual([runId]);
+    const adopted = adoptRun(runtime, runId, report.orphaned[0]!);
+    // The adopter's clock drives the deadline, the grace and its look at the process.
+    let done = false;
+    void adopted.finally(() => (done = true));
+    while (!done) {
+      clock.advance(100);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const run = (await adopted)!;
+    expect(run).toMatchObject({ status: 'timed_out', timedOut: true, runnerId: NEW });
+    expect(run.error).toMatch(/^timed out after 10s \(/);
+    expect(isAlive(pid)).toBe(false);
+    const events = runtime.log.readStream(`run:${runId}`);
+    expect(events.map((e) => e.type)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned', 'process.adopted', 'process.exited']);
+    const token = (events[3]!.data as { leaseToken: number }).leaseToken;
+    expect(events[3]!.data).toMatchObject({ runnerId: NEW, pid });
+    // The end is fenced by the token the adoption took.
+    expect(events[4]!.meta).toMatchObject({ runnerId: NEW, leaseToken: token });
   });
 });
 

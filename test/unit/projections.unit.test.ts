@@ -111,6 +111,11 @@ describe('loop_runs projection', () => {
   const run = (...events: GivenEvent[]) => loopsAndRuns().given('loop:loop_1', loopEv.created()).given('run:run_1', ...events);
   const runRow = (spec: ProjectionSpec) => spec.row('loop_runs', { id: 'run_1' });
 
+  it('process.adopted: the runner that took the run over is the run\'s runner from then on', () => {
+    const spec = run(runEv.claimed(), runEv.spawnRequested(), runEv.spawned(), runEv.adopted({ runnerId: 'host:2:daemon' }, at(1500)));
+    expect(runRow(spec)).toMatchObject({ status: 'running', runner_id: 'host:2:daemon', updated_at: at(1500) });
+  });
+
   it('run.claimed inserts the run with its slot, trigger, target and global position', () => {
     const spec = run(runEv.claimed({}, at(5)));
     expect(runRow(spec)).toMatchObject({

@@ -175,8 +175,9 @@ export class Daemon {
         else if (item.kind === 'buffered') this.log(`${item.loopName}: buffered slot ${item.slot} starts as run ${item.runId} (the run it waited for has ended)`);
         this.saveState();
       },
-      onRun: (run) => {
-        this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms`);
+      onRun: (run, item) => {
+        // item null: a run taken over from a runner that stopped (adopted, or its workflow resumed).
+        this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms${item ? '' : ' (taken over from a runner that stopped)'}`);
         this.saveState();
         this.options.onRun?.(run);
       },
