@@ -70,6 +70,31 @@ export function cached<P extends unknown[] = unknown[], R = unknown>(db: Db, sql
   return stmt as unknown as Database.Statement<P, R>;
 }
 
+/** SQLite's "busy": another connection holds the lock for longer than busy_timeout (any SQLITE_BUSY_* extended code too). */
+export function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^SQLITE_BUSY(_|$)/.test(code);
+}
+
+/** The error every write that finds the database locked for too long gives (exit 75 in the CLI). */
+export function busyError(cause: unknown): BusyError {
+  return new BusyError('the database is busy (another loops process holds the write lock)', { cause, hint: 'retry in a moment' });
+}
+
+/**
+ * Runs `fn` in one write transaction (`BEGIN IMMEDIATE`: the write lock is taken at once, so two
+ * writers never deadlock upgrading), mapping a lock held too long to the documented busy error.
+ * Inside an open transaction it joins it (a savepoint).
+ */
+export function writeTransaction<T>(db: Db, fn: () => T): T {
+  try {
+    return db.transaction(fn).immediate();
+  } catch (error) {
+    if (isBusy(error)) throw busyError(error);
+    throw error;
+  }
+}
+
 export interface OpenOptions {
   /** Open read-only: no migrations, no file creation. */
   readonly?: boolean;

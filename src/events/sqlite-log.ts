@@ -6,9 +6,9 @@
  * published on `events$`.
  */
 import { Subject } from 'rxjs';
-import { cached, type Db } from './db.js';
+import { busyError, cached, isBusy, type Db } from './db.js';
 import { schemaVersion, upcast, validateEventData } from './catalog.js';
-import { BusyError, ConcurrencyConflictError, ValidationError } from './errors.js';
+import { ConcurrencyConflictError, ValidationError } from './errors.js';
 import type {
   AppendOptions,
   AppendResult,
@@ -295,12 +295,4 @@ export class SqliteEventLog implements EventLog {
   }
 }
 
-/** SQLite's "busy": another connection holds the lock for longer than busy_timeout (any SQLITE_BUSY_* extended code too). */
-function isBusy(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^SQLITE_BUSY(_|$)/.test(code);
-}
 
-function busyError(cause: unknown): BusyError {
-  return new BusyError('the database is busy (another loops process holds the write lock)', { cause, hint: 'retry in a moment' });
-}

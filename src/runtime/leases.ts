@@ -3,7 +3,7 @@
  * projection". A lease is held by one holder until it expires; each new acquisition increments
  * the token, so a holder that lost its lease is fenced out of recording outcomes.
  */
-import { cached, type Db } from '../events/db.js';
+import { cached, writeTransaction, type Db } from '../events/db.js';
 import { LeaseLostError, LoopsError } from '../events/errors.js';
 
 export interface Lease {
@@ -22,7 +22,7 @@ interface LeaseRow {
 
 /** Takes (or re-takes, when expired) a lease in its own transaction. */
 export function acquireLease(db: Db, name: string, holder: string, ttlMs: number, nowMs: number): Lease {
-  return db.transaction(() => takeLease(db, name, holder, ttlMs, nowMs)).immediate();
+  return writeTransaction(db, () => takeLease(db, name, holder, ttlMs, nowMs));
 }
 
 /** Takes a lease inside the caller's transaction (e.g. atomically with the events that need it). */
@@ -122,7 +122,7 @@ export class HeldLease {
    * precondition (`takeOverIn`). Throws a retryable conflict while another runner holds it.
    */
   takeOver(): Lease {
-    this.lease = this.host.db.transaction(() => takeLease(this.host.db, this.name, this.host.runnerId, this.ttlMs, this.host.clock.now())).immediate();
+    this.lease = writeTransaction(this.host.db, () => takeLease(this.host.db, this.name, this.host.runnerId, this.ttlMs, this.host.clock.now()));
     return this.lease;
   }
 

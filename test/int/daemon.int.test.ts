@@ -10,7 +10,9 @@
  * interval at a time and yields to the event loop (setImmediate) after each step so the daemon can
  * run its pass and arm its next timer. Runs are awaited through `onRun` / `log.events$`.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { filter, firstValueFrom, take, toArray } from 'rxjs';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -21,6 +23,7 @@ import { Daemon, pidFile, readDaemonState, runningDaemon, type DaemonOptions } f
 import { createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops/commands.js';
 import type { LoopView, RunView } from '../../src/runtime/queries/loops.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
+import { takeLease } from '../../src/runtime/leases.js';
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
 import { isAlive, killGroupIfAlive, waitForGroupGone } from '../helpers/proc.js';
 import { tempDir, useRuntime, type TestRuntime } from '../helpers/tmp.js';
@@ -428,6 +431,23 @@ describe('Daemon: stop and exclusivity', () => {
     expect(leaseRows(runtime)).toEqual([{ name: 'daemon', holder: other.runnerId }]);
     await second.stop();
     expect(leaseRows(runtime)).toEqual([]);
+  });
+
+  it('killed between taking its lease and writing its pid file (no pid file): a holder on this host whose pid no process has does not block the next start', async () => {
+    const { clock, runtime, daemon, lines } = await setup();
+    // A dead process's pid, as a runner id of this host would carry it.
+    const child = spawnSync('true');
+    const deadHolder = `${hostname()}:${child.pid}:dead01`;
+    takeLease(runtime.db, 'daemon', deadHolder, 15_000, clock.now());
+    takeLease(runtime.db, 'run:run_x', deadHolder, 30_000, clock.now());
+    expect(existsSync(pidFile(runtime.dataDir))).toBe(false);
+    daemon.start();
+    expect(lines.some((l) => l.includes('daemon started'))).toBe(true);
+    expect(runningDaemon(runtime.dataDir)).toMatchObject({ pid: process.pid, runnerId: runtime.runnerId });
+    // The dead holder's leases were expired at once (its run's lease too, for recovery).
+    const leases = runtime.db.prepare("SELECT name, holder, expires_at AS expiresAt FROM leases WHERE name = 'run:run_x'").get() as { expiresAt: string };
+    expect(Date.parse(leases.expiresAt)).toBeLessThanOrEqual(clock.now());
+    await daemon.stop();
   });
 
   it('without a pid file, a live daemon lease still refuses a second daemon (retryable conflict)', async () => {

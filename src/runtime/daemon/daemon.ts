@@ -7,8 +7,9 @@
  * and run the queued work up to `concurrency` — without ever waiting for runs before the next pass.
  */
 import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { cached } from '../../events/db.js';
+import { cached, writeTransaction } from '../../events/db.js';
 import { LoopsError } from '../../events/errors.js';
 import type { TimerHandle } from '../clock.js';
 import { releaseLease, renewLease, takeLease, type Lease } from '../leases.js';
@@ -59,6 +60,18 @@ export interface DaemonOptions {
    * runs at once does not hold this thread for the forks; `inline`: forked from this process.
    */
   spawner?: 'helper' | 'inline';
+}
+
+/**
+ * True when a lease holder (`<host>:<pid>:<tag>`, see openRuntime) provably no longer runs: it ran
+ * on this host and no process has its pid now. A live pid proves nothing (pids are reused).
+ */
+function holderGone(holder: string): boolean {
+  const parts = holder.split(':');
+  if (parts.length < 3) return false;
+  const pid = Number(parts[parts.length - 2]);
+  const host = parts.slice(0, -2).join(':');
+  return host === hostname() && Number.isInteger(pid) && pid > 0 && processStartTime(pid) === null;
 }
 
 export function stateFile(dataDir: string): string {
@@ -131,28 +144,17 @@ export class Daemon {
     // A pid file left by a daemon whose process is gone (kill -9, a crash, a reboot) proves its
     // runner dead: its leases — the daemon lease and those of the runs it was executing — are
     // expired now, in the same transaction that takes the daemon lease, instead of blocking this
-    // start (and recovery) until they run out.
-    const dead = previous && !other && previous.runnerId !== runtime.runnerId ? previous.runnerId : null;
+    // start (and recovery) until they run out. Without a pid file (removed by hand, or left by a
+    // build that wrote it after the lease), a holder on this host whose pid no process has is dead
+    // as surely.
+    const holder = cached<[string], { holder: string; expires_at: string }>(runtime.db, 'SELECT holder, expires_at FROM leases WHERE name = ?').get(DAEMON_LEASE);
+    const dead =
+      previous && !other && previous.runnerId !== runtime.runnerId
+        ? previous.runnerId
+        : holder && holder.holder !== runtime.runnerId && Date.parse(holder.expires_at) > runtime.clock.now() && holderGone(holder.holder)
+          ? holder.holder
+          : null;
     const ttl = this.options.leaseTtlMs ?? 15_000;
-    try {
-      const now = runtime.clock.now();
-      this.lease = runtime.db
-        .transaction(() => {
-          if (dead) {
-            const nowIso = new Date(now).toISOString();
-            cached(runtime.db, 'UPDATE leases SET expires_at = ? WHERE holder = ? AND expires_at > ?').run(nowIso, dead, nowIso);
-          }
-          return takeLease(runtime.db, DAEMON_LEASE, runtime.runnerId, ttl, now);
-        })
-        .immediate();
-    } catch (error) {
-      // The holder's lease is live but its process is gone (no pid file, or a stale one): wait it out.
-      throw new LoopsError('conflict', `another daemon held ${runtime.dataDir} moments ago; its lease expires within ${ttl / 1000}s`, {
-        cause: error,
-        retryable: true,
-        hint: 'try again in a few seconds',
-      });
-    }
     const info: DaemonInfo = {
       pid: process.pid,
       startTime: processStartTime(process.pid),
@@ -162,7 +164,36 @@ export class Daemon {
       startedAt: new Date(runtime.clock.now()).toISOString(),
       dataDir: runtime.dataDir,
     };
-    writeJson(pidFile(runtime.dataDir), info);
+    const file = pidFile(runtime.dataDir);
+    let wrote = false;
+    try {
+      const now = runtime.clock.now();
+      this.lease = writeTransaction(runtime.db, () => {
+          if (dead) {
+            const nowIso = new Date(now).toISOString();
+            cached(runtime.db, 'UPDATE leases SET expires_at = ? WHERE holder = ? AND expires_at > ?').run(nowIso, dead, nowIso);
+          }
+          const lease = takeLease(runtime.db, DAEMON_LEASE, runtime.runnerId, ttl, now);
+          // The pid file is written while the write lock is held, before the lease commits: a
+          // daemon killed at any point leaves either no lease, or a lease and a pid file that names
+          // its (dead) process — never a lease nobody can prove dead.
+          writeJson(file, info);
+          wrote = true;
+          return lease;
+        });
+    } catch (error) {
+      if (wrote) {
+        if (previous) writeJson(file, previous);
+        else rmSync(file, { force: true });
+      }
+      if (error instanceof LoopsError && error.code === 'busy') throw error;
+      // The holder's lease is live and it cannot be proved dead: wait it out.
+      throw new LoopsError('conflict', `another daemon held ${runtime.dataDir} moments ago; its lease expires within ${ttl / 1000}s`, {
+        cause: error,
+        retryable: true,
+        hint: 'try again in a few seconds',
+      });
+    }
     if ((this.options.spawner ?? 'helper') === 'helper') {
       const why = useSpawnerHelper(runtime).unavailableReason;
       if (why) this.log(`${why}; runs are forked by the daemon itself`);

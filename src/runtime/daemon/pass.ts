@@ -12,6 +12,7 @@
  * Because the decision and the claim are separate facts in the log, a slot fired by a pass whose
  * process died before starting it is not lost: whoever passes next claims it.
  */
+import { writeTransaction } from '../../events/db.js';
 import { ClaimLostError, ConcurrencyConflictError, LeaseLostError } from '../../events/errors.js';
 import type { StoredEvent } from '../../events/types.js';
 import type { LoopContext } from '../../machines/loop.js';
@@ -331,7 +332,7 @@ export class Dispatcher {
       this.heartbeat = clock.setTimeout(() => {
         if (this.closed) return;
         try {
-          this.runtime.db.transaction(() => holdRunnerLease(this.runtime, ttlMs)).immediate();
+          writeTransaction(this.runtime.db, () => holdRunnerLease(this.runtime, ttlMs));
         } catch {
           // busy: the next beat tries again, well within the lease
         }
