@@ -9,8 +9,11 @@
  *   before the first rotation the beginning is copied to `<file>.head`. What a reader can show is
  *   `.1` then the file; what lies between `.head` and `.1` is gone.
  * - An output file that stayed empty is removed when the process ends.
+ *
+ * What `loops logs` shows of a run is run-output.ts; following the files as they grow,
+ * follow-output.ts over follow-file.ts.
  */
-import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Target } from '../../events/catalog.js';
 import { cached, type Db } from '../../events/db.js';
@@ -234,6 +237,15 @@ function readFully(source: ByteSource, buf: Buffer, length: number, position: nu
 /** Reads the sources from `from` to their ends, in chunks of at most 1 MiB (each a fresh Buffer). */
 export function readSources(sources: readonly ByteSource[], from: SourcePosition, onChunk: (chunk: Buffer) => void): number {
   let total = 0;
+  for (const chunk of sourceChunks(sources, from)) {
+    total += chunk.length;
+    onChunk(chunk);
+  }
+  return total;
+}
+
+/** `readSources` as an iterator: each chunk is read when asked for. */
+export function* sourceChunks(sources: readonly ByteSource[], from: SourcePosition): Generator<Buffer, void, undefined> {
   for (let i = from.index; i < sources.length; i++) {
     const source = sources[i]!;
     let pos = i === from.index ? from.offset : 0;
@@ -242,149 +254,7 @@ export function readSources(sources: readonly ByteSource[], from: SourcePosition
       const n = source.read(buf, 0, buf.length, pos);
       if (n <= 0) break;
       pos += n;
-      total += n;
-      onChunk(n === buf.length ? buf : buf.subarray(0, n));
+      yield n === buf.length ? buf : buf.subarray(0, n);
     }
   }
-  return total;
-}
-
-/** What a follower keeps of the bytes it read last, to find its place in `.1` after a rotation. */
-const RECENT_BYTES = 4096;
-
-/** An identity of `<file>.1` that changes when a rotation rewrites it. */
-function rotatedIdentity(path: string): string | null {
-  try {
-    const st = statSync(path, { bigint: true });
-    return `${st.ino}:${st.size}:${st.mtimeNs}`;
-  } catch {
-    return null;
-  }
-}
-
-/**
- * Follows one output file while its process writes it (`loops logs -f`): holds the file open (the
- * runner's masked rewrite at the end replaces the path, the descriptor keeps the bytes) and reads
- * what was appended at each `poll()`.
- *
- * Across a rotation — the file shrank, or `.1` was rewritten and the bytes last read are no longer
- * where they were — it reads on from the file's start, after recovering what it had not read yet
- * from `.1`: the bytes there after the last 4 KiB it read. Lost, and reported as such: bytes the
- * runner never copied (written between its last read and the truncation), and everything between
- * two rotations that both happened between two polls (or when the last bytes read are not found
- * in `.1`, e.g. masked since).
- */
-export class OutputCursor {
-  private fd: number | null = null;
-  /** Bytes of the file read so far. */
-  offset = 0;
-  private recent: Buffer = Buffer.alloc(0);
-  private rotatedId: string | null = null;
-
-  constructor(readonly path: string) {}
-
-  /** Opens the file if it exists by now. */
-  open(): boolean {
-    if (this.fd !== null) return true;
-    try {
-      this.fd = openSync(this.path, 'r');
-    } catch {
-      return false;
-    }
-    this.rotatedId = rotatedIdentity(`${this.path}.1`);
-    return true;
-  }
-
-  /** The file as it is now, for a first read by the caller; the cursor then stands at its end. */
-  take(): ByteSource | null {
-    if (this.fd === null) return null;
-    const size = statFd(this.fd);
-    this.offset = size;
-    this.remember(readRange(this.fd, Math.max(0, size - RECENT_BYTES), size), true);
-    return descriptorSource(this.fd, size);
-  }
-
-  /**
-   * Reads what was appended since the last read (and, after a rotation, what `.1` holds that was
-   * not read). Returns `lost` when a rotation happened and the bytes before it could not be
-   * recovered.
-   */
-  poll(onChunk: (chunk: Buffer) => void): 'ok' | 'lost' {
-    if (!this.open()) return 'ok';
-    const fd = this.fd!;
-    let size = statFd(fd);
-    let result: 'ok' | 'lost' = 'ok';
-    const id = rotatedIdentity(`${this.path}.1`);
-    const rotated = size < this.offset || (id !== this.rotatedId && id !== null && this.offset > 0 && !this.stillThere(size));
-    if (rotated) {
-      // (.1 rewritten but the file not truncated yet: looked at again at the next poll.)
-      this.rotatedId = id;
-      if (!this.recover(onChunk)) result = 'lost';
-      this.offset = 0;
-      size = statFd(fd);
-    }
-    if (size > this.offset) {
-      this.offset += readSources([descriptorSource(fd, size)], { index: 0, offset: this.offset }, (chunk) => {
-        this.remember(chunk, false);
-        onChunk(chunk);
-      });
-    }
-    return result;
-  }
-
-  close(): void {
-    if (this.fd !== null) closeSync(this.fd);
-    this.fd = null;
-  }
-
-  /** The bytes last read are still at the end of what was read: the file was not truncated. */
-  private stillThere(size: number): boolean {
-    if (size < this.offset) return false;
-    const now = readRange(this.fd!, this.offset - this.recent.length, this.offset);
-    return now.equals(this.recent);
-  }
-
-  /** Emits what `.1` holds after the bytes last read; false when they are not found there. */
-  private recover(onChunk: (chunk: Buffer) => void): boolean {
-    if (this.recent.length === 0) return true;
-    const source = openSource(`${this.path}.1`);
-    if (!source) return false;
-    let rotated: Buffer;
-    try {
-      rotated = readRange(null, 0, source.size, source);
-    } finally {
-      source.close();
-    }
-    const at = rotated.lastIndexOf(this.recent);
-    if (at < 0) {
-      // Read past the rotation point already (bytes written after the runner's last read)? Then
-      // `.1` ends inside what was read, and nothing is missing.
-      const end = rotated.subarray(Math.max(0, rotated.length - 256));
-      return end.length > 0 && this.recent.indexOf(end) >= 0;
-    }
-    const rest = rotated.subarray(at + this.recent.length);
-    this.recent = Buffer.alloc(0);
-    if (rest.length) {
-      this.remember(rest, false);
-      onChunk(Buffer.from(rest));
-    }
-    return true;
-  }
-
-  private remember(chunk: Buffer, replace: boolean): void {
-    const joined = replace ? chunk : Buffer.concat([this.recent, chunk]);
-    this.recent = Buffer.from(joined.subarray(Math.max(0, joined.length - RECENT_BYTES)));
-  }
-}
-
-function statFd(fd: number): number {
-  return fstatSync(fd).size;
-}
-
-/** Bytes [from, to) of a descriptor (or a source). */
-function readRange(fd: number | null, from: number, to: number, source?: ByteSource): Buffer {
-  const buf = Buffer.alloc(Math.max(0, to - from));
-  const src = source ?? descriptorSource(fd!, to);
-  const n = readFully(src, buf, buf.length, from);
-  return n === buf.length ? buf : buf.subarray(0, n);
 }
