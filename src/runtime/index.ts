@@ -5,6 +5,12 @@
  * run queue, the daemon, recovery), loops/ (defining loops, the decisions on their streams),
  * workflows/ (the workflow runner, spec files), agents/ (one file per provider), admin/ (doctor,
  * stats, projections, replay, why) and queries/ (the read side). See docs/architecture.md.
+ *
+ * May import every layer below — machines, projections, workflow, scheduling, events — and any
+ * package; never src/cli, and no import circle between its folders (layer rule cli → runtime →
+ * {machines, projections} → {workflow, scheduling} → events, scripts/check-layers.mjs). Start with
+ * actor.ts (persist, then execute), then execution/attempt.ts and daemon/pass.ts; each folder's
+ * README.md says what it holds.
  */
 export * from './clock.js';
 export * from './paths.js';

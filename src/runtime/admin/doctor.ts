@@ -2,7 +2,8 @@
  * `loops doctor`: is this machine ready to run what is scheduled? A list of checks — the data
  * directory, the database (opens, integrity, log format, projections), the daemon, every agent
  * provider's CLI, every registered account, and the preflight of every active loop — each `ok`,
- * `warn` or `fail`, with the loops that need it.
+ * `warn` or `fail`, with the loops that need it. Over 500 lines on purpose: one list of checks, each
+ * short, sharing the run environments (this shell's, the daemon's) and the shape of a problem.
  *
  * The rule: what an active loop needs and is missing is a failure; what nothing uses is only
  * reported (a CLI that is not installed and that no loop uses is `ok`).

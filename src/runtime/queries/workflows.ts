@@ -2,6 +2,8 @@
  * Read side for workflows: the `workflows`, `workflow_versions`, `workflow_runs`, `workflow_steps`
  * and `workflow_step_attempts` projection tables as the API shapes the CLI and SDK return
  * (camelCase). Light on purpose — no zod, xstate or rxjs — so `loops workflows list` starts fast.
+ * Over 500 lines on purpose: the row shapes, views and finders of the five tables a workflow run
+ * spans, read together.
  */
 import type { EventData } from '../../events/catalog.js';
 import { cached, type Db } from '../../events/db.js';
