@@ -412,9 +412,15 @@ export const eventSchemas = {
   'workflow.archived': { v: 1, schema: z.object({ reason }).strict() },
 
   // ── workflow run stream: wfrun:<id> ─────────────────────────────────────
-  /** A run of a pinned spec version; `idempotencyKey` maps to exactly one workflow run. */
+  /**
+   * A run of a pinned spec version; `idempotencyKey` maps to exactly one workflow run.
+   * v2: `decisions` — how the run's step decisions (skips, retries) are kept: `recorded`, as
+   * `step.skipped` / `step.retry_scheduled` events on its stream, appended with the event that
+   * caused them; `derived` (every v1 event, upcast): the run started before decisions were
+   * recorded, so the machine and the projections derive them from the other facts.
+   */
   'wfrun.started': {
-    v: 1,
+    v: 2,
     schema: z
       .object({
         wfRunId: z.string().min(1),
@@ -430,6 +436,7 @@ export const eventSchemas = {
         idempotencyKey: z.string().min(1),
         runnerId: z.string().min(1),
         leaseToken: z.number().int().nonnegative(),
+        decisions: z.enum(['recorded', 'derived']),
       })
       .strict(),
   },
@@ -461,7 +468,23 @@ export const eventSchemas = {
     v: 1,
     schema: z.object({ stepId: z.string().min(1), attempt: z.number().int().positive(), reason: z.string() }).strict(),
   },
-  /** A failed step's retry delay passed: attempt `attempt` may start. */
+  /**
+   * The run decided a step does not run (recorded runs only, in the transaction of the event that
+   * made it ready): `reason` is what a user reads — `needs c which failed`, `if: … was false`,
+   * `the workflow was cancelled`, `the workflow timed out`.
+   */
+  'step.skipped': { v: 1, schema: z.object({ stepId: z.string().min(1), reason: z.string().min(1) }).strict() },
+  /**
+   * The run decided to retry a step whose attempt ended badly (recorded runs only, in the
+   * transaction of that attempt's end): attempt `attempt` starts at `dueAt`. The decision; its
+   * timer firing is `step.retry_due`. `reason`: the attempt that ended and how
+   * (`attempt 1 failed: exited with code 3`).
+   */
+  'step.retry_scheduled': {
+    v: 1,
+    schema: z.object({ stepId: z.string().min(1), attempt: z.number().int().min(2), dueAt: isoInstant, reason: z.string().min(1) }).strict(),
+  },
+  /** A step's retry came due (the timer of its `step.retry_scheduled`, or of the derived retry of a run from before): attempt `attempt` may start. */
   'step.retry_due': { v: 1, schema: z.object({ stepId: z.string().min(1), attempt: z.number().int().min(2) }).strict() },
   'wfrun.cancel_requested': { v: 1, schema: z.object({ reason }).strict() },
   /** The whole-workflow timeout passed: running steps are stopped, the run ends timed_out. */
@@ -578,6 +601,8 @@ const upcasters: Record<string, (data: unknown) => unknown> = {
     const d = data as Obj;
     return { ...d, policies: policiesV1toV2(d.policies) };
   },
+  // A v1 run recorded no step decisions: its machine and projections derive them, as they did then.
+  'wfrun.started@1': (data) => ({ ...(data as Obj), decisions: 'derived' }),
 };
 
 export function upcast(type: string, v: number, data: unknown): unknown {

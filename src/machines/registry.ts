@@ -22,6 +22,10 @@ const machines = new Map<string, AnyStateMachine>([
   [`${ACCOUNT_MACHINE_ID}@${ACCOUNT_MACHINE_VERSION}`, accountMachine],
   [`${RETENTION_MACHINE_ID}@${RETENTION_MACHINE_VERSION}`, retentionMachine],
   [`${WORKFLOW_MACHINE_ID}@${WORKFLOW_MACHINE_VERSION}`, workflowMachine],
+  // Version 1 streams (decisions derived, not recorded) fold on the same definition: their
+  // wfrun.started v1 is upcast to `decisions: 'derived'`, on which it behaves as version 1 did
+  // (why one definition serves both: the top of workflow-run.ts; the golden logs check it).
+  [`${WORKFLOW_RUN_MACHINE_ID}@1`, workflowRunMachine],
   [`${WORKFLOW_RUN_MACHINE_ID}@${WORKFLOW_RUN_MACHINE_VERSION}`, workflowRunMachine],
 ]);
 

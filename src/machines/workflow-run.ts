@@ -3,34 +3,63 @@
  * holds every step's state; each event is a fact about one step (or the whole run), and after each
  * one the machine plans, purely: which pending steps are ready (every `needs` ended), whether each
  * runs or is skipped (its `if`, with GitHub-style `success()` by default), which start now (up to
- * the spec's `concurrency`), and whether the run is over.
+ * the spec's `concurrency`), whether a failed attempt is retried, and whether the run is over.
  *
  * new ─wfrun.started─► running ──(every step ended)──► succeeded | failed | cancelled | timed_out
  *
  * Step lifecycle inside `running`:
  *   pending ─(ready, if true)─► starting ─step.spawn_requested─► spawning ─step.spawned─► running
- *   pending ─(ready, if false / a need failed)─► skipped
+ *   pending ─(ready, if false / a need failed)─► skipping ─step.skipped─► skipped
  *   running ─step.exited─► succeeded | failed | timed_out | cancelled   (failed: retrying if attempts remain)
- *   retrying ─step.retry_due─► starting
+ *   retrying ─step.retry_scheduled─► retrying (retryAt set) ─step.retry_due─► starting
  *   spawning | running ─step.abandoned─► abandoned (retrying if attempts remain)
  *
- * Effects leave as named actions with their parameters: `startSteps` (record each intent, inline),
- * `spawnStep` (start the process once its intent is recorded),
+ * Decisions are facts. What planning decides is asked for as one inline effect,
+ * `recordDecisions {retries, skips, starts}`: the runner turns it into `step.retry_scheduled`,
+ * `step.skipped` and `step.spawn_requested` events appended in the transaction of the event that
+ * caused them, and only those events move the steps: a skip decided is `skipping` (not ended, so
+ * its dependants wait) until its `step.skipped` makes it `skipped` with its reason; a retry decided
+ * is `retrying` with no `retryAt` until its `step.retry_scheduled` sets it (and arms the timer,
+ * `armRetry`). Dependants of a skipped step are planned after its `step.skipped`, in the same
+ * transaction. The projections and `loops workflows inspect` read these events, never re-derive
+ * them.
+ *
+ * Version 2, and why it is one definition with a compatibility path rather than two copies.
+ * Version 1 recorded no decisions: it skipped steps and scheduled retries in its context only. Its
+ * streams must still fold identically (and their projections stay the same), so this definition
+ * keeps version 1's behaviour, selected by the run's own first fact: `wfrun.started` v2 carries
+ * `decisions: 'recorded'`; every v1 `wfrun.started` is upcast to `decisions: 'derived'` (catalog.ts),
+ * and a `derived` run plans exactly as version 1 did — skipped at once, `retryAt` at once,
+ * `armRetry` + `startSteps` as its effects — while the new events are refused on it. The mode
+ * comes from the log itself, not from the registry, so a v1 stream folds the same wherever it is
+ * read (replay, projections, explain.ts), and the projections can tell the two kinds of run apart
+ * from the same event (they cannot see the streams table). A second 500-line copy would have to
+ * receive every later fix twice; the golden logs (test/fixtures/golden, recorded by version-1
+ * builds) check that the derived path did not move. The version is bumped all the same
+ * (registry.ts maps @1 and @2 to this definition) so that an older loops, which cannot fold the new
+ * events, refuses a version-2 stream by name instead of misreading it.
+ *
+ * Effects leave as named actions with their parameters: `recordDecisions` (inline: the decisions'
+ * events, intents included), `spawnStep` (start the process once its intent is recorded),
  * `killSteps` (cancel / workflow timeout), `armRetry` (a durable deadline, re-armed after a
- * restart from the recorded `dueAt`), `armTimeout`, `finalize` (release the lease). Time enters
+ * restart from the recorded `dueAt`), `armTimeout`, `finalize` (release the lease); derived runs
+ * use `startSteps` (inline, the intents) and `armRetry` instead of `recordDecisions`. Time enters
  * only through event fields (`at`).
  */
-import { assign, setup } from 'xstate';
+import { assign, enqueueActions, setup } from 'xstate';
 import type { EventType } from '../events/catalog.js';
 import { evaluateCondition, parseCondition, type ConditionContext, type StepView } from '../workflow/expr.js';
 import type { WorkflowSpec } from '../workflow/spec.js';
 import type { MachineEvent } from './events.js';
 
 export const WORKFLOW_RUN_MACHINE_ID = 'loops.workflow-run';
-export const WORKFLOW_RUN_MACHINE_VERSION = 1;
+/** 2: skips and retry decisions are recorded (`step.skipped`, `step.retry_scheduled`); see above. */
+export const WORKFLOW_RUN_MACHINE_VERSION = 2;
 
 export type StepStatus =
   | 'pending'
+  /** Decided skipped; ends as `skipped` when its `step.skipped` is recorded (recorded runs only). */
+  | 'skipping'
   | 'starting'
   | 'spawning'
   | 'running'
@@ -63,15 +92,27 @@ export interface StepState {
   /** The first attempt's start and the last attempt's end (instants from the events). */
   startedAt: string | null;
   endedAt: string | null;
-  /** When a retry is due. */
+  /** When a retry is due (recorded runs: once its step.retry_scheduled is). */
   retryAt: string | null;
-  /** Why it was skipped. */
+  /** A retry decided, not yet recorded (recorded runs: what its step.retry_scheduled says); else null. */
+  pendingRetry: { attempt: number; dueAt: string; reason: string } | null;
+  /** Why it was skipped (or is being skipped). */
   reason: string | null;
   /** Started after the run was cancelled or timed out (an always() / cancelled() step): not to be stopped. */
   afterStop: boolean;
 }
 
+/** A retry decided by planning: attempt `attempt` at `dueAt` (`reason`: recorded runs). */
+export interface RetryDecision {
+  stepId: string;
+  attempt: number;
+  dueAt: string;
+  reason?: string;
+}
+
 export interface WorkflowRunContext {
+  /** How this run keeps its step decisions (from its wfrun.started): recorded as events, or derived (runs from before). */
+  decisions: 'recorded' | 'derived';
   wfRunId: string | null;
   workflowId: string | null;
   workflowName: string | null;
@@ -94,7 +135,9 @@ export interface WorkflowRunContext {
   /** Set by each planning step: what the effects must do now. */
   toStart: Array<{ stepId: string; attempt: number }>;
   toKill: string[];
-  toRetry: Array<{ stepId: string; attempt: number; dueAt: string }>;
+  toRetry: RetryDecision[];
+  /** Skips decided by this planning step (recorded runs). */
+  toSkip: Array<{ stepId: string; reason: string }>;
   error: string | null;
 }
 
@@ -107,6 +150,8 @@ export type WorkflowRunEvent =
   | E<'step.exited'>
   | E<'step.abandoned'>
   | E<'step.retry_due'>
+  | E<'step.skipped'>
+  | E<'step.retry_scheduled'>
   | E<'wfrun.cancel_requested'>
   | E<'wfrun.timed_out'>;
 
@@ -124,10 +169,14 @@ function newStep(): StepState {
     startedAt: null,
     endedAt: null,
     retryAt: null,
+    pendingRetry: null,
     reason: null,
     afterStop: false,
   };
 }
+
+/** Decisions are recorded as events (not so for runs started before they were; see the top of the file). */
+const records = (context: WorkflowRunContext): boolean => context.decisions === 'recorded';
 
 /** The delay before attempt `next` (2, 3, …): delay × backoff^(next−2), at most maxDelay. */
 export function stepRetryDelay(retries: { delayMs: number; backoff: number; maxDelayMs: number | null }, next: number): number {
@@ -163,8 +212,9 @@ function stepViews(steps: Record<string, StepState>): Record<string, StepView> {
 }
 
 /**
- * Pure planning after an event: skips and starts ready steps (file order, up to `concurrency`),
- * and says which running steps to kill (after a cancel or the workflow timeout).
+ * Pure planning after an event: skips and starts ready steps (file order, up to `concurrency`).
+ * A recorded run marks a skip `skipping` and lists it in `toSkip` (its step.skipped ends it, and
+ * plans its dependants); a derived run skips at once and goes on with the dependants.
  */
 function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunContext> {
   const spec = context.spec!;
@@ -175,6 +225,7 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
   let views: Record<string, StepView> | null = null;
   // Steps the event itself starts (a retry that came due) stay in the list.
   const toStart: Array<{ stepId: string; attempt: number }> = [...context.toStart];
+  const toSkip: Array<{ stepId: string; reason: string }> = [...context.toSkip];
   // Skipping a step can make its dependants ready: repeat until nothing changes.
   for (let changed = true; changed; ) {
     changed = false;
@@ -203,6 +254,13 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
                 ? 'the workflow timed out'
                 : 'the workflow was cancelled'
               : `needs ${failedNeed} which ${steps[failedNeed!]!.status === 'skipped' ? 'was skipped' : steps[failedNeed!]!.status}`;
+        if (records(context)) {
+          // Decided; its step.skipped (same transaction) ends it. Not ended yet, so no dependant is ready.
+          steps[step.id] = { ...s, status: 'skipping', reason };
+          toSkip.push({ stepId: step.id, reason });
+          views = null;
+          continue;
+        }
         steps[step.id] = { ...s, status: 'skipped', reason, endedAt: at };
         views = null;
         changed = true;
@@ -215,7 +273,7 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
       active += 1;
     }
   }
-  return { steps, toStart };
+  return { steps, toStart, toSkip };
 }
 
 function allEnded(context: WorkflowRunContext): boolean {
@@ -253,6 +311,14 @@ function endAttempt(
   if (retry) {
     const next = current.attempt + 1;
     const dueAt = new Date(Date.parse(at) + stepRetryDelay(step.retries, next)).toISOString();
+    if (records(context)) {
+      // Decided; its step.retry_scheduled (same transaction) sets retryAt and arms the timer.
+      const reason = retryReason(current.attempt, status, patch.error ?? null);
+      return {
+        steps: updateStep(context, stepId, { ...patch, status: 'retrying', retryAt: null, pendingRetry: { attempt: next, dueAt, reason }, endedAt: at, pid: null }),
+        toRetry: [{ stepId, attempt: next, dueAt, reason }],
+      };
+    }
     return {
       steps: updateStep(context, stepId, { ...patch, status: 'retrying', retryAt: dueAt, endedAt: at, pid: null }),
       toRetry: [{ stepId, attempt: next, dueAt }],
@@ -261,13 +327,19 @@ function endAttempt(
   return { steps: updateStep(context, stepId, { ...patch, status, endedAt: at, retryAt: null, pid: null }), toRetry: [] };
 }
 
+/** What a retry decision says of the attempt that ended: `attempt 1 failed: exited with code 3`. */
+function retryReason(attempt: number, status: StepStatus, error: string | null): string {
+  const how = status === 'timed_out' ? 'timed out' : status === 'abandoned' ? 'was abandoned' : 'failed';
+  return `attempt ${attempt} ${how}${error ? `: ${error}` : ''}`;
+}
+
 /** Applies `update` to the context, then plans (the single place where steps start or are skipped). */
 function applyAndPlan(
   context: WorkflowRunContext,
   event: WorkflowRunEvent,
   update: (context: WorkflowRunContext) => Partial<WorkflowRunContext>,
 ): Partial<WorkflowRunContext> {
-  const base = { ...context, toStart: [], toKill: [], toRetry: [], ...update(context) } as WorkflowRunContext;
+  const base = { ...context, toStart: [], toKill: [], toRetry: [], toSkip: [], ...update(context) } as WorkflowRunContext;
   return { ...base, ...plan(base, event.at) };
 }
 
@@ -275,6 +347,9 @@ const stepOf = (context: WorkflowRunContext, event: { data: { stepId: string; at
   const s = context.steps[event.data.stepId];
   return s !== undefined && s.attempt === event.data.attempt ? s : null;
 };
+
+/** A named action of this machine with its parameters, enqueued by `decide` (setup's types cannot name sibling actions there). */
+const named = (type: 'recordDecisions' | 'armRetry' | 'startSteps', params: unknown) => ({ type, params }) as never;
 
 export const workflowRunMachine = setup({
   types: {
@@ -289,17 +364,36 @@ export const workflowRunMachine = setup({
     isLive: ({ context, event }) =>
       (event.type === 'step.exited' || event.type === 'step.abandoned') &&
       ['spawning', 'running'].includes(stepOf(context, event)?.status ?? ''),
+    // A derived run's retrying step always has its retryAt; a recorded run's once step.retry_scheduled set it.
     isRetrying: ({ context, event }) =>
       event.type === 'step.retry_due' &&
       context.steps[event.data.stepId]?.status === 'retrying' &&
+      context.steps[event.data.stepId]!.retryAt !== null &&
+      context.steps[event.data.stepId]!.attempt + 1 === event.data.attempt,
+    isSkipping: ({ context, event }) => event.type === 'step.skipped' && context.steps[event.data.stepId]?.status === 'skipping',
+    /** A retry decided (by the step's last attempt ending) and not yet recorded. */
+    isRetryDecided: ({ context, event }) =>
+      event.type === 'step.retry_scheduled' &&
+      context.steps[event.data.stepId]?.status === 'retrying' &&
+      context.steps[event.data.stepId]!.retryAt === null &&
       context.steps[event.data.stepId]!.attempt + 1 === event.data.attempt,
     notStopping: ({ context }) => !context.cancelRequested && !context.timedOut,
   },
   actions: {
     stampFinish: assign(({ event }) => ({ finishedAt: event.at })),
     /**
+     * Record what planning decided, in the same transaction as the event that caused it (an inline
+     * effect), in this order: `step.retry_scheduled` per retry, `step.skipped` per skip, and each
+     * start's intent (`step.spawn_requested`, its rendered command line). Recorded runs. Runtime-bound.
+     */
+    recordDecisions: (
+      _args,
+      _params: { retries: Array<Required<RetryDecision>>; skips: Array<{ stepId: string; reason: string }>; starts: Array<{ stepId: string; attempt: number }> },
+    ) => {},
+    /**
      * Record each step's intent (`step.spawn_requested`, its rendered command line) — in the same
-     * transaction as the event that made the steps ready (an inline effect). Runtime-bound.
+     * transaction as the event that made the steps ready (an inline effect). Derived runs (their
+     * recorded runs use recordDecisions). Runtime-bound.
      */
     startSteps: (_args, _params: { steps: Array<{ stepId: string; attempt: number }> }) => {},
     /** The intent is recorded: start the process. Runtime-bound. */
@@ -309,17 +403,31 @@ export const workflowRunMachine = setup({
     ) => {},
     /** Stop these steps' process groups (cancel, workflow timeout). Runtime-bound. */
     killSteps: (_args, _params: { stepIds: string[]; reason: string }) => {},
-    /** A durable deadline: record step.retry_due at dueAt. Runtime-bound. */
+    /** A durable deadline: record step.retry_due at dueAt (recorded runs: once step.retry_scheduled is). Runtime-bound. */
     armRetry: (_args, _params: { retries: Array<{ stepId: string; attempt: number; dueAt: string }> }) => {},
     /** The whole-workflow timeout: record wfrun.timed_out at `at`. Runtime-bound. */
     armTimeout: (_args, _params: { at: string | null; timeoutMs: number | null }) => {},
     /** The run ended: release the lease. Runtime-bound. */
     finalize: (_args, _params: { status: string }) => {},
+    /**
+     * The effects of what planning decided: a recorded run records every decision inline
+     * (`recordDecisions`); a derived run asks for the intents inline (`startSteps`) and, after an
+     * attempt ended, for its retry timers (`armRetry`), as version 1 did.
+     */
+    decide: enqueueActions(({ context, enqueue }, params: { afterAttempt: boolean }) => {
+      if (records(context)) {
+        enqueue(named('recordDecisions', { retries: context.toRetry as Array<Required<RetryDecision>>, skips: context.toSkip, starts: context.toStart }));
+        return;
+      }
+      if (params.afterAttempt) enqueue(named('armRetry', { retries: context.toRetry }));
+      enqueue(named('startSteps', { steps: context.toStart }));
+    }),
   },
 }).createMachine({
   id: WORKFLOW_RUN_MACHINE_ID,
   initial: 'new',
   context: {
+    decisions: 'derived',
     wfRunId: null,
     workflowId: null,
     workflowName: null,
@@ -342,6 +450,7 @@ export const workflowRunMachine = setup({
     toStart: [],
     toKill: [],
     toRetry: [],
+    toSkip: [],
     error: null,
   },
   states: {
@@ -353,6 +462,7 @@ export const workflowRunMachine = setup({
             assign(({ context, event }) => applyAndPlan(context, event, () => {
               const d = (event as E<'wfrun.started'>).data;
               return {
+                decisions: d.decisions === 'recorded' ? 'recorded' : 'derived',
                 wfRunId: d.wfRunId,
                 workflowId: d.workflowId,
                 workflowName: d.workflowName,
@@ -377,7 +487,7 @@ export const workflowRunMachine = setup({
                 at: context.spec!.timeoutMs === null ? null : new Date(Date.parse(context.startedAt!) + context.spec!.timeoutMs).toISOString(),
               }),
             },
-            { type: 'startSteps', params: ({ context }) => ({ steps: context.toStart }) },
+            { type: 'decide', params: { afterAttempt: false } },
           ],
         },
       },
@@ -414,8 +524,7 @@ export const workflowRunMachine = setup({
               const d = (event as E<'step.spawn_failed'>).data;
               return endAttempt(context, d.stepId, event.at, 'failed', { error: d.error, exitCode: null });
             })),
-            { type: 'armRetry', params: ({ context }) => ({ retries: context.toRetry }) },
-            { type: 'startSteps', params: ({ context }) => ({ steps: context.toStart }) },
+            { type: 'decide', params: { afterAttempt: true } },
           ],
         },
         'step.exited': {
@@ -437,8 +546,7 @@ export const workflowRunMachine = setup({
                 outputs: d.outputs,
               });
             })),
-            { type: 'armRetry', params: ({ context }) => ({ retries: context.toRetry }) },
-            { type: 'startSteps', params: ({ context }) => ({ steps: context.toStart }) },
+            { type: 'decide', params: { afterAttempt: true } },
           ],
         },
         'step.abandoned': {
@@ -448,8 +556,7 @@ export const workflowRunMachine = setup({
               const d = (event as E<'step.abandoned'>).data;
               return endAttempt(context, d.stepId, event.at, 'abandoned', { error: d.reason, exitCode: null });
             })),
-            { type: 'armRetry', params: ({ context }) => ({ retries: context.toRetry }) },
-            { type: 'startSteps', params: ({ context }) => ({ steps: context.toStart }) },
+            { type: 'decide', params: { afterAttempt: true } },
           ],
         },
         'step.retry_due': {
@@ -465,7 +572,34 @@ export const workflowRunMachine = setup({
                 toStart: [{ stepId: d.stepId, attempt: d.attempt }],
               };
             })),
-            { type: 'startSteps', params: ({ context }) => ({ steps: context.toStart }) },
+            { type: 'decide', params: { afterAttempt: false } },
+          ],
+        },
+        // Recorded runs: the decisions, as recorded (each in the transaction of the event that caused it).
+        'step.skipped': {
+          guard: 'isSkipping',
+          actions: [
+            assign(({ context, event }) => applyAndPlan(context, event, (context) => {
+              const d = (event as E<'step.skipped'>).data;
+              return { steps: updateStep(context, d.stepId, { status: 'skipped', reason: d.reason, endedAt: event.at }) };
+            })),
+            { type: 'decide', params: { afterAttempt: false } },
+          ],
+        },
+        'step.retry_scheduled': {
+          guard: 'isRetryDecided',
+          actions: [
+            assign(({ context, event }) => {
+              const d = (event as E<'step.retry_scheduled'>).data;
+              return { steps: updateStep(context, d.stepId, { retryAt: d.dueAt, pendingRetry: null }) };
+            }),
+            {
+              type: 'armRetry',
+              params: ({ event }) => {
+                const d = (event as E<'step.retry_scheduled'>).data;
+                return { retries: [{ stepId: d.stepId, attempt: d.attempt, dueAt: d.dueAt }] };
+              },
+            },
           ],
         },
         'wfrun.cancel_requested': {
@@ -479,7 +613,7 @@ export const workflowRunMachine = setup({
               type: 'killSteps',
               params: ({ context }) => ({ stepIds: activeSteps(context), reason: context.cancelReason ?? 'workflow cancelled' }),
             },
-            { type: 'startSteps', params: ({ context }) => ({ steps: context.toStart }) },
+            { type: 'decide', params: { afterAttempt: false } },
           ],
         },
         'wfrun.timed_out': {
@@ -490,7 +624,7 @@ export const workflowRunMachine = setup({
               type: 'killSteps',
               params: ({ context }) => ({ stepIds: activeSteps(context), reason: `the workflow timed out after ${context.spec!.timeoutMs} ms` }),
             },
-            { type: 'startSteps', params: ({ context }) => ({ steps: context.toStart }) },
+            { type: 'decide', params: { afterAttempt: false } },
           ],
         },
       },
@@ -514,7 +648,7 @@ export const workflowRunMachine = setup({
 function stopRetries(context: WorkflowRunContext, at: string): Partial<WorkflowRunContext> {
   let steps = context.steps;
   for (const [id, s] of Object.entries(steps)) {
-    if (s.status === 'retrying') steps = { ...steps, [id]: { ...s, status: 'cancelled', retryAt: null, endedAt: at } };
+    if (s.status === 'retrying') steps = { ...steps, [id]: { ...s, status: 'cancelled', retryAt: null, ...(s.pendingRetry ? { pendingRetry: null } : {}), endedAt: at } };
   }
   return { steps };
 }

@@ -4,34 +4,36 @@
  *   The three tables are one projection because a step's status depends on its run (a cancel or a
  *   workflow timeout stops retries): rebuilding them together keeps them consistent.
  *
- * How step statuses are derived without the machine (projections may not import machines):
+ * Step statuses come from facts, not from a second copy of the machine's rules (projections may
+ * not import machines):
  * - the run's own status is the machine state recorded on each `wfrun:` event (`running`, then one
  *   of succeeded | failed | cancelled | timed_out) — never re-derived here;
  * - step rows are written `pending` at `wfrun.started`; `step.spawn_requested` → `spawning`,
  *   `step.spawned` → `running`, `step.retry_due` → `starting`;
  * - an attempt's outcome comes from its event, as the machine computes it: `step.exited` is
  *   `timed_out` (timedOut), `cancelled` (cancelled), `succeeded` (exit 0) or `failed`;
- *   `step.spawn_failed` is `failed`; `step.abandoned` is `abandoned`. A failed, timed-out or
- *   abandoned attempt leaves the step `retrying` when attempts
- *   remain (`max_attempts`, from the spec's retries) and the run is not stopping (no cancel, no
- *   workflow timeout); otherwise the step takes the attempt's status;
+ *   `step.spawn_failed` is `failed`; `step.abandoned` is `abandoned`; the step takes that status;
+ * - the run's decisions are recorded (`decisions = 'recorded'`, every run since wfrun.started v2):
+ *   `step.skipped` makes the step `skipped` with its `skip_reason` the moment it is decided — while
+ *   the run goes on — and `step.retry_scheduled` makes a step whose attempt ended `retrying` until
+ *   `retry_at`. Both are appended in the transaction of the event that caused them, so no reader
+ *   sees the step in between;
  * - a cancel or a workflow timeout ends every `retrying` step as `cancelled` (no retry follows);
  * - an agent step's report (what its CLI said: tokens, cost, session, …) is the `agent` field of its
  *   `step.exited` event: it is kept per attempt, and on the step for its last ended attempt (NULL
  *   when that attempt was not an agent's, or its CLI said nothing, or it never exited — a spawn
  *   failure or an abandoned attempt). An agent step also keeps the provider and model its spec
- *   asked for, so `loops stats` can name them when the CLI did not;
- * - skips are not events: the machine skips a step (its `if` is false, a need failed, the run was
- *   stopping) without recording anything. So a step stays `pending` here until the run ends; the
- *   event that ends the run (its recorded state is final) marks every step still `pending` as
- *   `skipped`: when a run is over, a step that never started was skipped. While a run is going, a
- *   `pending` step may therefore already be skipped in the machine's view; `loops workflows inspect`
- *   shows it as pending until the run ends. (The machine knows why a step was skipped; the log
- *   does not, so no reason is recorded here.)
+ *   asked for, so `loops stats` can name them when the CLI did not.
  *
- * The unit test test/unit/workflow-projections.unit.test.ts drives random runs through the real
- * machine and checks these rules against the machine's own step states after every event: a
- * change to the machine's step logic that this projection does not follow fails it.
+ * Runs started before decisions were recorded (`decisions = 'derived'`: wfrun.started v1, upcast)
+ * have neither event, and their rows are derived as they always were, for them only: a failed,
+ * timed-out or abandoned attempt leaves the step `retrying` when attempts remain (`max_attempts`)
+ * and the run is not stopping; a step still `pending` when the run ends was skipped (no reason:
+ * `loops workflows inspect` folds such a run's log for it, runtime/workflows/explain.ts).
+ *
+ * The unit test test/unit/workflow-projections.unit.test.ts drives random runs of both kinds through
+ * the real machine and checks these rules against the machine's own step states after every
+ * transaction: a change to the machine's step logic that this projection does not follow fails it.
  */
 import type { EventData } from '../events/catalog.js';
 import { formatDuration } from '../events/durations.js';
@@ -51,7 +53,9 @@ export const workflowRunsProjection = defineProjection({
   // v2: agent reports (`agent`) on steps and attempts, the agent provider and model the spec asked
   // for on steps, and an index of runs by loop (for `loops stats`).
   // v3: output_pruned_at, when `loops prune` removed the run's output (retention:output stream).
-  version: 3,
+  // v4: recorded decisions — step.skipped (skip_reason) and step.retry_scheduled (retry_at) — and
+  // the run's `decisions` (the derivation of skips and retries is kept for `derived` runs only).
+  version: 4,
   ddl: [
     `CREATE TABLE IF NOT EXISTS workflow_runs (
       -- Position of the wfrun.started event: unique, in start order, and the rowid.
@@ -79,7 +83,10 @@ export const workflowRunsProjection = defineProjection({
       duration_ms      INTEGER,
       updated_at       TEXT NOT NULL,
       -- When loops prune removed the run's output folder (every step attempt's); NULL while kept.
-      output_pruned_at TEXT
+      output_pruned_at TEXT,
+      -- How its skips and retries are known: 'recorded' (step.skipped, step.retry_scheduled) or
+      -- 'derived' (a run started before they were recorded: derived here, see above).
+      decisions        TEXT NOT NULL
     )`,
     `CREATE INDEX IF NOT EXISTS workflow_runs_workflow ON workflow_runs (workflow_id, claimed_position)`,
     // A workflow loop's runs (loops stats sums their agent steps per loop, in this order).
@@ -119,6 +126,10 @@ export const workflowRunsProjection = defineProjection({
       duration_ms       INTEGER,
       -- What the agent CLI reported about the last ended attempt (JSON, as in step.exited), or NULL.
       agent             TEXT,
+      -- Why it was skipped (step.skipped); NULL otherwise, and for the skipped steps of derived runs.
+      skip_reason       TEXT,
+      -- When its retry is due while it is retrying (step.retry_scheduled); NULL otherwise.
+      retry_at          TEXT,
       PRIMARY KEY (wfrun_id, step_id)
     )`,
     `CREATE TABLE IF NOT EXISTS workflow_step_attempts (
@@ -149,8 +160,8 @@ export const workflowRunsProjection = defineProjection({
       return [
         sql(
           `INSERT INTO workflow_runs (claimed_position, id, workflow_id, workflow_name, version, status, trigger, loop_id, slot, attempt,
-             idempotency_key, runner_id, inputs, step_count, started_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+             idempotency_key, runner_id, inputs, step_count, started_at, updated_at, decisions)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           e.position,
           d.wfRunId,
           d.workflowId,
@@ -168,6 +179,7 @@ export const workflowRunsProjection = defineProjection({
           d.spec.steps.length,
           e.at,
           e.at,
+          d.decisions,
         ),
         ...d.spec.steps.map((step, ord) =>
           sql(
@@ -252,8 +264,17 @@ export const workflowRunsProjection = defineProjection({
         exited: d,
       });
     },
+    // Recorded runs: the decisions, as recorded.
+    'step.skipped': (e) => [
+      sql(`UPDATE workflow_steps SET status = 'skipped', skip_reason = ? WHERE wfrun_id = ? AND step_id = ?`, e.data.reason, wfRunIdOf(e), e.data.stepId),
+      touch(wfRunIdOf(e), e.at),
+    ],
+    'step.retry_scheduled': (e) => [
+      sql(`UPDATE workflow_steps SET status = 'retrying', retry_at = ? WHERE wfrun_id = ? AND step_id = ?`, e.data.dueAt, wfRunIdOf(e), e.data.stepId),
+      touch(wfRunIdOf(e), e.at),
+    ],
     'step.retry_due': (e) => [
-      sql(`UPDATE workflow_steps SET status = 'starting' WHERE wfrun_id = ? AND step_id = ?`, wfRunIdOf(e), e.data.stepId),
+      sql(`UPDATE workflow_steps SET status = 'starting', retry_at = NULL WHERE wfrun_id = ? AND step_id = ?`, wfRunIdOf(e), e.data.stepId),
       touch(wfRunIdOf(e), e.at),
     ],
     'wfrun.cancel_requested': (e) => [
@@ -290,13 +311,14 @@ function touch(id: string, at: string) {
 
 /** A cancel or the workflow timeout: steps waiting for a retry end as cancelled. */
 function stopRetries(id: string, at: string) {
-  return sql(`UPDATE workflow_steps SET status = 'cancelled', finished_at = ? WHERE wfrun_id = ? AND status = 'retrying'`, at, id);
+  return sql(`UPDATE workflow_steps SET status = 'cancelled', finished_at = ?, retry_at = NULL WHERE wfrun_id = ? AND status = 'retrying'`, at, id);
 }
 
 /**
- * An attempt ended: its own row gets the outcome, and the step takes the attempt's status — or
- * `retrying` when the attempt is retried (a failed, timed-out or abandoned attempt, attempts left,
- * the run not stopping).
+ * An attempt ended: its own row gets the outcome, and the step takes the attempt's status (a
+ * recorded retry decision follows in the same transaction: step.retry_scheduled). For a derived
+ * run only, the step is `retrying` instead when the attempt would be retried (a failed, timed-out
+ * or abandoned attempt, attempts left, the run not stopping), as such runs were projected.
  */
 function endAttempt(
   id: string,
@@ -313,7 +335,7 @@ function endAttempt(
     exited?: EventData<'step.exited'>;
   },
 ) {
-  const stopping = `(SELECT cancel_requested + timed_out FROM workflow_runs WHERE id = ?)`;
+  const derivedRetry = `(SELECT decisions = 'derived' AND cancel_requested + timed_out = 0 FROM workflow_runs WHERE id = ?)`;
   const retried = status === 'failed' || status === 'timed_out' || status === 'abandoned';
   const x = outcome.exited;
   // The CLI's report, as recorded (absent from events of command steps and of older runners).
@@ -336,7 +358,7 @@ function endAttempt(
     ),
     sql(
       `UPDATE workflow_steps SET
-         status = ${retried ? `CASE WHEN attempts < max_attempts AND ${stopping} = 0 THEN 'retrying' ELSE ? END` : '?'},
+         status = ${retried ? `CASE WHEN attempts < max_attempts AND ${derivedRetry} THEN 'retrying' ELSE ? END` : '?'},
          exit_code = ?, signal = ?, error = ?, finished_at = ?, agent = ?,
          duration_ms = (SELECT SUM(duration_ms) FROM workflow_step_attempts WHERE wfrun_id = ? AND step_id = ?)
          ${x ? ', outputs = ?, stdout = ?, stderr = ?, stdout_bytes = ?, stderr_bytes = ?' : ''}
@@ -359,12 +381,18 @@ function endAttempt(
 }
 
 /**
- * The run ended (its recorded state is final): its status and end, and every step that never
- * started was skipped. A failed run names the steps that failed it (not continue-on-error ones).
+ * The run ended (its recorded state is final): its status and end. A failed run names the steps
+ * that failed it (not continue-on-error ones). A derived run recorded no skips: its steps that
+ * never started were skipped (a recorded run has no step left pending when it ends).
  */
 function endRun(id: string, status: string, at: string) {
   return [
-    sql(`UPDATE workflow_steps SET status = 'skipped' WHERE wfrun_id = ? AND status = 'pending'`, id),
+    sql(
+      `UPDATE workflow_steps SET status = 'skipped'
+       WHERE wfrun_id = ? AND status = 'pending' AND (SELECT decisions FROM workflow_runs WHERE id = ?) = 'derived'`,
+      id,
+      id,
+    ),
     sql(
       `UPDATE workflow_runs SET status = ?, finished_at = ?, duration_ms = MAX(0, ${sinceStart}), updated_at = ?,
          error = CASE WHEN ? = 'failed' THEN COALESCE(error, (

@@ -6,7 +6,8 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { expectDataDirInvariants } from '../helpers/invariants.js';
 import { liveGroupMembers } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
 import { Sandbox } from './cli-helpers.js';
@@ -401,7 +402,65 @@ describe('workflows validate --preflight, and skip reasons in inspect', () => {
     expect(ok.stdout).toBe('ok: good, 2 steps (native format); every step can start here\n');
   });
 
-  it('inspect shows why each skipped step was skipped, read from the log', () => {
+  it('while another branch still runs, a step whose need failed is already skipped with its reason in inspect (the skip is recorded)', async () => {
+    const s = sandbox();
+    const dir = mkdtempSync(join(tmpdir(), 'loops-wf-'));
+    const go = join(dir, 'go');
+    const file = join(dir, 'live.yaml');
+    writeFileSync(
+      file,
+      `name: live
+steps:
+  - id: fail
+    run: exit 1
+  - id: after-fail
+    needs: fail
+    run: echo never
+  - id: long
+    run: "while [ ! -e ${go} ]; do sleep 0.05; done"
+`,
+    );
+    s.run(['workflows', 'create', file]);
+    const fg = s.start(['workflows', 'run', 'live']);
+    onTestFinished(() => {
+      writeFileSync(go, '');
+      fg.child.kill();
+    });
+    type View = { status: string; steps: Array<{ stepId: string; status: string; skipReason?: string | null }> };
+    let runId = '';
+    let view: View | null = null;
+    await waitFor(
+      () => {
+        runId ||= s.json<Array<{ id: string }>>(['workflows', 'runs', 'live'])[0]?.id ?? '';
+        if (!runId) return false;
+        view = s.json<View>(['workflows', 'inspect', runId]);
+        const by = Object.fromEntries(view.steps.map((x) => [x.stepId, x.status]));
+        return by['after-fail'] === 'skipped' && by.long === 'running';
+      },
+      10_000,
+      'after-fail skipped while long runs',
+    );
+    expect(view!.status).toBe('running');
+    expect(view!.steps.map((x) => [x.stepId, x.status, x.skipReason ?? null])).toEqual([
+      ['fail', 'failed', null],
+      ['after-fail', 'skipped', 'needs fail which failed'],
+      ['long', 'running', null],
+    ]);
+    expect(s.run(['workflows', 'inspect', runId]).stdout).toMatch(/after-fail\s+skipped.*needs fail which failed/);
+
+    writeFileSync(go, '');
+    const result = await fg.exited;
+    expect(result.code, result.stderr).toBe(3);
+    expect(s.json<View>(['workflows', 'inspect', runId]).steps.map((x) => [x.stepId, x.status, x.skipReason ?? null])).toEqual([
+      ['fail', 'failed', null],
+      ['after-fail', 'skipped', 'needs fail which failed'],
+      ['long', 'succeeded', null],
+    ]);
+    expect(s.run(['replay', runId]).code).toBe(0);
+    expectDataDirInvariants(s.dataDir);
+  });
+
+  it('inspect shows why each skipped step was skipped, as recorded', () => {
     const s = sandbox();
     const dir = mkdtempSync(join(tmpdir(), 'loops-wf-'));
     const file = join(dir, 'skip.yaml');

@@ -247,6 +247,8 @@ export const wfrunEv = {
         idempotencyKey: 'manual:wfrun_1',
         runnerId: 'host:1:abc',
         leaseToken: 1,
+        // A run that records its decisions (step.skipped, step.retry_scheduled); 'derived': one from before.
+        decisions: 'recorded',
         ...data,
       },
       when,
@@ -285,6 +287,9 @@ export const wfrunEv = {
   abandoned: (stepId: string, attempt = 1, when = at(2000), reason = 'runner lost the process') =>
     ev('step.abandoned', { stepId, attempt, reason }, when),
   retryDue: (stepId: string, attempt = 2, when = at(11_000)) => ev('step.retry_due', { stepId, attempt }, when),
+  skipped: (stepId: string, reason = 'needs a which failed', when = at(1020)) => ev('step.skipped', { stepId, reason }, when),
+  retryScheduled: (stepId: string, attempt = 2, dueAt = at(11_020), reason = `attempt ${attempt - 1} failed: exited with code 1`, when = at(1020)) =>
+    ev('step.retry_scheduled', { stepId, attempt, dueAt, reason }, when),
   cancelRequested: (reason: string | null = null, when = at(500)) => ev('wfrun.cancel_requested', { reason }, when),
   timedOut: (timeoutMs = 60_000, when = at(60_000)) => ev('wfrun.timed_out', { timeoutMs }, when),
 };

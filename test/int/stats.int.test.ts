@@ -35,6 +35,7 @@ import { fixture } from '../helpers/fixtures.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
 import { tempDir, useRuntime } from '../helpers/tmp.js';
 import { agentReport } from '../helpers/agent-report.js';
+import { decisionEffects } from '../helpers/workflow-run.js';
 
 /** Puts the fake agent CLIs first on PATH (and sets extra variables) for the current test. */
 function withEnv(vars: Record<string, string>): void {
@@ -549,7 +550,8 @@ function recordWorkflowRun(
   review: Array<{ report: Report | null; exitCode: number } | 'abandoned' | null>,
 ): string {
   const wfRunId = newId('wfrun', clock.now());
-  const actor = DurableActor.create(runtime, `wfrun:${wfRunId}`, 'wfrun', currentMachines.workflowRun);
+  // The runner records each retry decision with the attempt's end (the intents are recorded below).
+  const actor = DurableActor.create(runtime, `wfrun:${wfRunId}`, 'wfrun', currentMachines.workflowRun, decisionEffects);
   actor.record('wfrun.started', {
     wfRunId,
     ...pinned,
@@ -561,6 +563,7 @@ function recordWorkflowRun(
     idempotencyKey: `k:${wfRunId}`,
     runnerId: runtime.runnerId,
     leaseToken: 1,
+    decisions: 'recorded',
   });
   const attempt = (stepId: string, n: number, end: { report: Report | null; exitCode: number } | 'abandoned' | null) => {
     if (n > 1) actor.record('step.retry_due', { stepId, attempt: n });

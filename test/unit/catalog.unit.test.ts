@@ -54,6 +54,8 @@ describe('event catalogue', () => {
       wfrunEv.exited('a'),
       wfrunEv.abandoned('a'),
       wfrunEv.retryDue('a'),
+      wfrunEv.skipped('b'),
+      wfrunEv.retryScheduled('a'),
       wfrunEv.cancelRequested('r'),
       wfrunEv.timedOut(),
       retentionEv.runOutputPruned(),
@@ -96,7 +98,7 @@ describe('event catalogue', () => {
   });
 
   it('every event type is at schema version 1, except those with an upcaster from v1; upcasting the current version is the identity', () => {
-    const upgraded = new Set(['loop.created', 'run.claimed']);
+    const upgraded = new Set(['loop.created', 'run.claimed', 'wfrun.started']);
     for (const type of Object.keys(eventSchemas) as EventType[]) {
       expect(schemaVersion(type)).toBe(upgraded.has(type) ? 2 : 1);
       const data = { any: 'thing' };

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { eventSchemas, upcast, validateEventData } from '../../src/events/catalog.js';
+import { wfrunEv } from '../helpers/events.js';
 
 // Payloads exactly as the first format wrote them (v1), before timing and scheduling policies.
 const loopCreatedV1 = {
@@ -43,6 +44,16 @@ describe('upcasting stored events (events are never rewritten)', () => {
     const up = upcast('run.claimed', 1, runClaimedV1) as Record<string, any>;
     expect(validateEventData('run.claimed', up)).toEqual(up);
     expect(up.policies).toMatchObject({ timeoutMs: 1000, killGraceMs: 500, attempts: 1, leaseMs: 30_000 });
+  });
+
+  it('wfrun.started v1 is a run that recorded no step decisions: decisions derived', () => {
+    expect(eventSchemas['wfrun.started'].v).toBe(2);
+    // As a v1 build wrote it: no decisions field.
+    const { decisions: _current, ...v1 } = wfrunEv.started().data;
+    const up = upcast('wfrun.started', 1, v1) as Record<string, unknown>;
+    expect(up).toEqual({ ...v1, decisions: 'derived' });
+    expect(validateEventData('wfrun.started', up)).toEqual(up);
+    expect(() => validateEventData('wfrun.started', v1)).toThrow(/decisions/);
   });
 
   it('current payloads pass through unchanged', () => {

@@ -2,16 +2,19 @@
  * Workflow projections on a real in-memory SQLite (test/helpers/projection-spec.ts): `workflows` and
  * `workflow_versions` from the spec stream; `workflow_runs`, `workflow_steps` and
  * `workflow_step_attempts` from run streams built through the real workflow-run machine (each event
- * must be accepted, and its recorded state is the machine's). Step statuses in the tables are
- * checked against the machine's own step states, and a rebuild from the log equals the live tables.
+ * must be accepted, and its recorded state is the machine's). Runs record their decisions
+ * (`step.skipped`, `step.retry_scheduled`, given after the event that caused them, as the runner
+ * appends them); runs from before they were recorded (`decisions: 'derived'`) are projected as they
+ * always were. Step statuses in the tables are checked against the machine's own step states for
+ * both kinds, and a rebuild from the log equals the live tables.
  */
 import fc from 'fast-check';
 import { beforeEach, describe, expect, it } from 'vitest';
-import type { AnyMachineSnapshot } from 'xstate';
+import { upcast, type EventData } from '../../src/events/catalog.js';
 import { openDatabase } from '../../src/events/db.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
 import type { StepSpec, WorkflowSpec } from '../../src/workflow/spec.js';
-import { fold, initialSnapshot, stateOf, step as machineStep } from '../../src/machines/fold.js';
+import { fold, stateOf } from '../../src/machines/fold.js';
 import { workflowMachine } from '../../src/machines/workflow.js';
 import { workflowRunMachine, type WorkflowRunContext } from '../../src/machines/workflow-run.js';
 import { findProjection, inlineHandler, projections } from '../../src/projections/registry.js';
@@ -30,6 +33,7 @@ import {
 import { at, wfrunEv, wfSpec, wfStep, workflowEv } from '../helpers/events.js';
 import type { MachineInput } from '../helpers/machine.js';
 import { projectionSpec, type ProjectionSpec, type Row } from '../helpers/projection-spec.js';
+import { recordDecisions } from '../helpers/workflow-run.js';
 import { agentReport } from '../helpers/agent-report.js';
 
 /** Every registered projection on a fresh database (each test starts with one). */
@@ -177,6 +181,7 @@ describe('workflow_runs and workflow_steps', () => {
       duration_ms: null,
       updated_at: at(5),
       output_pruned_at: null,
+      decisions: 'recorded',
     });
     expect(stepRows().map((r) => [r.step_id, r.ord, r.name, r.needs, r.if_cond, r.continue_on_error, r.max_attempts, r.target_type, r.status, r.attempts])).toEqual([
       ['a', 0, 'Build', '[]', null, 0, 1, 'command', 'pending', 0],
@@ -184,7 +189,7 @@ describe('workflow_runs and workflow_steps', () => {
     ]);
   });
 
-  it('a diamond with a failed step: its dependant is skipped when the run ends, and the run names the failed step', () => {
+  it('a diamond with a failed step: its dependant is skipped, with the reason, once its needs ended; the run names the failed step', () => {
     const events: MachineInput[] = [
       wfrunEv.started({}, at(0)),
       ...runStep('a', 10),
@@ -200,11 +205,13 @@ describe('workflow_runs and workflow_steps', () => {
     expect(statuses()).toEqual({ a: 'succeeded', b: 'failed', c: 'running', d: 'pending' });
     expect(runRow()).toMatchObject({ status: 'running', finished_at: null, updated_at: at(1500) });
 
-    const end = wfrunEv.exited('c', 1, at(2111), { durationMs: 1000, outputs: { version: '1.2.3' } });
-    const [last] = wfrun([end]);
+    // c's exit makes d ready: its skip is recorded with it (the runner's one transaction), and ends the run.
+    const end = [wfrunEv.exited('c', 1, at(2111), { durationMs: 1000, outputs: { version: '1.2.3' } }), wfrunEv.skipped('d', 'needs b which failed', at(2111))];
+    const [exit, last] = wfrun(end);
+    expect(exit!.state).toBe('running');
     expect(last!.state).toBe('failed');
 
-    expect(statuses()).toEqual(machineStatuses([...events, end]));
+    expect(statuses()).toEqual(machineStatuses([...events, ...end]));
     expect(statuses()).toEqual({ a: 'succeeded', b: 'failed', c: 'succeeded', d: 'skipped' });
     expect(runRow()).toMatchObject({ status: 'failed', finished_at: at(2111), duration_ms: 2111, error: 'failed step: b' });
     const b = stepRows().find((r) => r.step_id === 'b')!;
@@ -212,7 +219,7 @@ describe('workflow_runs and workflow_steps', () => {
     const c = stepRows().find((r) => r.step_id === 'c')!;
     expect(JSON.parse(c.outputs as string)).toEqual({ version: '1.2.3' });
     const d = stepRows().find((r) => r.step_id === 'd')!;
-    expect(d).toMatchObject({ status: 'skipped', attempts: 0, started_at: null, finished_at: null, duration_ms: null });
+    expect(d).toMatchObject({ status: 'skipped', skip_reason: 'needs b which failed', attempts: 0, started_at: null, finished_at: null, duration_ms: null });
     expect(attemptRows().map((r) => [r.step_id, r.attempt, r.status, r.exit_code, r.pid])).toEqual([
       ['a', 1, 'succeeded', 0, 1010],
       ['b', 1, 'failed', 1, 2001],
@@ -248,19 +255,27 @@ describe('workflow_runs and workflow_steps', () => {
     expect(runAgentTotals(steps)).toBeNull();
   });
 
-  it('while the run goes on, a step the machine skipped stays pending (skips are not events) until the run ends', () => {
+  it('while the run goes on, a step whose need failed is skipped at once, with its reason (step.skipped, with the failure)', () => {
     const spec = wfSpec({ steps: [wfStep('a'), wfStep('b', { needs: ['a'] }), wfStep('c')] });
-    // a fails: the machine skips b at once; c is still spawning, so the run goes on.
+    // a fails: b's skip is recorded with a's exit; c is still spawning, so the run goes on.
     const events: MachineInput[] = [
       wfrunEv.started({ spec }),
       wfrunEv.spawnRequested('a', 1, at(10)),
       wfrunEv.spawnRequested('c', 1, at(11)),
       wfrunEv.spawned('a', 1, at(20)),
       wfrunEv.exited('a', 1, at(1020), { exitCode: 1 }),
+      wfrunEv.skipped('b', 'needs a which failed', at(1020)),
     ];
     wfrun(events);
     expect(machineStatuses(events)).toEqual({ a: 'failed', b: 'skipped', c: 'spawning' });
-    expect(statuses()).toEqual({ a: 'failed', b: 'pending', c: 'spawning' });
+    expect(statuses()).toEqual({ a: 'failed', b: 'skipped', c: 'spawning' });
+    expect(stepRows()[1]).toMatchObject({ status: 'skipped', skip_reason: 'needs a which failed', attempts: 0, finished_at: null });
+    expect(runRow()).toMatchObject({ status: 'running', updated_at: at(1020) });
+    expect(workflowRunSteps(tables.db, 'wfrun_1').map((x) => [x.stepId, x.status])).toEqual([
+      ['a', 'failed'],
+      ['b', 'skipped'],
+      ['c', 'spawning'],
+    ]);
     wfrun([wfrunEv.spawned('c', 1, at(1030)), wfrunEv.exited('c', 1, at(2030))]);
     expect(statuses()).toEqual({ a: 'failed', b: 'skipped', c: 'succeeded' });
     expect(runRow()).toMatchObject({ status: 'failed', error: 'failed step: a' });
@@ -274,7 +289,7 @@ describe('workflow_runs and workflow_steps', () => {
     expect(runRow()).toMatchObject({ status: 'succeeded', error: null });
   });
 
-  it('a retry: the step is retrying between attempts, every attempt keeps its row, durations add up', () => {
+  it('a retry: the step is retrying until its recorded retry_at, every attempt keeps its row, durations add up', () => {
     const spec = wfSpec({
       steps: [wfStep('a'), wfStep('b', { needs: ['a'], retries: { attempts: 3, delayMs: 5000, backoff: 2, maxDelayMs: null } })],
     });
@@ -282,11 +297,12 @@ describe('workflow_runs and workflow_steps', () => {
       wfrunEv.started({ spec }),
       ...runStep('a', 10),
       ...runStep('b', 1100, { exitCode: 1, error: 'exited with code 1', stdout: 'try 1\n', outputs: { k: '1' } }, 1, 400),
+      wfrunEv.retryScheduled('b', 2, at(6510), 'attempt 1 failed: exited with code 1', at(1510)),
     ];
     wfrun(head);
     expect(machineStatuses(head)).toMatchObject({ b: 'retrying' });
     expect(statuses()).toEqual({ a: 'succeeded', b: 'retrying' });
-    expect(stepRows()[1]).toMatchObject({ attempts: 1, exit_code: 1, finished_at: at(1510), duration_ms: 400 });
+    expect(stepRows()[1]).toMatchObject({ attempts: 1, exit_code: 1, finished_at: at(1510), duration_ms: 400, retry_at: at(6510) });
 
     const rest: MachineInput[] = [
       wfrunEv.retryDue('b', 2, at(6510)),
@@ -295,8 +311,8 @@ describe('workflow_runs and workflow_steps', () => {
     const all = [...head, ...rest];
     wfrun(rest);
     expect(statuses()).toEqual({ a: 'succeeded', b: 'spawning' });
-    // A new attempt: the end and pid are cleared; the last outcome stays until the next one.
-    expect(stepRows()[1]).toMatchObject({ attempts: 2, finished_at: null, pid: null, exit_code: 1, started_at: at(1100) });
+    // A new attempt: the end, pid and due time are cleared; the last outcome stays until the next one.
+    expect(stepRows()[1]).toMatchObject({ attempts: 2, finished_at: null, pid: null, exit_code: 1, started_at: at(1100), retry_at: null });
 
     const tail: MachineInput[] = [
       wfrunEv.spawned('b', 2, at(6530), { pid: 7777 }),
@@ -335,10 +351,12 @@ describe('workflow_runs and workflow_steps', () => {
       wfrunEv.started({ spec }),
       wfrunEv.spawnRequested('a', 1, at(10)),
       wfrunEv.spawnFailed('a', 1, at(30)),
+      wfrunEv.retryScheduled('a', 2, at(30), 'attempt 1 failed: command not found: nope', at(30)),
       wfrunEv.retryDue('a', 2, at(40)),
       wfrunEv.spawnRequested('a', 2, at(50)),
       wfrunEv.spawned('a', 2, at(60)),
       wfrunEv.abandoned('a', 2, at(1050)),
+      wfrunEv.retryScheduled('a', 3, at(1050), 'attempt 2 was abandoned: runner lost the process', at(1050)),
       wfrunEv.retryDue('a', 3, at(1060)),
       wfrunEv.spawnRequested('a', 3, at(1070)),
       wfrunEv.spawnFailed('a', 3, at(1075), 'EACCES', 'EACCES'),
@@ -371,14 +389,17 @@ describe('workflow_runs and workflow_steps', () => {
       wfrunEv.spawned('a', 1, at(20)),
       wfrunEv.spawned('b', 1, at(21)),
       wfrunEv.exited('b', 1, at(500), { exitCode: 1, durationMs: 479 }),
+      wfrunEv.retryScheduled('b', 2, at(60_500), 'attempt 1 failed: exited with code 1', at(500)),
       wfrunEv.cancelRequested('deploy window closed', at(600)),
     ];
     wfrun(events);
     expect(statuses()).toEqual({ a: 'running', b: 'cancelled', c: 'pending', cleanup: 'pending' });
+    expect(stepRows().find((r) => r.step_id === 'b')).toMatchObject({ retry_at: null });
     expect(runRow()).toMatchObject({ status: 'running', cancel_requested: 1, error: 'cancelled: deploy window closed' });
     // a is killed: SIGTERM, no exit code; the cleanup step (if: always()) runs after the cancel.
     const rest: MachineInput[] = [
       wfrunEv.exited('a', 1, at(700), { exitCode: null, signal: 'SIGTERM', cancelled: true, durationMs: 680, error: 'killed by SIGTERM' }),
+      wfrunEv.skipped('c', 'the workflow was cancelled', at(700)),
       ...runStep('cleanup', 800),
     ];
     const all = [...events, ...rest];
@@ -386,6 +407,7 @@ describe('workflow_runs and workflow_steps', () => {
     expect(stored.at(-1)!.state).toBe('cancelled');
     expect(statuses()).toEqual(machineStatuses(all));
     expect(statuses()).toEqual({ a: 'cancelled', b: 'cancelled', c: 'skipped', cleanup: 'succeeded' });
+    expect(stepRows().find((r) => r.step_id === 'c')).toMatchObject({ skip_reason: 'the workflow was cancelled' });
     expect(runRow()).toMatchObject({ status: 'cancelled', finished_at: at(1810), error: 'cancelled: deploy window closed' });
     expect(stepRows().find((r) => r.step_id === 'a')).toMatchObject({ signal: 'SIGTERM', exit_code: null, error: 'killed by SIGTERM' });
     expect(stepRows().find((r) => r.step_id === 'b')).toMatchObject({ finished_at: at(600), attempts: 1 });
@@ -399,6 +421,7 @@ describe('workflow_runs and workflow_steps', () => {
       wfrunEv.spawned('a', 1, at(20)),
       wfrunEv.timedOut(60_000, at(60_000)),
       wfrunEv.exited('a', 1, at(60_100), { exitCode: 143, signal: null, durationMs: 60_080 }),
+      wfrunEv.skipped('b', 'the workflow timed out', at(60_100)),
     ];
     wfrun(events);
     expect(statuses()).toEqual(machineStatuses(events));
@@ -406,12 +429,58 @@ describe('workflow_runs and workflow_steps', () => {
     expect(runRow()).toMatchObject({ status: 'timed_out', timed_out: 1, error: 'the workflow timed out after 1m' });
   });
 
-  it('a run whose steps are all skipped at the start ends with its first event', () => {
+  it('a run whose steps are all skipped at the start ends in the transaction of its first event, with the last skip', () => {
     const spec = wfSpec({ steps: [wfStep('a', { if: 'false' }), wfStep('b', { needs: ['a'] })] });
-    const [started] = wfrun([wfrunEv.started({ spec }, at(0))]);
-    expect(started!.state).toBe('succeeded');
+    const stored = wfrun([
+      wfrunEv.started({ spec }, at(0)),
+      wfrunEv.skipped('a', 'if: false was false', at(0)),
+      wfrunEv.skipped('b', 'needs a which was skipped', at(0)),
+    ]);
+    expect(stored.map((e) => e.state)).toEqual(['running', 'running', 'succeeded']);
     expect(statuses()).toEqual({ a: 'skipped', b: 'skipped' });
+    expect(stepRows().map((r) => r.skip_reason)).toEqual(['if: false was false', 'needs a which was skipped']);
     expect(runRow()).toMatchObject({ status: 'succeeded', finished_at: at(0), duration_ms: 0 });
+  });
+});
+
+describe('workflow_steps of runs started before decisions were recorded (derived: wfrun.started v1, upcast)', () => {
+  /** A v1 start as it is read back (upcast: decisions 'derived'). */
+  const startedV1 = (data: Parameters<typeof wfrunEv.started>[0] = {}, when = at(0)) => {
+    const { decisions: _recorded, ...v1 } = wfrunEv.started(data, when).data;
+    return { type: 'wfrun.started', at: when, data: upcast('wfrun.started', 1, v1) as EventData<'wfrun.started'> };
+  };
+
+  it('the run is marked derived; a skipped step stays pending while the run goes on and is skipped (no reason) when it ends', () => {
+    const spec = wfSpec({ steps: [wfStep('a'), wfStep('b', { needs: ['a'] }), wfStep('c')] });
+    const events: MachineInput[] = [
+      startedV1({ spec }),
+      wfrunEv.spawnRequested('a', 1, at(10)),
+      wfrunEv.spawnRequested('c', 1, at(11)),
+      wfrunEv.spawned('a', 1, at(20)),
+      wfrunEv.exited('a', 1, at(1020), { exitCode: 1 }),
+    ];
+    wfrun(events);
+    expect(runRow()).toMatchObject({ decisions: 'derived' });
+    // The machine skipped b at once, without an event: the table cannot know it yet.
+    expect(machineStatuses(events)).toEqual({ a: 'failed', b: 'skipped', c: 'spawning' });
+    expect(statuses()).toEqual({ a: 'failed', b: 'pending', c: 'spawning' });
+    wfrun([wfrunEv.spawned('c', 1, at(1030)), wfrunEv.exited('c', 1, at(2030))]);
+    expect(statuses()).toEqual({ a: 'failed', b: 'skipped', c: 'succeeded' });
+    expect(stepRows()[1]).toMatchObject({ skip_reason: null });
+    expect(runRow()).toMatchObject({ status: 'failed', error: 'failed step: a' });
+  });
+
+  it('a failed attempt with attempts left is retrying (derived from the attempts and the run), without retry_at', () => {
+    const spec = wfSpec({ steps: [wfStep('a', { retries: { attempts: 2, delayMs: 5000, backoff: 1, maxDelayMs: null } }), wfStep('b')] });
+    const events: MachineInput[] = [startedV1({ spec }), ...runStep('a', 10, { exitCode: 1 }), wfrunEv.spawnRequested('b', 1, at(20))];
+    wfrun(events);
+    expect(statuses()).toEqual(machineStatuses(events));
+    expect(stepRows()[0]).toMatchObject({ status: 'retrying', retry_at: null });
+    // The cancel ends it (and b, never spawned, is killed by the runner: here it just never exits).
+    wfrun([wfrunEv.cancelRequested(null, at(2000))]);
+    expect(stepRows()[0]).toMatchObject({ status: 'cancelled', finished_at: at(2000) });
+    // Recorded decisions are refused on such a run.
+    expect(() => wfrun([wfrunEv.skipped('b', 'x', at(2001))])).toThrow(/rejected/);
   });
 });
 
@@ -456,11 +525,13 @@ describe('agent steps: what the CLI reported', () => {
       wfrunEv.started({ spec }, at(0)),
       ...runStep('build', 10),
       ...runStep('review', 2000, { exitCode: 1, error: 'exited with code 1', agent: r1 }, 1, 500),
+      wfrunEv.retryScheduled('review', 2, at(2510), 'attempt 1 failed: exited with code 1', at(2510)),
       ...runStep('fix', 2100, { agent: codex }, 1, 300),
       wfrunEv.retryDue('review', 2, at(3000)),
       wfrunEv.spawnRequested('review', 2, at(3010)),
       wfrunEv.spawned('review', 2, at(3020)),
       wfrunEv.abandoned('review', 2, at(4000)),
+      wfrunEv.retryScheduled('review', 3, at(4000), 'attempt 2 was abandoned: runner lost the process', at(4000)),
     ];
     wfrun(head);
     expect(statuses()).toEqual(machineStatuses(head));
@@ -558,10 +629,13 @@ type Choice = { kind: 'step'; pick: number; exit: number; how: number } | { kind
 /**
  * Drives the workflow-run machine like a runtime would, with random outcomes: the next event for a
  * step the machine wants started, spawning, running or retrying, or a cancel / workflow timeout.
+ * Returns one group per transaction: the event and, for a run that records its decisions, the
+ * step.retry_scheduled / step.skipped events recorded with it (test/helpers/workflow-run.ts).
  */
-function simulate(spec: WorkflowSpec, choices: Choice[]): MachineInput[] {
-  const events: MachineInput[] = [wfrunEv.started({ spec }, at(0))];
-  let snapshot: AnyMachineSnapshot = machineStep(workflowRunMachine, initialSnapshot(workflowRunMachine), events[0]!).after;
+function simulate(spec: WorkflowSpec, choices: Choice[], decisions: 'recorded' | 'derived'): MachineInput[][] {
+  const start = wfrunEv.started({ spec }, at(0));
+  const first = decisions === 'derived' ? { ...start, data: { ...start.data, decisions } } : start;
+  let { snapshot, groups } = recordDecisions([first]);
   let t = 0;
   for (const choice of choices) {
     if (snapshot.status === 'done') break;
@@ -599,12 +673,12 @@ function simulate(spec: WorkflowSpec, choices: Choice[]): MachineInput[] {
           event = wfrunEv.retryDue(id, s.attempt + 1, at(t));
       }
     }
-    const result = machineStep(workflowRunMachine, snapshot, event);
-    if (!result.accepted) continue;
-    events.push(event);
-    snapshot = result.after;
+    const next = recordDecisions([event], { from: snapshot, skipRefused: true });
+    if (next.groups.length === 0) continue;
+    groups = [...groups, ...next.groups];
+    snapshot = next.snapshot;
   }
-  return events;
+  return groups;
 }
 
 const randomSpec = fc
@@ -639,50 +713,67 @@ const choiceArb: fc.Arbitrary<Choice> = fc.oneof(
 );
 
 describe('against the machine (property)', () => {
-  it('after every event the step rows agree with the machine; at the end exactly; rebuild from the log equals the live tables', () => {
-    fc.assert(
-      fc.property(randomSpec, fc.array(choiceArb, { minLength: 5, maxLength: 80 }), (spec, choices) => {
-        const events = simulate(spec, choices);
-        const log = openDatabase(':memory:');
-        try {
-          for (const p of projections) for (const ddl of p.ddl) log.exec(ddl);
-          const eventLog = new SqliteEventLog(log, { handlers: [inlineHandler()] });
-          const { steps } = fold(workflowRunMachine, events);
-          events.forEach((event, i) => {
-            eventLog.append('wfrun:wfrun_1', [{ type: event.type, at: event.at, data: event.data, state: stateOf(steps[i]!.after) }], {
-              expectedVersion: i,
-              kind: 'wfrun',
-            });
-            const machine = (steps[i]!.after.context as WorkflowRunContext).steps;
-            const rows = log.prepare('SELECT step_id, status, attempts FROM workflow_steps ORDER BY ord').all() as Row[];
-            const done = steps[i]!.after.status === 'done';
-            for (const row of rows) {
-              const m = machine[row.step_id as string]!;
-              if (done) expect(row.status, `${row.step_id} at the end`).toBe(m.status);
-              else if (row.status === 'pending') expect(['pending', 'skipped', 'starting']).toContain(m.status);
-              else expect(row.status, `${row.step_id} after ${event.type}`).toBe(m.status);
-              expect(row.attempts).toBe(m.status === 'starting' && row.status !== 'pending' ? m.attempt - 1 : m.status === 'starting' ? 0 : m.attempt);
+  it.each(['recorded', 'derived'] as const)(
+    '%s decisions: after every transaction the step rows agree with the machine; at the end exactly; rebuild from the log equals the live tables',
+    (decisions) => {
+      fc.assert(
+        fc.property(randomSpec, fc.array(choiceArb, { minLength: 5, maxLength: 80 }), (spec, choices) => {
+          const groups = simulate(spec, choices, decisions);
+          const log = openDatabase(':memory:');
+          try {
+            for (const p of projections) for (const ddl of p.ddl) log.exec(ddl);
+            const eventLog = new SqliteEventLog(log, { handlers: [inlineHandler()] });
+            const { steps } = fold(workflowRunMachine, groups.flat());
+            let version = 0;
+            for (const group of groups) {
+              // One append per transaction of the runner: the event and the decisions recorded with it.
+              eventLog.append(
+                'wfrun:wfrun_1',
+                group.map((event, i) => ({ type: event.type, at: event.at, data: event.data, state: stateOf(steps[version + i]!.after) })),
+                { expectedVersion: version, kind: 'wfrun' },
+              );
+              version += group.length;
+              const after = steps[version - 1]!.after;
+              const machine = (after.context as WorkflowRunContext).steps;
+              const rows = log.prepare('SELECT step_id, status, attempts, skip_reason, retry_at FROM workflow_steps ORDER BY ord').all() as Row[];
+              const done = after.status === 'done';
+              const what = `after ${group.map((e) => e.type).join(' + ')}`;
+              for (const row of rows) {
+                const m = machine[row.step_id as string]!;
+                if (done) expect(row.status, `${row.step_id} at the end`).toBe(m.status);
+                else if (row.status === 'pending') {
+                  // A recorded run's skips are in the table as soon as they are decided; a derived run's only at its end.
+                  expect(decisions === 'derived' ? ['pending', 'skipped', 'starting'] : ['pending', 'starting'], `${row.step_id} ${what}`).toContain(m.status);
+                } else expect(row.status, `${row.step_id} ${what}`).toBe(m.status);
+                expect(row.attempts).toBe(m.status === 'starting' && row.status !== 'pending' ? m.attempt - 1 : m.status === 'starting' ? 0 : m.attempt);
+                if (decisions === 'recorded') {
+                  // Never a decision the table has not got: no skip pending, every retry with its due time.
+                  expect(m.status, `${row.step_id} ${what}`).not.toBe('skipping');
+                  expect(row.skip_reason, `${row.step_id} ${what}`).toBe(m.status === 'skipped' ? m.reason : null);
+                  expect(row.retry_at, `${row.step_id} ${what}`).toBe(m.status === 'retrying' ? m.retryAt : null);
+                } else expect([row.skip_reason, row.retry_at]).toEqual([null, null]);
+              }
+              const run = log.prepare('SELECT status, decisions FROM workflow_runs').get() as Row;
+              expect(run).toEqual({ status: done ? stateOf(after) : 'running', decisions });
             }
-            const run = log.prepare('SELECT status FROM workflow_runs').get() as Row;
-            expect(run.status).toBe(done ? stateOf(steps[i]!.after) : 'running');
-          });
-          const verify = verifyProjections(log);
-          expect(verify.tables.flatMap((t) => t.differences)).toEqual([]);
-          expect(verify.ok).toBe(true);
-          const dump = () =>
-            Object.fromEntries(
-              workflowRunsProjection.tables.map((t) => [t.name, log.prepare(`SELECT * FROM ${t.name} ORDER BY ${t.orderBy}`).all()]),
-            );
-          const live = dump();
-          rebuildProjections(log);
-          expect(dump()).toEqual(live);
-        } finally {
-          log.close();
-        }
-      }),
-      { numRuns: 150 },
-    );
-  });
+            const verify = verifyProjections(log);
+            expect(verify.tables.flatMap((t) => t.differences)).toEqual([]);
+            expect(verify.ok).toBe(true);
+            const dump = () =>
+              Object.fromEntries(
+                workflowRunsProjection.tables.map((t) => [t.name, log.prepare(`SELECT * FROM ${t.name} ORDER BY ${t.orderBy}`).all()]),
+              );
+            const live = dump();
+            rebuildProjections(log);
+            expect(dump()).toEqual(live);
+          } finally {
+            log.close();
+          }
+        }),
+        { numRuns: 150 },
+      );
+    },
+  );
 
   it('the spec stream and runs rebuild identically through the log', () => {
     const log = openDatabase(':memory:');
@@ -694,7 +785,8 @@ describe('against the machine (property)', () => {
       specEvents.forEach((e, i) =>
         eventLog.append('workflow:wf_1', [{ ...e, state: stateOf(steps[i]!.after) }], { expectedVersion: i, kind: 'workflow' }),
       );
-      const runEvents = [wfrunEv.started({}, at(100)), ...runStep('a', 110, { exitCode: 1 })];
+      // a fails: b, c and then d are skipped, each recorded after the event that decided it.
+      const runEvents = recordDecisions([wfrunEv.started({}, at(100)), ...runStep('a', 110, { exitCode: 1 })]).events;
       const folded = fold(workflowRunMachine, runEvents).steps;
       runEvents.forEach((e, i) =>
         eventLog.append('wfrun:wfrun_1', [{ ...e, state: stateOf(folded[i]!.after) }], { expectedVersion: i, kind: 'wfrun' }),

@@ -1,23 +1,45 @@
 /**
- * What the tables do not keep about a workflow run, read from its log: why each skipped step was
- * skipped (`needs c which failed`, `if: … was false`, `the workflow was cancelled`). The machine
- * decides skips from the recorded facts, so folding the run's stream gives the same answer it
- * gave while the run went on.
+ * Why each skipped step of a workflow run was skipped (`needs c which failed`, `if: … was false`,
+ * `the workflow was cancelled`).
+ *
+ * A run records it: `step.skipped {stepId, reason}`, appended when the skip is decided and
+ * projected to `workflow_steps.skip_reason`, so this is a read of the table — live, while the run
+ * goes on. Runs started before skips were recorded (`workflow_runs.decisions = 'derived'`) have no
+ * reason in the tables: for them only, the run's stream is folded on the machine that wrote it,
+ * which derives each reason from the recorded facts as it did while the run went on.
  */
 import type { Db } from '../../events/db.js';
 import { upcast } from '../../events/catalog.js';
 import { fold } from '../../machines/fold.js';
-import { workflowRunMachine, type WorkflowRunContext } from '../../machines/workflow-run.js';
+import { getMachine } from '../../machines/registry.js';
+import type { WorkflowRunContext } from '../../machines/workflow-run.js';
 
 export function skipReasons(db: Db, wfRunId: string): Record<string, string> {
-  const rows = db.prepare('SELECT type, v, at, data FROM events WHERE stream_id = ? ORDER BY version').all(`wfrun:${wfRunId}`) as Array<{
+  const rows = db
+    .prepare("SELECT step_id AS stepId, skip_reason AS reason FROM workflow_steps WHERE wfrun_id = ? AND status = 'skipped' ORDER BY ord")
+    .all(wfRunId) as Array<{ stepId: string; reason: string | null }>;
+  const out: Record<string, string> = {};
+  for (const r of rows) if (r.reason !== null) out[r.stepId] = r.reason;
+  if (rows.every((r) => r.reason !== null)) return out;
+  return { ...derivedSkipReasons(db, wfRunId), ...out };
+}
+
+/** The reasons a run that recorded no skips had, from a fold of its stream on the machine that wrote it. */
+function derivedSkipReasons(db: Db, wfRunId: string): Record<string, string> {
+  const streamId = `wfrun:${wfRunId}`;
+  const stream = db.prepare('SELECT machine_id AS id, machine_version AS version FROM streams WHERE stream_id = ?').get(streamId) as
+    | { id: string | null; version: number | null }
+    | undefined;
+  const machine = stream?.id && stream.version !== null ? getMachine({ id: stream.id, version: stream.version }) : undefined;
+  if (!machine) return {};
+  const rows = db.prepare('SELECT type, v, at, data FROM events WHERE stream_id = ? ORDER BY version').all(streamId) as Array<{
     type: string;
     v: number;
     at: string;
     data: string;
   }>;
   const { snapshot } = fold(
-    workflowRunMachine,
+    machine,
     rows.map((r) => ({ type: r.type, at: r.at, data: upcast(r.type, r.v, JSON.parse(r.data)) })),
   );
   const out: Record<string, string> = {};

@@ -242,7 +242,19 @@ class WorkflowRunner {
   }
 
   private readonly effects: Effects = {
-    // Inline: the intents go into the same transaction as the event that made the steps ready.
+    // Inline: what the machine decided — retries, skips, the intents of the steps that start — goes
+    // into the same transaction as the event that caused it.
+    recordDecisions: {
+      inline: (
+        params: { retries: Array<EventData<'step.retry_scheduled'>>; skips: Array<EventData<'step.skipped'>>; starts: Array<{ stepId: string; attempt: number }> },
+        snapshot: AnyMachineSnapshot,
+      ) => [
+        ...params.retries.map((r) => ({ type: 'step.retry_scheduled', data: { stepId: r.stepId, attempt: r.attempt, dueAt: r.dueAt, reason: r.reason } })),
+        ...params.skips.map((s) => ({ type: 'step.skipped', data: { stepId: s.stepId, reason: s.reason } })),
+        ...params.starts.map((s) => ({ type: 'step.spawn_requested', data: this.spawnRequest(snapshot.context as WorkflowRunContext, s.stepId, s.attempt) })),
+      ],
+    },
+    // Runs started before decisions were recorded (resumed by this version): their intents only.
     startSteps: {
       inline: (params: { steps: Array<{ stepId: string; attempt: number }> }, snapshot: AnyMachineSnapshot) =>
         params.steps.map((s) => ({
@@ -535,6 +547,8 @@ class WorkflowRunner {
       runnerId: runtime.runnerId,
       // A new run's lease starts at token 1, taken in the start's own transaction.
       leaseToken: 1,
+      // Its skips and retries are recorded as events (step.skipped, step.retry_scheduled).
+      decisions: 'recorded',
     };
     try {
       this.actor.record('wfrun.started', started, { precondition: this.lease.takeNew() });
@@ -584,8 +598,14 @@ class WorkflowRunner {
           // Planned, intent never recorded: it never started. Its intent now, then its spawn.
           if (this.context.steps[step.id]!.status === 'starting') this.record('step.spawn_requested', this.spawnRequest(this.context, step.id, s.attempt));
           break;
+        case 'skipping':
+          // Decided by an event appended without the runner's effects (a cancel from another process), not yet recorded.
+          if (this.context.steps[step.id]!.status === 'skipping') this.record('step.skipped', { stepId: step.id, reason: s.reason ?? 'skipped' });
+          break;
         case 'retrying':
-          this.armRetry(step.id, s.attempt + 1, s.retryAt!);
+          if (s.retryAt !== null) this.armRetry(step.id, s.attempt + 1, s.retryAt);
+          // A retry decided but not recorded: recording it arms it (armRetry).
+          else if (s.pendingRetry && this.context.steps[step.id]!.retryAt === null) this.record('step.retry_scheduled', { stepId: step.id, ...s.pendingRetry });
           break;
         case 'spawning':
         case 'running': {
