@@ -7,6 +7,7 @@
  */
 import { Subject } from 'rxjs';
 import { busyError, cached, isBusy, type Db } from './db.js';
+import { applyGuards } from './sqlite-leases.js';
 import { schemaVersion, upcast, validateEventData } from './catalog.js';
 import { ConcurrencyConflictError, ValidationError } from './errors.js';
 import type {
@@ -22,7 +23,7 @@ import type {
   StreamInfo,
 } from './types.js';
 
-interface EventRow {
+export interface EventRow {
   position: number;
   stream_id: string;
   version: number;
@@ -140,6 +141,7 @@ export class SqliteEventLog implements EventLog {
       }
       throw error;
     }
+    if (options.onLeases && Object.keys(result.leases).length) options.onLeases(result.leases);
     if (this.batched) this.batched.push(...result.events);
     else for (const event of result.events) this.subject.next(event);
     return result;
@@ -191,7 +193,7 @@ export class SqliteEventLog implements EventLog {
   }
 
   private appendInTransaction(streamId: string, prepared: PreparedEvent[], options: AppendOptions): AppendResult {
-    options.precondition?.();
+    const leases = options.guards?.length ? applyGuards(this.db, options.guards, options.nowMs ?? Date.parse(prepared[0]!.at)) : {};
     const stream = this.selectStream.get(streamId);
     const actual = stream?.version ?? 0;
     if (actual !== options.expectedVersion) {
@@ -241,7 +243,7 @@ export class SqliteEventLog implements EventLog {
       this.applyHandlers(storedEvent);
       stored.push(storedEvent);
     }
-    return { streamId, version, position: stored[stored.length - 1]!.position, events: stored };
+    return { streamId, version, position: stored[stored.length - 1]!.position, events: stored, leases };
   }
 
   /** Runs the inline projections for one event (inside the caller's transaction). */

@@ -65,18 +65,54 @@ export interface StreamInfo {
   updatedAt: string;
 }
 
+/** A lease with its fencing token (`expiresAt` in epoch ms). */
+export interface Lease {
+  name: string;
+  holder: string;
+  token: number;
+  expiresAt: number;
+}
+
+/**
+ * A precondition of an append, as data the store checks inside the append's own transaction (so a
+ * store on another database checks it the same way): the compare-and-set on the stream's version
+ * is always there; these add leases and queued work.
+ */
+export type AppendGuard =
+  /** Take the lease (or take it over from a holder whose lease expired); `expectToken: 1` for a stream's first. `release`: give it back in the same transaction. */
+  | { kind: 'take-lease'; name: string; holder: string; ttlMs: number; expectToken?: number; release?: boolean }
+  /** The fence: this holder still holds the lease with this token, unexpired. `release`: give it back with the events (the stream ends). */
+  | { kind: 'lease-held'; name: string; holder: string; token: number; release?: boolean }
+  /** Queued work (the run queue) is still unclaimed and not dropped. */
+  | { kind: 'queued'; runId: string };
+
+/** Leases, through one interface (src/events/sqlite-leases.ts for SQLite). */
+export interface LeaseStore {
+  /** Takes a lease (or takes it over once expired), in its own transaction or the caller's; a live holder refuses (retryable conflict). */
+  take(name: string, holder: string, ttlMs: number, nowMs: number): Lease;
+  /** Extends a held lease; `LeaseLostError` when it is not held with that token any more. */
+  renew(lease: Lease, ttlMs: number, nowMs: number): Lease;
+  release(lease: Pick<Lease, 'name' | 'holder' | 'token'>): void;
+  /** Gives up whatever token of `name` this holder has. */
+  releaseByHolder(name: string, holder: string): void;
+  /** Expires every lease of a holder that is provably gone. */
+  expireHolder(holder: string, nowMs: number): void;
+  get(name: string): { holder: string; token: number; expiresAt: number } | null;
+}
+
 export interface AppendOptions {
   /** Version the stream must be at (0 for a new stream). A mismatch throws `ConcurrencyConflictError`. */
   expectedVersion: number;
+  /** Checked in order inside the transaction, before anything is written. */
+  guards?: ReadonlyArray<AppendGuard>;
+  /** The appender's clock (epoch ms), for the guards' lease times (default: the events' `at`). */
+  nowMs?: number;
+  /** The leases the guards took, once committed and before the events are published. */
+  onLeases?: (leases: Record<string, Lease>) => void;
   /** Stream kind (`loop`, `run`, …); required when creating a stream. */
   kind?: string;
   /** Machine that owns the stream, recorded on creation so old streams replay on the machine that wrote them. */
   machine?: { id: string; version: number };
-  /**
-   * Checked inside the transaction before anything is written (e.g. a lease fence).
-   * Throwing aborts the append.
-   */
-  precondition?: () => void;
 }
 
 export interface AppendResult {
@@ -86,6 +122,8 @@ export interface AppendResult {
   /** Global position of the last appended event. */
   position: number;
   events: StoredEvent[];
+  /** Leases the guards took, by name. */
+  leases: Record<string, Lease>;
 }
 
 export interface ReadAllOptions {

@@ -10,7 +10,7 @@
  */
 import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
 import { ConcurrencyConflictError, InvalidTransitionError, NotFoundError } from '../events/errors.js';
-import type { EventMeta, NewEvent, StoredEvent } from '../events/types.js';
+import type { AppendGuard, EventMeta, Lease, NewEvent, StoredEvent } from '../events/types.js';
 import { initialSnapshot, stateOf, step } from '../machines/fold.js';
 import { getMachine, type MachineRef } from '../machines/registry.js';
 import { isoNow } from './clock.js';
@@ -33,11 +33,14 @@ export type Effects = Record<string, Effect | InlineEffect>;
 
 export interface RecordOptions {
   /**
-   * Runs inside the append transaction, before anything is written, with the snapshot the
-   * recorded events lead to (e.g. a lease fence, or taking / releasing a lease atomically with
-   * the events). Throwing aborts the append.
+   * Preconditions as data, checked by the store inside the append's transaction before anything is
+   * written (a lease's fence, taking or releasing a lease atomically with the events, queued work
+   * still unclaimed) — given the snapshot the recorded events lead to. A failing guard aborts the
+   * append. See `AppendGuard`.
    */
-  precondition?: (next: AnyMachineSnapshot) => void;
+  guards?: readonly AppendGuard[] | ((next: AnyMachineSnapshot) => readonly AppendGuard[]);
+  /** Receives the leases the guards took (their tokens). */
+  tookLeases?: (leases: Record<string, Lease>) => void;
   meta?: EventMeta;
   /**
    * When another process appended to this stream first (e.g. a cancel request from the CLI), catch
@@ -216,12 +219,14 @@ export class DurableActor {
     this.version = before.version + batch.length;
     let appended;
     try {
-      const precondition = options.precondition;
+      const guards = typeof options.guards === 'function' ? options.guards(snapshot) : options.guards;
       appended = this.runtime.log.append(this.streamId, batch, {
         expectedVersion: before.version,
         kind: this.kind,
         machine: this.machineRef,
-        ...(precondition ? { precondition: () => precondition(snapshot) } : {}),
+        nowMs: this.runtime.clock.now(),
+        ...(guards?.length ? { guards } : {}),
+        ...(options.tookLeases ? { onLeases: options.tookLeases } : {}),
       });
     } catch (error) {
       this.snapshot = before.snapshot;

@@ -5,6 +5,8 @@
 import { hostname } from 'node:os';
 import type { Db } from '../events/db.js';
 import { SqliteEventLog } from '../events/sqlite-log.js';
+import { SqliteLeaseStore } from '../events/sqlite-leases.js';
+import type { LeaseStore } from '../events/types.js';
 import { inlineHandler } from '../projections/registry.js';
 import { systemClock, type Clock } from './clock.js';
 import { newId } from './ids.js';
@@ -30,6 +32,8 @@ export interface Runtime {
   dataDir: string;
   db: Db;
   log: SqliteEventLog;
+  /** Leases with fencing tokens (src/events/sqlite-leases.ts): the one way to them. */
+  leases: LeaseStore;
   clock: Clock;
   runnerId: string;
   /** The spawner helper runs are started through, or null to start them from this process. */
@@ -55,6 +59,7 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
     dataDir: reader.dataDir,
     db: reader.db,
     log,
+    leases: new SqliteLeaseStore(reader.db),
     clock,
     runnerId,
     spawner: null,

@@ -3,7 +3,7 @@
  * on (replay, verify) — including that those checks do fail when the log or a table is wrong.
  */
 import { describe, expect, it } from 'vitest';
-import { InvalidTransitionError, NotFoundError } from '../../src/events/errors.js';
+import { InvalidTransitionError, NotFoundError, LeaseLostError } from '../../src/events/errors.js';
 import { currentMachines } from '../../src/machines/registry.js';
 import { projections } from '../../src/projections/registry.js';
 import { DurableActor } from '../../src/runtime/actor.js';
@@ -82,13 +82,10 @@ describe('DurableActor', () => {
   it('a failed append leaves the actor where it was, so the next record still works', async () => {
     const runtime = await useRuntime();
     const actor = DurableActor.create(runtime, 'run:run_1', 'run', currentMachines.run);
+    // A fence on a lease nobody holds: the guard fails inside the transaction.
     expect(() =>
-      actor.record('run.claimed', runEv.claimed().data, {
-        precondition: () => {
-          throw new Error('fenced');
-        },
-      }),
-    ).toThrow('fenced');
+      actor.record('run.claimed', runEv.claimed().data, { guards: [{ kind: 'lease-held', name: 'run:run_1', holder: 'someone', token: 7 }] }),
+    ).toThrow(LeaseLostError);
     expect(actor.state).toBe('new');
     expect(actor.version).toBe(0);
     actor.record('run.claimed', runEv.claimed().data);

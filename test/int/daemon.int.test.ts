@@ -23,7 +23,6 @@ import { Daemon, pidFile, readDaemonState, runningDaemon, type DaemonOptions } f
 import { createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops/commands.js';
 import type { LoopView, RunView } from '../../src/runtime/queries/loops.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
-import { takeLease } from '../../src/runtime/leases.js';
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
 import { isAlive, killGroupIfAlive, waitForGroupGone } from '../helpers/proc.js';
 import { tempDir, useRuntime, type TestRuntime } from '../helpers/tmp.js';
@@ -438,8 +437,8 @@ describe('Daemon: stop and exclusivity', () => {
     // A dead process's pid, as a runner id of this host would carry it.
     const child = spawnSync('true');
     const deadHolder = `${hostname()}:${child.pid}:dead01`;
-    takeLease(runtime.db, 'daemon', deadHolder, 15_000, clock.now());
-    takeLease(runtime.db, 'run:run_x', deadHolder, 30_000, clock.now());
+    runtime.leases.take('daemon', deadHolder, 15_000, clock.now());
+    runtime.leases.take('run:run_x', deadHolder, 30_000, clock.now());
     expect(existsSync(pidFile(runtime.dataDir))).toBe(false);
     daemon.start();
     expect(lines.some((l) => l.includes('daemon started'))).toBe(true);

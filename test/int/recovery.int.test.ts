@@ -27,7 +27,6 @@ import { DurableActor } from '../../src/runtime/actor.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { Daemon, pidFile, runningDaemon } from '../../src/runtime/daemon/daemon.js';
 import { newId } from '../../src/runtime/ids.js';
-import { assertLeaseHeld, takeLease } from '../../src/runtime/leases.js';
 import { createAgentLoop, createCommandLoop } from '../../src/runtime/loops/commands.js';
 import { bootId, processStartTime } from '../../src/runtime/execution/process-info.js';
 import { findLoop, findRun, type LoopView } from '../../src/runtime/queries/loops.js';
@@ -98,7 +97,7 @@ function strandRun(old: Runtime, loop: LoopView, stage: Stage, ttlMs = TTL, time
       runnerId: old.runnerId,
       leaseToken: 1,
     },
-    { precondition: () => void takeLease(old.db, streamId, old.runnerId, ttlMs, now), meta: { leaseToken: 1 } },
+    { guards: [{ kind: 'take-lease', name: streamId, holder: old.runnerId, ttlMs }], meta: { leaseToken: 1 } },
   );
   if (stage === 'claimed') return runId;
   actor.record('process.spawn_requested', { command: 'sleep 30', args: [], shell: true, cwd: null, envKeys: [], timeoutAt });
@@ -205,7 +204,12 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     expect(findRun(runtime.db, runId)).toMatchObject({ status: 'abandoned', pid: proc.pid, runnerId: OLD });
     // The old runner, should it come back, can no longer record anything under its lease.
     const stale = { name: `run:${runId}`, holder: OLD, token: 1, expiresAt: T0 + TTL };
-    expect(() => assertLeaseHeld(runtime.db, stale, clock.now())).toThrow(LeaseLostError);
+    expect(() =>
+      runtime.log.append(`run:${runId}`, [{ type: 'run.cancel_requested', data: { reason: null }, at: new Date(clock.now()).toISOString() }], {
+        expectedVersion: runtime.log.streamInfo(`run:${runId}`)!.version,
+        guards: [{ kind: 'lease-held', ...stale }],
+      }),
+    ).toThrow(LeaseLostError);
     expect(findLoop(runtime.db, loop.id).status).toBe('active');
   });
 
@@ -536,7 +540,7 @@ describe('Daemon.start() recovers first', () => {
     const daemonProc = await deadProcess();
     // What a daemon killed with -9 leaves behind: its pid file, its live daemon lease, a run
     // under a live lease of its runner.
-    takeLease(old.db, 'daemon', OLD, 15_000, clock.now());
+    old.leases.take('daemon', OLD, 15_000, clock.now());
     const runId = strandRun(old, loop, gone);
     const unrelated = await openRuntime({ dataDir: runtime.dataDir, clock, runnerId: 'cli-host:333:run-now' });
     onTestFinished(() => unrelated.close());

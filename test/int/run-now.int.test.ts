@@ -5,7 +5,6 @@ import { describe, expect, it } from 'vitest';
 import { InvalidTransitionError, LeaseLostError, NotFoundError } from '../../src/events/errors.js';
 import type { StoredEvent } from '../../src/events/types.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
-import { acquireLease } from '../../src/runtime/leases.js';
 import { changeLoopState, createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops/commands.js';
 import { runDir } from '../../src/runtime/paths.js';
 import { findLoop, findRun } from '../../src/runtime/queries/loops.js';
@@ -255,7 +254,7 @@ describe('runNow: leases', () => {
 
     // Another runner takes over after forcing the lease to expire.
     runtime.db.prepare('UPDATE leases SET expires_at = ? WHERE name = ?').run('2026-05-01T09:00:00.000Z', streamId);
-    const stolen = acquireLease(runtime.db, streamId, 'thief', 30_000, clock.now());
+    const stolen = runtime.leases.take(streamId, 'thief', 30_000, clock.now());
     expect(stolen.token).toBe(2);
     const versionBefore = runtime.log.streamInfo(streamId)!.version;
     const headBefore = runtime.log.headPosition();
@@ -296,13 +295,13 @@ describe('runNow: leases', () => {
 
   it('a run leased by another runner cannot be claimed twice', async () => {
     const runtime = await useRuntime();
-    const lease = acquireLease(runtime.db, 'run:x', 'a', 10_000, Date.now());
+    const lease = runtime.leases.take('run:x', 'a', 10_000, Date.now());
     expect(lease.token).toBe(1);
-    expect(() => acquireLease(runtime.db, 'run:x', 'b', 10_000, Date.now())).toThrow(/run:x is leased by a until/);
+    expect(() => runtime.leases.take('run:x', 'b', 10_000, Date.now())).toThrow(/run:x is leased by a until/);
     // The same holder may re-acquire; the token moves on.
-    expect(acquireLease(runtime.db, 'run:x', 'a', 10_000, Date.now()).token).toBe(2);
+    expect(runtime.leases.take('run:x', 'a', 10_000, Date.now()).token).toBe(2);
     // After expiry anyone may take it.
-    expect(acquireLease(runtime.db, 'run:x', 'b', 10_000, Date.now() + 20_000)).toMatchObject({ holder: 'b', token: 3 });
+    expect(runtime.leases.take('run:x', 'b', 10_000, Date.now() + 20_000)).toMatchObject({ holder: 'b', token: 3 });
   });
 });
 

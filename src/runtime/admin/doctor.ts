@@ -42,6 +42,7 @@ import { listLoops, type LoopView } from '../queries/loops.js';
 import { staleProjections } from '../store.js';
 import { findWorkflow, type WorkflowView } from '../queries/workflows.js';
 import { preflightWorkflow } from '../workflows/preflight.js';
+import { countEvents } from '../../events/sqlite-reads.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -236,7 +237,7 @@ function checkDatabase(dataDir: string, dataDirExists: boolean): DatabaseResult 
     const rows = db.pragma('integrity_check') as Array<{ integrity_check: string }>;
     const messages = rows.map((r) => r.integrity_check);
     const bytes = [file, `${file}-wal`].reduce((sum, f) => sum + (existsSync(f) ? statSync(f).size : 0), 0);
-    const events = (db.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n;
+    const events = countEvents(db);
     if (messages.length === 1 && messages[0] === 'ok') {
       checks.push({ ...base, status: 'ok', detail: `${file}: ${Math.ceil(bytes / 1024)} KiB, ${plural(events, 'event')}, integrity ok` });
     } else {

@@ -4,25 +4,15 @@
  */
 import Database from 'better-sqlite3';
 import { cached, type Db } from '../../events/db.js';
-import { rowToEvent } from '../../events/sqlite-log.js';
+import { iterateEvents } from '../../events/sqlite-reads.js';
 import type { StoredEvent } from '../../events/types.js';
 import { inlineHandler, projections as allProjections, retiredProjections } from '../../projections/registry.js';
 import type { Projection } from '../../projections/types.js';
 
 type Row = Record<string, unknown>;
 
-function* eventsOf(db: Db, batch = 2000): Generator<StoredEvent> {
-  const stmt = db.prepare<[number, number], Parameters<typeof rowToEvent>[0]>(
-    'SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?',
-  );
-  let position = 0;
-  for (;;) {
-    const rows = stmt.all(position, batch);
-    for (const row of rows) yield rowToEvent(row);
-    if (rows.length < batch) return;
-    position = rows[rows.length - 1]!.position;
-  }
-}
+/** Every event of the log, in position order (the store's iterator). */
+const eventsOf = (db: Db) => iterateEvents(db);
 
 function select(names?: ReadonlyArray<string>): Projection[] {
   if (!names) return [...allProjections];

@@ -313,10 +313,10 @@ export function prune(runtime: Runtime, options: PruneOptions): PruneReport {
     for (let i = 0; i < candidates.length && !reselect; i += CHUNK) {
       const chunk = candidates.slice(i, i + CHUNK);
       try {
-        actor.recordAll(
-          chunk.map((c) => eventOf(c, options)),
-          { precondition: () => assertStillPrunable(db, chunk, nowIso()) },
-        );
+        // The retention stream's compare-and-set is the guard: its version was read before the
+        // selection, so a prune that recorded meanwhile makes this append conflict and we select
+        // again; a finished run never becomes running again.
+        actor.recordAll(chunk.map((c) => eventOf(c, options)));
       } catch (error) {
         if (!(error instanceof ConcurrencyConflictError) && !(error instanceof Reselect)) throw error;
         if (++conflicts > 5) {

@@ -5,6 +5,7 @@
 import { cached, type Db } from '../../events/db.js';
 import type { LoopView } from '../queries/loops.js';
 import { upcomingSlots } from '../../scheduling/planner.js';
+import { streamEventsOfType } from '../../events/sqlite-reads.js';
 
 export interface DecisionView {
   decision: 'fired' | 'buffered' | 'skipped' | 'coalesced' | 'missed' | 'retry';
@@ -132,10 +133,7 @@ function sentence(d: DecisionView, slot: string): string {
 
 /** The loop's lifecycle state at an instant, when it was not active; null when it was. */
 function lifecycleAt(db: Db, loopId: string, atMs: number): string | null {
-  const rows = cached<[string], LifecycleRow>(
-    db,
-    "SELECT type, at, data FROM events WHERE stream_id = ? AND type LIKE 'loop.%' ORDER BY version",
-  ).all(`loop:${loopId}`);
+  const rows: LifecycleRow[] = streamEventsOfType(db, `loop:${loopId}`, 'loop.');
   let state: string | null = null;
   for (const row of rows) {
     if (Date.parse(row.at) > atMs) break;

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { cached, writeTransaction } from '../../events/db.js';
 import { LoopsError } from '../../events/errors.js';
 import type { TimerHandle } from '../clock.js';
-import { releaseLease, renewLease, takeLease, type Lease } from '../leases.js';
+import type { Lease } from '../leases.js';
 import { databaseFile } from '../paths.js';
 import { bootId, processStartTime } from '../execution/process-info.js';
 import type { RunView } from '../queries/loops.js';
@@ -147,11 +147,11 @@ export class Daemon {
     // start (and recovery) until they run out. Without a pid file (removed by hand, or left by a
     // build that wrote it after the lease), a holder on this host whose pid no process has is dead
     // as surely.
-    const holder = cached<[string], { holder: string; expires_at: string }>(runtime.db, 'SELECT holder, expires_at FROM leases WHERE name = ?').get(DAEMON_LEASE);
+    const holder = runtime.leases.get(DAEMON_LEASE);
     const dead =
       previous && !other && previous.runnerId !== runtime.runnerId
         ? previous.runnerId
-        : holder && holder.holder !== runtime.runnerId && Date.parse(holder.expires_at) > runtime.clock.now() && holderGone(holder.holder)
+        : holder && holder.holder !== runtime.runnerId && holder.expiresAt > runtime.clock.now() && holderGone(holder.holder)
           ? holder.holder
           : null;
     const ttl = this.options.leaseTtlMs ?? 15_000;
@@ -169,11 +169,8 @@ export class Daemon {
     try {
       const now = runtime.clock.now();
       this.lease = writeTransaction(runtime.db, () => {
-          if (dead) {
-            const nowIso = new Date(now).toISOString();
-            cached(runtime.db, 'UPDATE leases SET expires_at = ? WHERE holder = ? AND expires_at > ?').run(nowIso, dead, nowIso);
-          }
-          const lease = takeLease(runtime.db, DAEMON_LEASE, runtime.runnerId, ttl, now);
+          if (dead) runtime.leases.expireHolder(dead, now);
+          const lease = runtime.leases.take(DAEMON_LEASE, runtime.runnerId, ttl, now);
           // The pid file is written while the write lock is held, before the lease commits: a
           // daemon killed at any point leaves either no lease, or a lease and a pid file that names
           // its (dead) process — never a lease nobody can prove dead.
@@ -244,7 +241,7 @@ export class Daemon {
       this.timers.delete(timer);
       if (this.stopping || !this.lease) return;
       try {
-        this.lease = renewLease(this.runtime.db, this.lease, ttl, this.runtime.clock.now());
+        this.lease = this.runtime.leases.renew(this.lease, ttl, this.runtime.clock.now());
         this.heartbeat(ttl);
       } catch (error) {
         this.state.lastError = `lost the daemon lease: ${(error as Error).message}`;
@@ -416,7 +413,7 @@ export class Daemon {
     for (const timer of this.timers) this.runtime.clock.clearTimeout(timer);
     this.timers.clear();
     process.off('SIGUSR2', this.onNudge);
-    if (this.lease) releaseLease(this.runtime.db, this.lease);
+    if (this.lease) this.runtime.leases.release(this.lease);
     this.lease = null;
     const mine = runningDaemon(this.runtime.dataDir);
     if (!mine || mine.pid === process.pid) rmSync(pidFile(this.runtime.dataDir), { force: true });

@@ -26,7 +26,7 @@ import { afterScheduledRun } from '../loops/decisions.js';
 import { findLoop, findRun, type RunView } from '../queries/loops.js';
 import { recoverWorkflowLoopRun } from '../workflows/runner.js';
 import { recoverRuns, type RecoveryReport } from './recovery.js';
-import { claimableWork, QUEUE_COLUMNS, stillQueued, type QueueItem } from './run-queue.js';
+import { claimableWork, QUEUE_COLUMNS, type QueueItem } from './run-queue.js';
 import { executeRun, type RunNowOptions } from '../execution/run-now.js';
 import type { Runtime } from '../runtime.js';
 import { decideLoop, repairFixedDelay } from '../loops/decisions.js';
@@ -144,8 +144,7 @@ function judgeStranded(runtime: Runtime, loopId: string, items: QueueItem[], now
     });
   }
   if (drops.length === 0) return [];
-  const checks = drops.map((d) => stillQueued(runtime, d.data.runId));
-  return actor.recordAll(drops, { precondition: () => checks.forEach((check) => check()) });
+  return actor.recordAll(drops, { guards: drops.map((d) => ({ kind: 'queued' as const, runId: d.data.runId })) });
 }
 
 // ── step 2: claim and run ──────────────────────────────────────────────────────────────────────
@@ -348,7 +347,7 @@ export class Dispatcher {
     if (this.heartbeat !== null) this.runtime.clock.clearTimeout(this.heartbeat);
     this.heartbeat = null;
     try {
-      this.runtime.db.prepare('DELETE FROM leases WHERE name = ? AND holder = ?').run(runnerLeaseName(this.runtime.runnerId), this.runtime.runnerId);
+      this.runtime.leases.releaseByHolder(runnerLeaseName(this.runtime.runnerId), this.runtime.runnerId);
     } catch {
       // best effort: it expires by itself
     }

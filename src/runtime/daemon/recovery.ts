@@ -90,12 +90,7 @@ export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryRepo
       if (found) {
         // Under the run's lease, taken over (fencing the dead runner) and given back: the adopter takes it next.
         const lease = new HeldLease(runtime, `run:${runId}`, leaseTtlMs);
-        actor.record('process.spawned', { pid: found.pid, pgid: found.pid, startTime: found.startTime, bootId: found.bootId }, {
-          precondition: () => {
-            lease.takeOverIn()();
-            lease.release();
-          },
-        });
+        actor.record('process.spawned', { pid: found.pid, pgid: found.pid, startTime: found.startTime, bootId: found.bootId }, lease.takeOverIn({ release: true }));
         report.orphaned.push({ runId, ...found, timeoutAt: context.timeoutAt });
         continue;
       }

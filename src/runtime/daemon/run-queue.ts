@@ -1,9 +1,8 @@
 /**
  * The read side of the run queue (the `run_queue` projection): claimable work — fired and
- * buffered slots and scheduled retries that nobody has claimed yet — and the precondition a claim
- * checks inside its transaction.
+ * buffered slots and scheduled retries that nobody has claimed yet. A claim checks, inside its
+ * transaction, that its work is still queued with the `queued` append guard (src/events/sqlite-leases.ts).
  */
-import { ClaimLostError } from '../../events/errors.js';
 import type { Runtime } from '../runtime.js';
 import { runningRuns } from '../loops/decisions.js';
 
@@ -71,10 +70,3 @@ export function queuedWork(runtime: Runtime, loopId: string): QueueItem[] {
     .all(loopId);
 }
 
-/** An append precondition: the queued work is still unclaimed (checked inside the transaction). */
-export function stillQueued(runtime: Runtime, runId: string): () => void {
-  return () => {
-    const row = runtime.db.prepare('SELECT 1 FROM run_queue WHERE run_id = ?').get(runId);
-    if (!row) throw new ClaimLostError(runId, 'it is no longer queued (another runner claimed it, or it was dropped)');
-  };
-}

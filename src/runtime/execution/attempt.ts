@@ -26,7 +26,6 @@ import { DurableActor, type Effects } from '../actor.js';
 import { resolveAccountEnv } from '../agents/accounts.js';
 import { AgentOutputParser, AUTH_ENV_VARS, PROVIDERS, isProviderId, type ProviderId } from '../agents/index.js';
 import { agentSink, cliVersion, prepareAgent, reportFrom, type PreparedAgent } from '../agents/run.js';
-import { stillQueued } from '../daemon/run-queue.js';
 import { agentEnd, prepareSpawn } from './spawn-plan.js';
 import { newId } from '../ids.js';
 import { HeldLease } from '../leases.js';
@@ -297,17 +296,8 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
     leaseToken: 1,
   };
   try {
-    const take = lease.takeNew();
-    actor.record('run.claimed', claimed, {
-      ...lease.fence(),
-      meta: { leaseToken: 1 },
-      retryOnConflict: false, // another claim of this run id is a lost race, not something to catch up with
-      precondition: (next) => {
-        if (options.queued) stillQueued(runtime, runId)();
-        take();
-        lease.fence().precondition(next);
-      },
-    });
+    // Another claim of this run id is a lost race, not something to catch up with (no retry).
+    actor.record('run.claimed', claimed, lease.takeNew(options.queued ? [{ kind: 'queued', runId }] : []));
   } catch (error) {
     if (error instanceof ClaimLostError) throw error;
     if (error instanceof ConcurrencyConflictError) throw new ClaimLostError(runId, 'another runner claimed it first');
@@ -433,7 +423,7 @@ export function finishStaleRun(
   if (actor.snapshot.status === 'done') return { outcome: 'exited', run: findRun(runtime.db, runId), followUp: [] };
   const context = actor.snapshot.context as RunContext;
   const lease = new HeldLease(runtime, `run:${runId}`, options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS);
-  const takeOver = { precondition: (next: AnyMachineSnapshot) => (lease.takeOverIn()(), lease.fence().precondition(next)) };
+  const takeOver = lease.takeOverIn();
   const secrets = runSecrets(context.target && context.target.kind !== 'workflow' ? (context.target.secretEnv ?? []) : []);
   const found = exitFromFiles(runDir(runtime.dataDir, runId), {
     secrets,

@@ -16,6 +16,7 @@ import { DurableActor } from '../actor.js';
 import type { TimerHandle } from '../clock.js';
 import { runningDaemon } from '../daemon/daemon-info.js';
 import type { Runtime } from '../runtime.js';
+import { streamsWithEvents } from '../../events/sqlite-reads.js';
 
 export type CancelOutcome =
   /** The request is recorded; the runner will stop the process. */
@@ -140,11 +141,8 @@ class CancelWatch {
     if (this.runs.size === 0) return;
     const head = this.runtime.log.headPosition();
     if (head === this.position) return;
-    const rows = cached<[number, number], { stream: string }>(
-      this.runtime.db,
-      "SELECT stream_id AS stream FROM events WHERE position > ? AND position <= ? AND type IN ('run.cancel_requested', 'wfrun.cancel_requested')",
-    ).all(this.position, head);
+    const streams = streamsWithEvents(this.runtime.db, this.position, head, ['run.cancel_requested', 'wfrun.cancel_requested']);
     this.position = head;
-    for (const { stream } of rows) this.runs.get(stream)?.();
+    for (const stream of streams) this.runs.get(stream)?.();
   }
 }

@@ -13,7 +13,7 @@ import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { decideLoop } from './decisions.js';
-import { queuedWork, stillQueued } from '../daemon/run-queue.js';
+import { queuedWork } from '../daemon/run-queue.js';
 import { parseDuration } from '../../events/durations.js';
 import { newId } from '../ids.js';
 import { findLoop, type LoopView } from '../queries/loops.js';
@@ -438,13 +438,12 @@ export function changeLoopState(
     if (command === 'stop' || command === 'archive' || command === 'remove') {
       const queued = queuedWork(runtime, loop.id);
       if (queued.length) {
-        const checks = queued.map((q) => stillQueued(runtime, q.runId));
         actor.recordAll(
           [
             ...queued.map((q) => ({ type: 'slot.dropped', data: { runId: q.runId, slot: q.slot, attempt: q.attempt, reason: `loop ${COMMAND_PAST[command]} before it started` } })),
             { type, data },
           ],
-          { precondition: () => checks.forEach((check) => check()) },
+          { guards: queued.map((q) => ({ kind: 'queued' as const, runId: q.runId })) },
         );
         return;
       }

@@ -249,9 +249,7 @@ export function findRun(db: Db, id: string): RunView {
   throw new NotFoundError(`no run with id ${JSON.stringify(id)}`, { hint: 'loops runs lists recent runs' });
 }
 
-export function countEvents(db: Db): number {
-  return (cached(db, 'SELECT COUNT(*) AS n FROM events').get() as { n: number }).n;
-}
+export { countEvents } from '../../events/sqlite-reads.js';
 
 function escapeLike(text: string): string {
   return text.replace(/[\\%_]/g, (c) => `\\${c}`);

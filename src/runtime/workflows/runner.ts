@@ -551,7 +551,7 @@ class WorkflowRunner {
       decisions: 'recorded',
     };
     try {
-      this.actor.record('wfrun.started', started, { precondition: this.lease.takeNew() });
+      this.actor.record('wfrun.started', started, this.lease.takeNew());
     } catch (error) {
       this.sub?.unsubscribe();
       if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('idempotency_key')) {
