@@ -3,8 +3,8 @@
  * shapes the real CLIs print (as recorded in test/fixtures/agents/fake-agent.mjs and docs/agents.md).
  */
 import { describe, expect, it } from 'vitest';
-import { PROVIDERS } from '../../src/runtime/agents/providers.js';
-import { firstLine, oneLine, renderTranscript, TranscriptRenderer, type RenderedLine } from '../../src/runtime/agents/render.js';
+import { PROVIDERS } from '../../src/runtime/agents/index.js';
+import { firstLine, oneLine, renderTranscript, TranscriptRenderer, type RenderedLine } from '../../src/cli/agent-report/index.js';
 
 const jsonl = (...events: unknown[]) => events.map((e) => JSON.stringify(e)).join('\n') + '\n';
 const texts = (lines: RenderedLine[]) => lines.map((l) => l.text);

@@ -21,7 +21,7 @@ import {
   type AgentInvocation,
   type InvocationContext,
   type ProviderId,
-} from '../../src/runtime/agents/providers.js';
+} from '../../src/runtime/agents/index.js';
 
 const FIXTURES = resolve(dirname(fileURLToPath(import.meta.url)), '../fixtures/agents');
 const FINAL = 'All 42 tests pass; nothing to fix.';

@@ -6,7 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { UsageError } from '../../events/errors.js';
-import { TranscriptRenderer, thousands, type RenderedLine } from '../../runtime/agents/render.js';
+import { TranscriptRenderer, thousands, type RenderedLine } from '../agent-report/index.js';
 import { followOutput } from '../../runtime/queries/follow-output.js';
 import { droppedBytes, keptBytes, outputFiles, resolveLogsSubject, type LogsSubject, type OutputFiles, type OutputStream } from '../../runtime/queries/run-files.js';
 import { outputMasker, outputTracker, readOutputMasked, type OutputUnit, type OutputView } from '../../runtime/queries/run-output.js';

@@ -6,11 +6,14 @@
  * nothing else retained. Non-JSON lines, malformed or truncated JSON and a missing final event are
  * tolerated: the report then holds nulls and says why in `parseError`.
  *
- * The shapes read per provider, and where they come from, are listed in docs/agents.md.
+ * This is the shared line machinery; what each provider's events mean is its reader
+ * (`transcript.read` in ./providers/<id>.ts), which fills the extraction state of ./extract.ts. The
+ * shapes read per provider, and where they come from, are listed in docs/agents.md.
  */
 import { ValidationError } from '../../events/errors.js';
-import { PROVIDERS, isProviderId, type ProviderId, type TranscriptFormat } from './providers.js';
-import { bool, num, obj, str, type Json } from './json.js';
+import { Extract } from './extract.js';
+import { obj } from './json.js';
+import { isProviderId, providerDefinition, type ProviderId, type TranscriptReader } from './providers/index.js';
 
 export interface AgentTokens {
   input: number | null;
@@ -60,279 +63,9 @@ const DEFAULT_MAX_LINE = 1024 * 1024;
 const DEFAULT_MAX_MESSAGE = 64 * 1024;
 const NEWLINE = 0x0a;
 
-/** The text blocks of a claude/cursor message `content` array (or a plain string), joined. */
-function contentText(content: unknown): string | null {
-  if (typeof content === 'string') return content === '' ? null : content;
-  if (!Array.isArray(content)) return null;
-  let text = '';
-  for (const block of content) {
-    const b = obj(block);
-    if (b && b.type === 'text' && typeof b.text === 'string') text += b.text;
-  }
-  return text === '' ? null : text;
-}
-
-/** The mutable extraction state shared by the per-format readers. */
-class Extract {
-  model: string | null = null;
-  sessionId: string | null = null;
-  turns: number | null = null;
-  turnCount = 0;
-  durationMs: number | null = null;
-  input: number | null = null;
-  output: number | null = null;
-  cacheRead: number | null = null;
-  cacheWrite: number | null = null;
-  costUsd: number | null = null;
-  /** The final message the CLI reported as such (claude/cursor `result`, gemini `response`). */
-  resultText: string | null = null;
-  /** The last assistant text seen, a fallback for `resultText` (see `last()`). */
-  private lastText: string | null = null;
-  /** Gemini: assistant text since the last tool call (deltas appended), at most maxChars. */
-  private segment = '';
-  private segmentDropped = 0;
-  private segmentDone = false;
-  /** The segment, not `lastText`, is the last assistant text (capped lazily: deltas may be many). */
-  private segmentIsLast = false;
-  isError: boolean | null = null;
-  /** A final event was seen (result, turn completed, step finished). */
-  finished = false;
-
-  constructor(readonly maxChars: number) {}
-
-  cap(text: string, dropped = 0): string {
-    const over = Math.max(0, text.length - this.maxChars) + dropped;
-    return over > 0 ? `${text.slice(0, this.maxChars)}\n…[truncated ${over} characters]` : text;
-  }
-  setLast(text: string | null): void {
-    if (text === null) return;
-    this.lastText = this.cap(text);
-    this.segmentIsLast = false;
-  }
-  last(): string | null {
-    return this.segmentIsLast ? this.cap(this.segment, this.segmentDropped) : this.lastText;
-  }
-  /** Adds a counted value (tokens and cost are summed over turns / steps). */
-  add(field: 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'costUsd', value: number | null): void {
-    if (value !== null) this[field] = (this[field] ?? 0) + value;
-  }
-  /** Gemini assistant text: deltas are appended to the current segment, a tool call ends it. */
-  appendSegment(content: string, delta: boolean): void {
-    if (this.segmentDone || !delta) {
-      this.segment = '';
-      this.segmentDropped = 0;
-      this.segmentDone = false;
-    }
-    const room = this.maxChars - this.segment.length;
-    this.segment += content.slice(0, Math.max(0, room));
-    this.segmentDropped += Math.max(0, content.length - Math.max(0, room));
-    if (this.segment !== '') this.segmentIsLast = true;
-  }
-  endSegment(): void {
-    this.segmentDone = true;
-  }
-}
-
-type Reader = (event: Json, x: Extract) => void;
-
-/** claude -p --output-format stream-json --verbose (and a single `--output-format json` result). */
-const readClaude: Reader = (e, x) => {
-  if (e.type === 'system' && e.subtype === 'init') {
-    x.model = str(e.model) ?? x.model;
-    x.sessionId = str(e.session_id) ?? x.sessionId;
-  } else if (e.type === 'assistant') {
-    const message = obj(e.message);
-    if (x.model === null) x.model = str(message?.model);
-    x.sessionId = x.sessionId ?? str(e.session_id);
-    x.setLast(contentText(message?.content));
-  } else if (e.type === 'result') {
-    x.finished = true;
-    x.sessionId = str(e.session_id) ?? x.sessionId;
-    x.turns = num(e.num_turns) ?? x.turns;
-    x.durationMs = num(e.duration_ms) ?? x.durationMs;
-    // `cost_usd` is the name older versions used.
-    x.costUsd = num(e.total_cost_usd) ?? num(e.cost_usd) ?? x.costUsd;
-    const usage = obj(e.usage);
-    if (usage) {
-      x.input = num(usage.input_tokens);
-      x.output = num(usage.output_tokens);
-      x.cacheRead = num(usage.cache_read_input_tokens);
-      x.cacheWrite = num(usage.cache_creation_input_tokens);
-    }
-    const result = str(e.result);
-    if (result !== null) x.resultText = x.cap(result);
-    x.isError = bool(e.is_error) ?? (typeof e.subtype === 'string' ? e.subtype !== 'success' : x.isError);
-  }
-};
-
-/** codex exec --json (thread/turn/item events). */
-const readCodex: Reader = (e, x) => {
-  switch (e.type) {
-    case 'thread.started':
-      x.sessionId = str(e.thread_id) ?? x.sessionId;
-      break;
-    case 'turn.completed': {
-      x.finished = true;
-      x.turnCount++;
-      const usage = obj(e.usage);
-      if (usage) {
-        x.add('input', num(usage.input_tokens));
-        x.add('output', num(usage.output_tokens));
-        x.add('cacheRead', num(usage.cached_input_tokens));
-      }
-      if (x.isError === null) x.isError = false;
-      break;
-    }
-    case 'turn.failed':
-      x.finished = true;
-      x.turnCount++;
-      x.isError = true;
-      break;
-    case 'error':
-      x.isError = true;
-      break;
-    case 'item.completed': {
-      const item = obj(e.item);
-      if (item?.type === 'agent_message') x.setLast(str(item.text));
-      break;
-    }
-  }
-};
-
-/** cursor-agent --print --output-format stream-json (claude-like events; a `json` result object too). */
-const readCursor: Reader = (e, x) => {
-  if (e.type === 'system' && e.subtype === 'init') {
-    x.model = str(e.model) ?? x.model;
-    x.sessionId = str(e.session_id) ?? x.sessionId;
-  } else if (e.type === 'assistant') {
-    x.sessionId = x.sessionId ?? str(e.session_id);
-    x.setLast(contentText(obj(e.message)?.content));
-  } else if (e.type === 'result') {
-    x.finished = true;
-    x.sessionId = str(e.session_id) ?? x.sessionId;
-    x.durationMs = num(e.duration_ms) ?? x.durationMs;
-    // Newer versions add usage in camelCase; accept the snake_case spelling too.
-    const usage = obj(e.usage);
-    if (usage) {
-      x.input = num(usage.inputTokens) ?? num(usage.input_tokens);
-      x.output = num(usage.outputTokens) ?? num(usage.output_tokens);
-      x.cacheRead = num(usage.cacheReadTokens) ?? num(usage.cache_read_input_tokens);
-      x.cacheWrite = num(usage.cacheWriteTokens) ?? num(usage.cache_creation_input_tokens);
-    }
-    x.costUsd = num(e.total_cost_usd) ?? x.costUsd;
-    // `result` concatenates every assistant text of the run; the last assistant message is the answer.
-    const result = str(e.result);
-    if (result !== null) x.resultText = x.cap(result);
-    x.isError = bool(e.is_error) ?? (typeof e.subtype === 'string' ? e.subtype !== 'success' : x.isError);
-  }
-};
-
-/** opencode run --format json ({type, timestamp, sessionID, part} events). */
-const readOpencode: Reader = (e, x) => {
-  const part = obj(e.part);
-  x.sessionId = x.sessionId ?? str(e.sessionID) ?? str(part?.sessionID);
-  switch (e.type) {
-    case 'step_finish': {
-      // A step that ends in tool calls is followed by another step: only a step that stops is final.
-      if (part?.reason !== 'tool-calls') x.finished = true;
-      x.turnCount++;
-      const tokens = obj(part?.tokens);
-      if (tokens) {
-        x.add('input', num(tokens.input));
-        // Reasoning tokens are billed as output.
-        const out = num(tokens.output);
-        const reasoning = num(tokens.reasoning);
-        x.add('output', out === null && reasoning === null ? null : (out ?? 0) + (reasoning ?? 0));
-        const cache = obj(tokens.cache);
-        x.add('cacheRead', num(cache?.read));
-        x.add('cacheWrite', num(cache?.write));
-      }
-      x.add('costUsd', num(part?.cost));
-      if (x.isError === null) x.isError = false;
-      break;
-    }
-    case 'text':
-      x.setLast(str(part?.text));
-      break;
-    case 'error':
-      x.isError = true;
-      break;
-    case 'done':
-      x.finished = true;
-      break;
-  }
-};
-
-/** gemini --output-format stream-json (and the single `--output-format json` object). */
-const readGemini: Reader = (e, x) => {
-  switch (e.type) {
-    case 'init':
-      x.sessionId = str(e.session_id) ?? x.sessionId;
-      x.model = str(e.model) ?? x.model;
-      break;
-    case 'message':
-      if (e.role === 'assistant' && typeof e.content === 'string') {
-        // Deltas are appended; a whole message replaces the segment.
-        x.appendSegment(e.content, e.delta === true);
-      }
-      break;
-    case 'tool_use':
-    case 'tool_result':
-      x.endSegment();
-      break;
-    case 'result': {
-      x.finished = true;
-      x.isError = e.status === 'error' ? true : e.status === 'success' ? false : x.isError;
-      const stats = obj(e.stats);
-      if (stats) {
-        x.input = num(stats.input_tokens);
-        x.output = num(stats.output_tokens);
-        x.cacheRead = num(stats.cached);
-        x.durationMs = num(stats.duration_ms) ?? x.durationMs;
-      }
-      break;
-    }
-    case undefined: {
-      // `--output-format json`: {session_id?, response, stats: {models: {<name>: {tokens: {...}}}}, error?}
-      if (!('response' in e) && !('stats' in e) && !('error' in e)) break;
-      x.finished = true;
-      x.sessionId = str(e.session_id) ?? x.sessionId;
-      const response = str(e.response);
-      if (response !== null) x.resultText = x.cap(response);
-      x.isError = obj(e.error) !== null;
-      const models = obj(obj(e.stats)?.models);
-      if (models) {
-        const names = Object.keys(models);
-        if (names.length === 1) x.model = names[0]!;
-        for (const name of names) {
-          const tokens = obj(obj(models[name])?.tokens);
-          x.add('input', num(tokens?.prompt));
-          x.add('output', num(tokens?.candidates));
-          x.add('cacheRead', num(tokens?.cached));
-        }
-      }
-      break;
-    }
-  }
-};
-
-const READERS: Record<TranscriptFormat, Reader> = {
-  'claude-stream-json': readClaude,
-  'codex-exec-jsonl': readCodex,
-  'cursor-stream-json': readCursor,
-  'opencode-run-json': readOpencode,
-  'gemini-stream-json': readGemini,
-};
-
-/** Providers whose counted events are turns (codex: turns; opencode: steps, one per model call). */
-const COUNTS_TURNS: ReadonlySet<TranscriptFormat> = new Set(['codex-exec-jsonl', 'opencode-run-json']);
-/** Providers whose last assistant message is the answer even when a `result` text exists. */
-const PREFERS_LAST_TEXT: ReadonlySet<TranscriptFormat> = new Set(['cursor-stream-json']);
-
 export class AgentOutputParser {
   readonly provider: ProviderId;
-  private readonly format: TranscriptFormat;
-  private readonly reader: Reader;
+  private readonly transcript: TranscriptReader;
   private readonly maxLine: number;
   private readonly x: Extract;
   /** The current, not yet terminated line. */
@@ -357,8 +90,7 @@ export class AgentOutputParser {
   constructor(provider: ProviderId, options: AgentOutputParserOptions = {}) {
     if (!isProviderId(provider)) throw new ValidationError(`unknown agent provider "${String(provider)}"`);
     this.provider = provider;
-    this.format = PROVIDERS[provider].transcript;
-    this.reader = READERS[this.format];
+    this.transcript = providerDefinition(provider).transcript;
     this.maxLine = Math.max(1, options.maxLineBytes ?? DEFAULT_MAX_LINE);
     this.x = new Extract(Math.max(1, options.maxMessageChars ?? DEFAULT_MAX_MESSAGE));
   }
@@ -406,7 +138,7 @@ export class AgentOutputParser {
    */
   progress(): { costUsd: number | null; turns: number | null } {
     const x = this.x;
-    return { costUsd: x.costUsd, turns: x.turns ?? (COUNTS_TURNS.has(this.format) && x.turnCount > 0 ? x.turnCount : null) };
+    return { costUsd: x.costUsd, turns: x.turns ?? (this.transcript.countsTurns && x.turnCount > 0 ? x.turnCount : null) };
   }
 
   end(): AgentReport {
@@ -472,7 +204,7 @@ export class AgentOutputParser {
     }
     this.counters.jsonLines++;
     this.whole = null;
-    this.reader(e, this.x);
+    this.transcript.read(e, this.x);
   }
 
   /** A single JSON object printed over several lines (e.g. `--output-format json` pretty-printed). */
@@ -485,7 +217,7 @@ export class AgentOutputParser {
       this.counters.jsonLines++;
       this.counters.malformedLines = 0;
       this.counters.truncated = false;
-      this.reader(e, this.x);
+      this.transcript.read(e, this.x);
     } catch {
       // Not one object either: the per-line verdicts stand.
     }
@@ -494,8 +226,8 @@ export class AgentOutputParser {
   private report(): AgentReport {
     const x = this.x;
     const c = this.counters;
-    const turns = x.turns ?? (COUNTS_TURNS.has(this.format) && x.turnCount > 0 ? x.turnCount : null);
-    const finalMessage = PREFERS_LAST_TEXT.has(this.format) ? (x.last() ?? x.resultText) : (x.resultText ?? x.last());
+    const turns = x.turns ?? (this.transcript.countsTurns && x.turnCount > 0 ? x.turnCount : null);
+    const finalMessage = this.transcript.prefersLastText ? (x.last() ?? x.resultText) : (x.resultText ?? x.last());
     let parseError: string | null = null;
     if (c.jsonLines === 0) {
       if (c.bytes === 0) parseError = 'no output: the CLI printed nothing on stdout';

@@ -1,171 +1,34 @@
 /**
- * Renders an agent CLI's JSONL transcript (the run's stdout.log) as short lines a person can read:
- * the assistant's text, each tool call (`▸ bash: npm test`), a one-line summary of each tool
- * result, errors, and the final line with turns, duration, tokens and cost. `loops logs --pretty`
- * uses it; the raw file stays the record.
+ * One renderer per transcript format (the `transcript.format` of each provider's file in
+ * src/runtime/agents/providers): each takes one parsed event and the renderer's state (tool calls
+ * already shown, text deltas being joined, sums over steps) and returns the lines it renders to —
+ * none for events that say nothing new (a step start, a thinking delta). They read the shapes
+ * documented in docs/agents.md, the same ones the providers' readers read.
  *
- * Pure: no I/O, no clock. One function per transcript format reads the shapes documented in
- * docs/agents.md (the same ones ./parse.ts reads); each takes one parsed event and a small state
- * (tool calls already shown, text deltas being joined, sums over steps) and returns the lines it
- * renders to — none for events that say nothing new (a step start, a thinking delta). A line that
- * is not a JSON object is returned as it is.
+ * A format without a renderer here is shown as it is (its JSONL lines, `raw`), so a new provider
+ * works with `loops logs --pretty` before it has one.
  */
-import type { TranscriptFormat } from './providers.js';
-import { num, obj, str, type Json } from './json.js';
-
-export type RenderedKind = 'text' | 'thinking' | 'tool' | 'result' | 'error' | 'final' | 'info' | 'raw';
-
-export interface RenderedLine {
-  kind: RenderedKind;
-  /** What to print (may span several lines for an assistant's text). */
-  text: string;
-}
-
-export interface RenderOptions {
-  /** Longest one-line summary (tool calls, results, thinking), in characters (default 160). */
-  width?: number;
-}
-
-/** What a renderer remembers between events. */
-export interface RenderState {
-  width: number;
-  /** Tool calls already shown when they started (codex items, cursor calls), so the end shows only the result. */
-  shown: Set<string>;
-  /** Gemini: assistant text deltas being joined into one message. */
-  pendingText: string;
-  /** opencode: sums over the steps, for the final line. */
-  steps: number;
-  input: number | null;
-  output: number | null;
-  cost: number | null;
-  /** A final line was rendered (opencode prints `done` after the last step_finish). */
-  finished: boolean;
-  /** opencode: the session was shown (it is on every event; there is no init event). */
-  announced: boolean;
-}
-
-export function newRenderState(options: RenderOptions = {}): RenderState {
-  return {
-    width: Math.max(20, options.width ?? 160),
-    shown: new Set(),
-    pendingText: '',
-    steps: 0,
-    input: null,
-    output: null,
-    cost: null,
-    finished: false,
-    announced: false,
-  };
-}
-
-export type EventRenderer = (event: Json, state: RenderState) => RenderedLine[];
-
-// ── helpers ──────────────────────────────────────────────────────────────────
-
-/** Whitespace collapsed, cut to `width` characters with `…`. */
-export function oneLine(text: string, width: number): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
-  const chars = [...flat];
-  return chars.length > width ? `${chars.slice(0, width - 1).join('')}…` : flat;
-}
-
-/** The first non-empty line of `text`, cut to `width`, and how many non-empty lines follow it. */
-export function firstLine(text: string, width: number): string {
-  const lines = text.split('\n').filter((l) => l.trim() !== '');
-  if (lines.length === 0) return '(no output)';
-  const more = lines.length - 1;
-  return `${oneLine(lines[0]!, width)}${more > 0 ? ` (+${more} line${more > 1 ? 's' : ''})` : ''}`;
-}
-
-/** 12345 → `12,345`. */
-export function thousands(n: number): string {
-  return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-}
-
-function seconds(ms: number): string {
-  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
-  const m = Math.floor(ms / 60_000);
-  const s = Math.round((ms % 60_000) / 1000);
-  return `${m}m${s ? `${s}s` : ''}`;
-}
-
-function tokens(input: number | null, output: number | null, cached: number | null = null): string | null {
-  if (input === null && output === null) return null;
-  const cachedText = cached !== null && cached > 0 ? ` (${thousands(cached)} cached)` : '';
-  return `tokens ${input === null ? '?' : thousands(input)} in${cachedText} / ${output === null ? '?' : thousands(output)} out`;
-}
-
-function cost(usd: number | null): string | null {
-  return usd === null ? null : `$${usd.toFixed(4)}`;
-}
-
-/** `✓ done · 3 turns · 14.5s · tokens 9 in / 342 out · $0.0421`, or `✗ <what>` when it failed. */
-function finalLine(ok: boolean, what: string | null, parts: Array<string | null>): RenderedLine {
-  const head = ok ? '✓ done' : `✗ ${what ?? 'failed'}`;
-  return { kind: ok ? 'final' : 'error', text: [head, ...parts.filter((p): p is string => p !== null)].join(' · ') };
-}
-
-/** `bash -lc 'npm test'` → `npm test` (how codex wraps its shell commands). */
-function unwrapShell(command: string): string {
-  const m = /^(?:\/bin\/)?(?:bash|sh|zsh)\s+-l?c\s+(['"])([\s\S]*)\1$/.exec(command.trim());
-  return m ? m[2]! : command;
-}
-
-/** The most telling argument of a tool call: the command, path, pattern, URL or query; else its JSON. */
-function argSummary(input: unknown, width: number): string {
-  if (typeof input === 'string') return oneLine(input, width);
-  const o = obj(input);
-  if (!o) return '';
-  for (const key of ['command', 'cmd', 'file_path', 'filePath', 'path', 'pattern', 'url', 'query', 'description', 'prompt']) {
-    const v = o[key];
-    if (typeof v === 'string' && v.trim() !== '') return oneLine(key === 'command' || key === 'cmd' ? unwrapShell(v) : v, width);
-    if (Array.isArray(v) && v.every((x) => typeof x === 'string') && v.length) return oneLine(v.join(' '), width);
-  }
-  const json = JSON.stringify(o);
-  return json === '{}' ? '' : oneLine(json, width);
-}
-
-function toolLine(name: string, args: string): RenderedLine {
-  return { kind: 'tool', text: `▸ ${name.toLowerCase()}${args ? `: ${args}` : ''}` };
-}
-
-function resultLine(text: string, isError: boolean, width: number): RenderedLine {
-  return isError ? { kind: 'error', text: `  ✗ ${firstLine(text, width)}` } : { kind: 'result', text: `  ↳ ${firstLine(text, width)}` };
-}
-
-function thinkingLine(text: string, width: number): RenderedLine {
-  return { kind: 'thinking', text: `· ${oneLine(text.replace(/\*\*/g, ''), width)}` };
-}
-
-function infoLine(model: string | null, session: string | null): RenderedLine[] {
-  const parts = [model ? `model ${model}` : null, session ? `session ${session}` : null].filter((p): p is string => p !== null);
-  return parts.length ? [{ kind: 'info', text: `● ${parts.join(' · ')}` }] : [];
-}
-
-/** The text of a tool result's content: a string, or text blocks. */
-function blocksText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return content === undefined || content === null ? '' : JSON.stringify(content);
-  return content
-    .map((b) => {
-      const block = obj(b);
-      return block && typeof block.text === 'string' ? block.text : '';
-    })
-    .filter(Boolean)
-    .join('\n');
-}
-
-function errorMessage(value: unknown): string {
-  if (typeof value === 'string') return value;
-  const o = obj(value);
-  if (!o) return 'error';
-  const data = obj(o.data);
-  const message = str(o.message) ?? str(data?.message);
-  const name = str(o.name) ?? str(o.type);
-  return [name, message].filter(Boolean).join(': ') || JSON.stringify(o);
-}
-
-// ── one function per transcript format ───────────────────────────────────────
+import type { TranscriptFormat } from '../../runtime/agents/index.js';
+import { num, obj, str, type Json } from '../../runtime/agents/json.js';
+import {
+  argSummary,
+  blocksText,
+  cost,
+  errorMessage,
+  finalLine,
+  firstLine,
+  infoLine,
+  oneLine,
+  resultLine,
+  seconds,
+  thinkingLine,
+  tokens,
+  toolLine,
+  unwrapShell,
+  type EventRenderer,
+  type RenderedLine,
+  type RenderState,
+} from './lines.js';
 
 /** claude -p --output-format stream-json (and aicopilot, modelled on it). */
 export const renderClaudeEvent: EventRenderer = (e, s) => {
@@ -459,63 +322,17 @@ export const renderGeminiEvent: EventRenderer = (e, s) => {
   return out;
 };
 
-function flushGemini(s: RenderState): RenderedLine[] {
+/** Gemini: the assistant text deltas joined so far, as one line (the state is emptied). */
+export function flushGemini(s: RenderState): RenderedLine[] {
   const text = s.pendingText;
   s.pendingText = '';
   return text.trim() ? [{ kind: 'text', text: text.trimEnd() }] : [];
 }
 
-export const EVENT_RENDERERS: Readonly<Record<TranscriptFormat, EventRenderer>> = {
+export const EVENT_RENDERERS: Readonly<Partial<Record<TranscriptFormat, EventRenderer>>> = {
   'claude-stream-json': renderClaudeEvent,
   'codex-exec-jsonl': renderCodexEvent,
   'cursor-stream-json': renderCursorEvent,
   'opencode-run-json': renderOpencodeEvent,
   'gemini-stream-json': renderGeminiEvent,
 };
-
-/**
- * Renders a transcript line by line (lines without their newline). Lines that are not a JSON
- * object — warnings, progress text, a line cut short — are returned as they are (`raw`).
- */
-export class TranscriptRenderer {
-  private readonly state: RenderState;
-  private readonly render: EventRenderer;
-
-  constructor(format: TranscriptFormat, options: RenderOptions = {}) {
-    this.state = newRenderState(options);
-    this.render = EVENT_RENDERERS[format];
-  }
-
-  line(text: string): RenderedLine[] {
-    const trimmed = text.trim();
-    if (trimmed === '') return [];
-    let event: Json | null = null;
-    if (trimmed[0] === '{') {
-      try {
-        event = obj(JSON.parse(trimmed));
-      } catch {
-        event = null;
-      }
-    }
-    if (event === null) return [...this.flush(), { kind: 'raw', text: text.replace(/\r$/, '') }];
-    return this.render(event, this.state);
-  }
-
-  /** What is still held (joined text deltas) at the end of the transcript. */
-  end(): RenderedLine[] {
-    return this.flush();
-  }
-
-  private flush(): RenderedLine[] {
-    return flushGemini(this.state);
-  }
-}
-
-/** Renders a whole transcript at once (tests, small files). */
-export function renderTranscript(format: TranscriptFormat, text: string, options: RenderOptions = {}): RenderedLine[] {
-  const renderer = new TranscriptRenderer(format, options);
-  const out: RenderedLine[] = [];
-  for (const line of text.split('\n')) out.push(...renderer.line(line));
-  out.push(...renderer.end());
-  return out;
-}

@@ -1,0 +1,86 @@
+/**
+ * claude — Claude Code (`claude -p`): its description, argv and output reader. docs/agents.md, "claude".
+ * aicopilot (./aicopilot.ts) is modelled on it and reuses this file's argv, permission flags and reader.
+ */
+import { contentText, type Reader } from '../extract.js';
+import { bool, num, obj, str } from '../json.js';
+import { defineProvider, numberText, type ArgvInput, type ProviderInfoFields, type TranscriptReader } from './define.js';
+
+/** What a CLI modelled on claude shares with it (argv flags, output, capabilities). */
+export const CLAUDE_SHAPE = {
+  docsUrl: 'https://code.claude.com/docs/en/cli-reference',
+  versionArgs: ['--version'],
+  promptVia: 'stdin',
+  output: 'jsonl',
+  supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: true, maxCostUsd: true, reportsTurns: false, reportsCost: true, model: true, agent: true, permissionMode: true },
+  permissionFlag: '--permission-mode',
+  permissionModes: ['default', 'acceptEdits', 'plan', 'bypassPermissions', 'dontAsk'],
+  permissionModesStrict: false,
+} satisfies Partial<ProviderInfoFields>;
+
+/** `--permission-mode`, verbatim. */
+export function claudePermissionArgs(mode: string): string[] {
+  return ['--permission-mode', mode];
+}
+
+/** `-p` with no prompt argument reads the prompt from stdin; stream-json requires --verbose. */
+export function claudeArgv(a: ArgvInput): string[] {
+  const args = ['-p', '--output-format', 'stream-json', '--verbose'];
+  if (a.model !== null) args.push('--model', a.model);
+  if (a.agent !== null) args.push('--agent', a.agent);
+  args.push(...a.permission);
+  if (a.maxTurns !== null) args.push('--max-turns', String(a.maxTurns));
+  if (a.maxCostUsd !== null) args.push('--max-budget-usd', numberText(a.maxCostUsd));
+  args.push(...a.extraArgs);
+  return args;
+}
+
+/** claude -p --output-format stream-json --verbose (and a single `--output-format json` result). */
+const readClaude: Reader = (e, x) => {
+  if (e.type === 'system' && e.subtype === 'init') {
+    x.model = str(e.model) ?? x.model;
+    x.sessionId = str(e.session_id) ?? x.sessionId;
+  } else if (e.type === 'assistant') {
+    const message = obj(e.message);
+    if (x.model === null) x.model = str(message?.model);
+    x.sessionId = x.sessionId ?? str(e.session_id);
+    x.setLast(contentText(message?.content));
+  } else if (e.type === 'result') {
+    x.finished = true;
+    x.sessionId = str(e.session_id) ?? x.sessionId;
+    x.turns = num(e.num_turns) ?? x.turns;
+    x.durationMs = num(e.duration_ms) ?? x.durationMs;
+    // `cost_usd` is the name older versions used.
+    x.costUsd = num(e.total_cost_usd) ?? num(e.cost_usd) ?? x.costUsd;
+    const usage = obj(e.usage);
+    if (usage) {
+      x.input = num(usage.input_tokens);
+      x.output = num(usage.output_tokens);
+      x.cacheRead = num(usage.cache_read_input_tokens);
+      x.cacheWrite = num(usage.cache_creation_input_tokens);
+    }
+    const result = str(e.result);
+    if (result !== null) x.resultText = x.cap(result);
+    x.isError = bool(e.is_error) ?? (typeof e.subtype === 'string' ? e.subtype !== 'success' : x.isError);
+  }
+};
+
+export const CLAUDE_TRANSCRIPT = { format: 'claude-stream-json', read: readClaude, countsTurns: false, prefersLastText: false } satisfies TranscriptReader;
+
+export const claude = defineProvider({
+  info: {
+    id: 'claude',
+    name: 'Claude Code',
+    binary: 'claude',
+    ...CLAUDE_SHAPE,
+    writtenAgainst: 'Claude Code 2.1.x (CLI reference and headless docs as of 2026-11-30)',
+    assumed: false,
+    modelledOn: null,
+    authEnv: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN', 'CLAUDE_CONFIG_DIR'],
+    configDirEnv: 'CLAUDE_CONFIG_DIR',
+    isolationEnv: { CLAUDE_CONFIG_DIR: '' },
+  },
+  permissionArgs: claudePermissionArgs,
+  argv: claudeArgv,
+  transcript: CLAUDE_TRANSCRIPT,
+});

@@ -1,0 +1,91 @@
+/**
+ * codex — OpenAI Codex CLI (`codex exec --json`): its description, argv and output reader.
+ * docs/agents.md, "codex". codewith (./codewith.ts) is modelled on it and reuses this file's argv,
+ * permission flags and reader.
+ */
+import type { Reader } from '../extract.js';
+import { num, obj, str } from '../json.js';
+import { defineProvider, type ArgvInput, type ProviderInfoFields, type TranscriptReader } from './define.js';
+
+/** What a CLI modelled on codex shares with it (argv flags, output, capabilities). */
+export const CODEX_SHAPE = {
+  docsUrl: 'https://developers.openai.com/codex/noninteractive',
+  versionArgs: ['--version'],
+  promptVia: 'stdin',
+  output: 'jsonl',
+  supports: { stdinPrompt: true, promptFile: false, json: true, maxTurns: false, maxCostUsd: false, reportsTurns: false, reportsCost: false, model: true, agent: true, permissionMode: true },
+  permissionFlag: '--sandbox',
+  permissionModes: ['read-only', 'workspace-write', 'danger-full-access'],
+  permissionModesStrict: false,
+} satisfies Partial<ProviderInfoFields>;
+
+/** `--sandbox`, verbatim. */
+export function codexPermissionArgs(mode: string): string[] {
+  return ['--sandbox', mode];
+}
+
+/** The trailing `-` makes codex exec read the prompt from stdin. */
+export function codexArgv(a: ArgvInput): string[] {
+  const args = ['exec', '--json', '--skip-git-repo-check'];
+  if (a.model !== null) args.push('--model', a.model);
+  if (a.agent !== null) args.push('--profile', a.agent);
+  args.push(...a.permission);
+  if (a.cwd) args.push('--cd', a.cwd);
+  args.push(...a.extraArgs, '-');
+  return args;
+}
+
+/** codex exec --json (thread/turn/item events). */
+const readCodex: Reader = (e, x) => {
+  switch (e.type) {
+    case 'thread.started':
+      x.sessionId = str(e.thread_id) ?? x.sessionId;
+      break;
+    case 'turn.completed': {
+      x.finished = true;
+      x.turnCount++;
+      const usage = obj(e.usage);
+      if (usage) {
+        x.add('input', num(usage.input_tokens));
+        x.add('output', num(usage.output_tokens));
+        x.add('cacheRead', num(usage.cached_input_tokens));
+      }
+      if (x.isError === null) x.isError = false;
+      break;
+    }
+    case 'turn.failed':
+      x.finished = true;
+      x.turnCount++;
+      x.isError = true;
+      break;
+    case 'error':
+      x.isError = true;
+      break;
+    case 'item.completed': {
+      const item = obj(e.item);
+      if (item?.type === 'agent_message') x.setLast(str(item.text));
+      break;
+    }
+  }
+};
+
+/** Turns are counted (`turn.completed` + `turn.failed`): no final event says how many. */
+export const CODEX_TRANSCRIPT = { format: 'codex-exec-jsonl', read: readCodex, countsTurns: true, prefersLastText: false } satisfies TranscriptReader;
+
+export const codex = defineProvider({
+  info: {
+    id: 'codex',
+    name: 'OpenAI Codex CLI',
+    binary: 'codex',
+    ...CODEX_SHAPE,
+    writtenAgainst: 'codex-rs exec (codex-rs/exec/src/cli.rs and exec_events.rs on openai/codex main, read 2026-11-30)',
+    assumed: false,
+    modelledOn: null,
+    authEnv: ['OPENAI_API_KEY', 'CODEX_API_KEY', 'CODEX_HOME'],
+    configDirEnv: 'CODEX_HOME',
+    isolationEnv: { CODEX_HOME: '' },
+  },
+  permissionArgs: codexPermissionArgs,
+  argv: codexArgv,
+  transcript: CODEX_TRANSCRIPT,
+});
