@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { ValidationError } from './errors.js';
+import { CATCH_UP_POLICY_NAMES, OVERLAP_POLICY_NAMES, RETRY, WAITING_OVERLAP_POLICY_NAMES } from './policies.js';
 import { workflowSpecSchema } from './workflow-model.js';
 
 const isoInstant = z.string().datetime({ offset: true });
@@ -102,10 +103,11 @@ export const loopPoliciesSchema = z
      * A slot comes due while a run of the loop is still going: skip it; buffer it to run when the
      * going run ends (buffer-one keeps at most one waiting, buffer-all every one, in order);
      * cancel the going run and run the new slot after it (cancel-other); or run both (allow).
+     * The names and what each does: `OVERLAP` in ./policies.ts.
      */
-    overlap: z.enum(['skip', 'buffer-one', 'buffer-all', 'cancel-other', 'allow']),
-    /** Slots missed while nothing was scheduling (downtime, sleep, a clock jump). */
-    catchUp: z.enum(['none', 'latest', 'all']),
+    overlap: z.enum(OVERLAP_POLICY_NAMES),
+    /** Slots missed while nothing was scheduling (downtime, sleep, a clock jump): `CATCH_UP` in ./policies.ts. */
+    catchUp: z.enum(CATCH_UP_POLICY_NAMES),
     /** Missed slots older than this are not caught up (null: no limit). */
     catchUpWindowMs: z.number().int().positive().nullable(),
     /** With catch-up `all`: at most this many missed slots are run (the most recent ones). */
@@ -114,7 +116,7 @@ export const loopPoliciesSchema = z
     attempts: z.number().int().positive(),
     /** Delay before the first retry; each later one is `backoff` times longer, at most maxRetryDelayMs. */
     retryDelayMs: z.number().int().nonnegative(),
-    backoff: z.number().min(1),
+    backoff: z.number().min(RETRY.backoff.min),
     maxRetryDelayMs: z.number().int().positive().nullable(),
     /** Run lease time-to-live: a run whose runner stops renewing it for this long is recovered. */
     leaseMs: z.number().int().positive(),
@@ -254,7 +256,8 @@ export const eventSchemas = {
         slot: isoInstant,
         fireAt: isoInstant,
         runId: z.string().min(1),
-        policy: z.enum(['buffer-one', 'buffer-all', 'cancel-other']),
+        /** The loop's overlap policy: one whose busy slots wait (`whenBusy: 'wait'` in ./policies.ts). */
+        policy: z.enum(WAITING_OVERLAP_POLICY_NAMES),
         /** The run that was still going. */
         blockedBy: z.string().nullable(),
         cancels: z.array(z.string().min(1)),

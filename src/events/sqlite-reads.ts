@@ -39,3 +39,18 @@ export function* iterateEvents(db: Db, fromPosition = 0, batch = 2000): Generato
     position = rows[rows.length - 1]!.position;
   }
 }
+
+/** A stream's owner (machine id and version) and all its events, upcast; null when there is no such stream. */
+export function readStreamWithMachine(db: Db, streamId: string): { machine: { id: string; version: number } | null; events: StoredEvent[] } | null {
+  const stream = cached<[string], { id: string | null; version: number | null }>(db, 'SELECT machine_id AS id, machine_version AS version FROM streams WHERE stream_id = ?').get(streamId);
+  if (!stream) return null;
+  const events = cached<[string], EventRow>(db, 'SELECT * FROM events WHERE stream_id = ? ORDER BY version').all(streamId).map(rowToEvent);
+  return { machine: stream.id !== null && stream.version !== null ? { id: stream.id, version: stream.version } : null, events };
+}
+
+/** Up to `limit` stream ids that start with `prefix`, in order (resolving an id prefix the user typed). */
+export function streamIdsWithPrefix(db: Db, prefix: string, limit: number): string[] {
+  return cached<[string, string, number], { id: string }>(db, 'SELECT stream_id AS id FROM streams WHERE stream_id >= ? AND stream_id < ? ORDER BY stream_id LIMIT ?')
+    .all(prefix, `${prefix}\uffff`, limit)
+    .map((r) => r.id);
+}

@@ -2,9 +2,14 @@
  * Slot planning: which instants a loop's schedule yields, with its bounds (starts-at,
  * expires-at, max-runs) and deterministic jitter. Pure functions of their arguments — no clock
  * is read here — so `loops next`, the scheduler and a replay all compute the same times.
+ *
+ * Overlap and catch-up decisions read each policy's behaviour from its table (./policies.ts:
+ * `OVERLAP.policies[name].whenBusy`, `CATCH_UP.policies[name].missed`, …), never its name: a new
+ * policy that behaves like a combination of the existing fields needs no change here.
  */
 import type { Schedule, Timing } from '../events/catalog.js';
 import { nextCronFire } from './cron.js';
+import { CATCH_UP, OVERLAP, type CatchUpPolicy, type CatchUpRule, type OverlapPolicy, type OverlapRule, type WaitingOverlapPolicy } from './policies.js';
 
 export interface PlannedSlot {
   /** The nominal scheduled instant: the slot's identity. */
@@ -87,8 +92,8 @@ export function nextFireAt(loop: Plannable, afterMs: number, runsSoFar = 0): str
 // ── deciding what to do with due slots ────────────────────────────────────────
 
 export interface PolicyView {
-  overlap: 'skip' | 'buffer-one' | 'buffer-all' | 'cancel-other' | 'allow';
-  catchUp: 'none' | 'latest' | 'all';
+  overlap: OverlapPolicy;
+  catchUp: CatchUpPolicy;
   catchUpWindowMs: number | null;
   catchUpLimit: number | null;
 }
@@ -120,7 +125,7 @@ export type Decision =
         slot: string;
         fireAt: string;
         runId: string;
-        policy: 'buffer-one' | 'buffer-all' | 'cancel-other';
+        policy: WaitingOverlapPolicy;
         blockedBy: string | null;
         cancels: string[];
         nextRunAt: string | null;
@@ -188,6 +193,8 @@ export function decideDue(
   }
   const decisions: Decision[] = [];
   const { policies } = loop;
+  const catchUp: CatchUpRule = CATCH_UP.policies[policies.catchUp];
+  const overlap: OverlapRule = OVERLAP.policies[policies.overlap];
   const isLate = (s: PlannedSlot) => nowMs - Date.parse(s.fireAt) > grace;
   const inWindow = (s: PlannedSlot) =>
     policies.catchUpWindowMs === null || nowMs - Date.parse(s.fireAt) <= policies.catchUpWindowMs + grace;
@@ -200,24 +207,24 @@ export function decideDue(
   let coalesced: PlannedSlot[] = [];
   if (due.length > 0) {
     const last = due[due.length - 1]!;
-    if (policies.catchUp === 'none') {
+    if (catchUp.missed === 'drop') {
       const older = isLate(last) ? due : due.slice(0, -1);
       if (older.length) missed.push({ slots: older, reason: 'catch-up none' });
       if (!isLate(last)) toFire = [last];
     } else {
-      const outside = due.filter((s) => !inWindow(s));
-      let candidates = due.filter(inWindow);
+      const outside = catchUp.window ? due.filter((s) => !inWindow(s)) : [];
+      let candidates = catchUp.window ? due.filter(inWindow) : due;
       if (outside.length) missed.push({ slots: outside, reason: 'outside catch-up window' });
-      if (policies.catchUp === 'latest') {
+      if (catchUp.limit && policies.catchUpLimit !== null && candidates.length > policies.catchUpLimit) {
+        missed.push({ slots: candidates.slice(0, candidates.length - policies.catchUpLimit), reason: 'over catch-up limit' });
+        candidates = candidates.slice(candidates.length - policies.catchUpLimit);
+      }
+      if (catchUp.missed === 'coalesce') {
         if (candidates.length) {
           coalesced = candidates.slice(0, -1);
           toFire = [candidates[candidates.length - 1]!];
         }
       } else {
-        if (policies.catchUpLimit !== null && candidates.length > policies.catchUpLimit) {
-          missed.push({ slots: candidates.slice(0, candidates.length - policies.catchUpLimit), reason: 'over catch-up limit' });
-          candidates = candidates.slice(candidates.length - policies.catchUpLimit);
-        }
         toFire = candidates;
       }
     }
@@ -225,11 +232,9 @@ export function decideDue(
   // Overlap: while a run is going, the slots that would fire are skipped (none of them runs, so
   // max-runs does not apply to them) or buffered behind it (they will run: max-runs applies). A
   // slot already waiting keeps the loop busy too, so buffered slots run in the order they came.
-  const blocked = policies.overlap === 'skip' && state.running.length > 0;
-  const buffering =
-    (policies.overlap === 'buffer-one' || policies.overlap === 'buffer-all' || policies.overlap === 'cancel-other') &&
-    (state.running.length > 0 || (state.buffered ?? 0) > 0);
-  const room = !buffering ? 0 : policies.overlap === 'buffer-one' ? Math.max(0, 1 - (state.buffered ?? 0)) : Infinity;
+  const blocked = overlap.whenBusy === 'skip' && state.running.length > 0;
+  const buffering = overlap.whenBusy === 'wait' && (state.running.length > 0 || (state.buffered ?? 0) > 0);
+  const room = !buffering ? 0 : overlap.maxWaiting === null ? Infinity : Math.max(0, overlap.maxWaiting - (state.buffered ?? 0));
   // max-runs: only so many more slots may fire.
   const left = blocked || loop.timing.maxRuns === null ? Infinity : Math.max(0, loop.timing.maxRuns - state.scheduledRuns);
   const firing = toFire.slice(0, left);
@@ -268,9 +273,9 @@ export function decideDue(
             slot: s.slot,
             fireAt: s.fireAt,
             runId: newRunId(),
-            policy: policies.overlap as 'buffer-one' | 'buffer-all' | 'cancel-other',
+            policy: policies.overlap as WaitingOverlapPolicy,
             blockedBy: state.running[0] ?? null,
-            cancels: policies.overlap === 'cancel-other' ? [...state.running] : [],
+            cancels: overlap.cancelsGoing ? [...state.running] : [],
             nextRunAt,
           },
         });
@@ -319,9 +324,10 @@ export function strandedVerdict(
   graceMs: number,
 ): string | null {
   const late = nowMs - Date.parse(item.fireAt);
-  if (policies.catchUp === 'none') return late > graceMs ? 'catch-up none' : null;
-  if (policies.catchUpWindowMs !== null && late > policies.catchUpWindowMs + graceMs) return 'outside the catch-up window';
-  if (policies.catchUp === 'latest' && laterSlotFired) return 'catch-up latest: a later slot fired since';
+  const catchUp: CatchUpRule = CATCH_UP.policies[policies.catchUp];
+  if (catchUp.missed === 'drop') return late > graceMs ? 'catch-up none' : null;
+  if (catchUp.window && policies.catchUpWindowMs !== null && late > policies.catchUpWindowMs + graceMs) return 'outside the catch-up window';
+  if (catchUp.missed === 'coalesce' && laterSlotFired) return 'catch-up latest: a later slot fired since';
   return null;
 }
 

@@ -1,5 +1,8 @@
+import { formatDuration } from '../../events/durations.js';
 import { UsageError } from '../../events/errors.js';
 import { describeSchedule } from '../../scheduling/describe.js';
+import { CATCH_UP, OVERLAP, RETRY, type PolicyFamily } from '../../scheduling/policies.js';
+import { providerList } from '../../runtime/agents/index.js';
 import { createAgentLoop, createCommandLoop, createWorkflowLoop } from '../../runtime/loops/commands.js';
 import type { LoopView } from '../../runtime/queries/loops.js';
 import { openRuntime, type Runtime } from '../../runtime/runtime.js';
@@ -7,6 +10,26 @@ import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { paint, printJson, relativeTime } from '../render.js';
+
+/** `skip (default), buffer-one, buffer-all, cancel-other or allow`: a family's names, for a flag's one-line help. */
+function choices(family: PolicyFamily<string, object>): string {
+  const names = Object.keys(family.policies).map((name) => (name === family.default ? `${name} (default)` : name));
+  return names.length > 1 ? `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]}` : names.join('');
+}
+
+/** Help lines listing a family's policies with their descriptions (from the policy table). */
+function policyHelp(title: string, family: PolicyFamily<string, object>): string[] {
+  const width = Math.max(...Object.keys(family.policies).map((name) => name.length)) + 2;
+  return [
+    `${title} (${family.flag}) — ${family.about}:`,
+    ...Object.entries<{ description: string }>(family.policies).map(
+      ([name, policy]) => `  ${name.padEnd(width)}${name === family.default ? '(default) ' : ''}${policy.description}`,
+    ),
+  ];
+}
+
+/** The policy section of every `create` command's help. */
+const POLICY_HELP = ['', ...policyHelp('Overlap', OVERLAP), ...policyHelp('Catch-up', CATCH_UP)];
 
 const spec: CommandSpec = {
   name: 'create command',
@@ -19,6 +42,7 @@ const spec: CommandSpec = {
     'Preflight: the executable (for shell text, its first word when it is known without running it,',
     'e.g. restic in "restic backup ~/src") must be found on the effective PATH of runs, else nothing',
     'is created; --no-preflight creates the loop anyway.',
+    ...POLICY_HELP,
   ].join('\n'),
   positionals: [{ name: 'name', required: true, description: 'unique name (letters, digits, . _ -)' }],
   options: {
@@ -50,14 +74,14 @@ const spec: CommandSpec = {
     'starts-at': { type: 'string', value: '<time>', description: 'no run before this time (--every counts from it)' },
     'expires-at': { type: 'string', value: '<time>', description: 'no run after this time; the loop then ends' },
     'max-runs': { type: 'string', value: '<n>', description: 'the loop ends after n scheduled runs' },
-    overlap: { type: 'string', value: '<policy>', description: 'a slot comes due while a run is going: skip (default), buffer-one, buffer-all, cancel-other or allow' },
-    'catch-up': { type: 'string', value: '<policy>', description: 'slots missed while nothing scheduled: none, latest (default: one run) or all' },
+    overlap: { type: 'string', value: '<policy>', description: `${OVERLAP.about}: ${choices(OVERLAP)}` },
+    'catch-up': { type: 'string', value: '<policy>', description: `${CATCH_UP.about}: ${choices(CATCH_UP)}` },
     'catch-up-window': { type: 'string', value: '<duration>', description: 'do not catch up slots older than this' },
     'catch-up-limit': { type: 'string', value: '<n>', description: 'with --catch-up all: run at most the n most recent missed slots' },
-    attempts: { type: 'string', value: '<n>', description: 'attempts per slot: a failed, timed-out or abandoned run is retried (default 1)' },
-    'retry-delay': { type: 'string', value: '<duration>', description: 'wait before the first retry (default 10s)' },
-    backoff: { type: 'string', value: '<factor>', description: 'each later retry waits this many times longer (default 2)' },
-    'max-retry-delay': { type: 'string', value: '<duration>', description: 'the longest wait between attempts' },
+    attempts: { type: 'string', value: '<n>', description: `${RETRY.attempts.description} (default ${RETRY.attempts.default})` },
+    'retry-delay': { type: 'string', value: '<duration>', description: `${RETRY.retryDelay.description} (default ${formatDuration(RETRY.retryDelay.defaultMs)})` },
+    backoff: { type: 'string', value: '<factor>', description: `each later retry waits this many times longer (default ${RETRY.backoff.default}; 1 = constant)` },
+    'max-retry-delay': { type: 'string', value: '<duration>', description: RETRY.maxRetryDelay.description },
     lease: { type: 'string', value: '<duration>', description: 'run lease, renewed while it runs; recovered when a runner stops renewing it (default 30s)' },
     json: JSON_OPTION,
   },
@@ -166,6 +190,7 @@ const workflowSpec: CommandSpec = {
     'a slot + attempt maps to exactly one workflow run. The run ends as the workflow run ends, and',
     "the loop's retries, overlap and catch-up policies apply to it like to a command's runs. A",
     'cancelled workflow run is never retried. Store the workflow first: loops workflows create <file>.',
+    ...POLICY_HELP,
   ].join('\n'),
   positionals: [{ name: 'name', required: true, description: 'unique loop name (letters, digits, . _ -)' }],
   options: {
@@ -196,17 +221,18 @@ const agentSpec: CommandSpec = {
   name: 'create agent',
   summary: 'Create a loop that runs an AI coding-agent CLI (claude, codex, cursor, …) on a schedule.',
   description: [
-    'Providers: claude, codex, cursor (cursor-agent), opencode, gemini, codewith, aicopilot; the exact',
-    'command line each one gets is in docs/agents.md. The prompt reaches the CLI on stdin (closed',
-    'after it) or from a file, never in argv where the CLI has another way. What the CLI reports',
-    '(model, session, turns, tokens, cost, final message) is recorded with each run.',
+    `Providers: ${providerList({ binaries: true })}.`,
+    'The exact command line each one gets is in docs/agents.md. The prompt reaches the CLI on stdin',
+    '(closed after it) or from a file, never in argv where the CLI has another way. What the CLI',
+    'reports (model, session, turns, tokens, cost, final message) is recorded with each run.',
     '--config-isolation safe (default) gives the CLI its own configuration directory under the data',
     "directory; none lets it use the user's. The CLI must be installed (checked on the effective PATH)",
     'and --account must resolve; --no-preflight skips both checks (not the check of the arguments).',
+    ...POLICY_HELP,
   ].join('\n'),
   positionals: [{ name: 'name', required: true, description: 'unique loop name (letters, digits, . _ -)' }],
   options: {
-    provider: { type: 'string', value: '<provider>', description: 'claude, codex, cursor, opencode, gemini, codewith or aicopilot (required)' },
+    provider: { type: 'string', value: '<provider>', description: `${providerList({ last: 'or' })} (required)` },
     prompt: { type: 'string', value: '<text>', description: 'the prompt' },
     'prompt-file': { type: 'string', value: '<path>', description: 'a file holding the prompt, read when each run starts' },
     model: { type: 'string', value: '<model>', description: 'the model to use' },
@@ -240,7 +266,7 @@ const createAgentCommand: CliCommand = {
   async run({ values, positionals }, ctx) {
     const provider = values.provider as string | undefined;
     if (provider === undefined) {
-      throw new UsageError('loops create agent: --provider is required', { hint: 'one of claude, codex, cursor, opencode, gemini, codewith, aicopilot' });
+      throw new UsageError('loops create agent: --provider is required', { hint: `one of ${providerList()}` });
     }
     return createAndPrint(ctx, (runtime) =>
       createAgentLoop(runtime, {

@@ -1,6 +1,7 @@
 import type { Db } from '../../events/db.js';
 import { NotFoundError } from '../../events/errors.js';
 import { SqliteEventLog } from '../../events/sqlite-log.js';
+import { streamIdsWithPrefix } from '../../events/sqlite-reads.js';
 import { findLoop, findRun } from '../../runtime/queries/loops.js';
 import { determinismError, replayStream } from '../../runtime/admin/replay.js';
 import { openReader } from '../../runtime/store.js';
@@ -18,8 +19,8 @@ export function resolveStream(db: Db, log: SqliteEventLog, arg: string): string 
   if (arg.startsWith('run_')) return `run:${findRun(db, arg).id}`;
   if (arg.startsWith('wfrun_')) {
     // A workflow run id or a unique prefix of one.
-    const rows = db.prepare("SELECT stream_id AS id FROM streams WHERE stream_id >= ? AND stream_id < ? LIMIT 2").all(`wfrun:${arg}`, `wfrun:${arg}\uffff`) as Array<{ id: string }>;
-    if (rows.length === 1) return rows[0]!.id;
+    const rows = streamIdsWithPrefix(db, `wfrun:${arg}`, 2);
+    if (rows.length === 1) return rows[0]!;
     throw rows.length === 0
       ? new NotFoundError(`no workflow run ${arg}`, { hint: 'loops workflows runs lists workflow run ids' })
       : new NotFoundError(`${arg} is the prefix of several workflow runs`, { hint: 'give more of the id' });

@@ -20,6 +20,7 @@ import { findLoop, type LoopView } from '../queries/loops.js';
 import { findWorkflow } from '../queries/workflows.js';
 import type { Runtime } from '../runtime.js';
 import { nextFireAt } from '../../scheduling/planner.js';
+import { CATCH_UP, CATCH_UP_POLICY_NAMES, choosePolicy, OVERLAP, RETRY } from '../../scheduling/policies.js';
 import { buildSchedule, type ScheduleFlags } from '../../scheduling/schedule.js';
 
 export const DEFAULT_KILL_GRACE_MS = 5000;
@@ -41,9 +42,9 @@ export interface CreateCommandLoopInput {
   /** Duration text (`30s`) or ms. */
   timeout?: string | number | null;
   killGrace?: string | number | null;
-  /** `skip` (default) or `allow`. */
+  /** A name of `OVERLAP` (src/events/policies.ts); default `skip`. */
   overlap?: string | null;
-  /** `none`, `latest` (default) or `all`. */
+  /** A name of `CATCH_UP`; default `latest`. */
   catchUp?: string | null;
   catchUpWindow?: string | number | null;
   catchUpLimit?: string | number | null;
@@ -64,17 +65,6 @@ export interface CreateCommandLoopInput {
 
 const NO_PREFLIGHT_HINT = "or pass --no-preflight to create the loop anyway (e.g. it is installed before the first run, or only the daemon's PATH has it)";
 
-const OVERLAP = ['skip', 'buffer-one', 'buffer-all', 'cancel-other', 'allow'] as const;
-const CATCH_UP = ['none', 'latest', 'all'] as const;
-
-function oneOf<T extends string>(value: string | null | undefined, allowed: readonly T[], fallback: T, flag: string): T {
-  if (value === null || value === undefined) return fallback;
-  if (!(allowed as readonly string[]).includes(value)) {
-    throw new ValidationError(`${flag}: unknown policy ${JSON.stringify(value)}`, { hint: `use one of ${allowed.join(', ')}` });
-  }
-  return value as T;
-}
-
 function positiveCount(value: string | number | null | undefined, flag: string): number | null {
   if (value === null || value === undefined) return null;
   const n = Number(value);
@@ -94,34 +84,42 @@ function leaseMs(value: string | number | null | undefined): number {
   return ms;
 }
 
-/** The loop's policies from user input, each checked. */
+/** The catch-up policies a flag applies to, as `--catch-up all` or `--catch-up latest or all`. */
+function catchUpWith(field: 'window' | 'limit', applies: boolean): string {
+  return `${CATCH_UP.flag} ${CATCH_UP_POLICY_NAMES.filter((name) => CATCH_UP.policies[name][field] === applies).join(' or ')}`;
+}
+
+/**
+ * The loop's policies from user input, each checked. Overlap and catch-up names, their defaults and
+ * which flags each catch-up policy takes come from the policy tables (src/events/policies.ts).
+ */
 export function buildPolicies(input: CreateCommandLoopInput): LoopPolicies {
-  const catchUp = oneOf(input.catchUp, CATCH_UP, 'latest', '--catch-up');
+  const catchUp = choosePolicy(CATCH_UP, input.catchUp);
   const catchUpLimit = positiveCount(input.catchUpLimit, '--catch-up-limit');
-  if (catchUpLimit !== null && catchUp !== 'all') {
-    throw new ValidationError('--catch-up-limit only applies to --catch-up all', { hint: 'add --catch-up all, or drop the limit' });
+  if (catchUpLimit !== null && !CATCH_UP.policies[catchUp].limit) {
+    throw new ValidationError(`--catch-up-limit only applies to ${catchUpWith('limit', true)}`, { hint: `add ${catchUpWith('limit', true)}, or drop the limit` });
   }
   const catchUpWindowMs = toMs(input.catchUpWindow, '--catch-up-window');
-  if (catchUpWindowMs !== null && catchUp === 'none') {
-    throw new ValidationError('--catch-up-window has no effect with --catch-up none');
+  if (catchUpWindowMs !== null && !CATCH_UP.policies[catchUp].window) {
+    throw new ValidationError(`--catch-up-window has no effect with ${CATCH_UP.flag} ${catchUp}`);
   }
-  const attempts = positiveCount(input.attempts, '--attempts') ?? 1;
-  let backoff = 2;
+  const attempts = positiveCount(input.attempts, RETRY.attempts.flag) ?? RETRY.attempts.default;
+  let backoff: number = RETRY.backoff.default;
   if (input.backoff !== null && input.backoff !== undefined) {
     backoff = Number(input.backoff);
-    if (!Number.isFinite(backoff) || backoff < 1 || (typeof input.backoff === 'string' && !/^\s*\d+(\.\d+)?\s*$/.test(input.backoff))) {
-      throw new ValidationError(`--backoff must be a number of at least 1, got ${JSON.stringify(input.backoff)}`, {
+    if (!Number.isFinite(backoff) || backoff < RETRY.backoff.min || (typeof input.backoff === 'string' && !/^\s*\d+(\.\d+)?\s*$/.test(input.backoff))) {
+      throw new ValidationError(`--backoff must be a number of at least ${RETRY.backoff.min}, got ${JSON.stringify(input.backoff)}`, {
         hint: 'e.g. --backoff 2 doubles the delay after each failed attempt; 1 keeps it constant',
       });
     }
   }
-  const retryDelayMs = toMs(input.retryDelay, '--retry-delay') ?? 10_000;
-  const maxRetryDelayMs = toMs(input.maxRetryDelay, '--max-retry-delay');
+  const retryDelayMs = toMs(input.retryDelay, RETRY.retryDelay.flag) ?? RETRY.retryDelay.defaultMs;
+  const maxRetryDelayMs = toMs(input.maxRetryDelay, RETRY.maxRetryDelay.flag) ?? RETRY.maxRetryDelay.defaultMs;
   if (attempts === 1) {
     for (const [flag, value] of [
-      ['--retry-delay', input.retryDelay],
-      ['--backoff', input.backoff],
-      ['--max-retry-delay', input.maxRetryDelay],
+      [RETRY.retryDelay.flag, input.retryDelay],
+      [RETRY.backoff.flag, input.backoff],
+      [RETRY.maxRetryDelay.flag, input.maxRetryDelay],
     ] as const) {
       if (value !== null && value !== undefined) {
         throw new ValidationError(`${flag} has no effect without --attempts 2 or more`, { hint: 'add --attempts <n>, or drop it' });
@@ -134,7 +132,7 @@ export function buildPolicies(input: CreateCommandLoopInput): LoopPolicies {
   return {
     timeoutMs: toMs(input.timeout, '--timeout'),
     killGraceMs: toMs(input.killGrace, '--kill-grace') ?? DEFAULT_KILL_GRACE_MS,
-    overlap: oneOf(input.overlap, OVERLAP, 'skip', '--overlap'),
+    overlap: choosePolicy(OVERLAP, input.overlap),
     catchUp,
     catchUpWindowMs,
     catchUpLimit,

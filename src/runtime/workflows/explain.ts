@@ -9,7 +9,7 @@
  * which derives each reason from the recorded facts as it did while the run went on.
  */
 import type { Db } from '../../events/db.js';
-import { upcast } from '../../events/catalog.js';
+import { readStreamWithMachine } from '../../events/sqlite-reads.js';
 import { fold } from '../../machines/fold.js';
 import { getMachine } from '../../machines/registry.js';
 import type { WorkflowRunContext } from '../../machines/workflow-run.js';
@@ -26,22 +26,10 @@ export function skipReasons(db: Db, wfRunId: string): Record<string, string> {
 
 /** The reasons a run that recorded no skips had, from a fold of its stream on the machine that wrote it. */
 function derivedSkipReasons(db: Db, wfRunId: string): Record<string, string> {
-  const streamId = `wfrun:${wfRunId}`;
-  const stream = db.prepare('SELECT machine_id AS id, machine_version AS version FROM streams WHERE stream_id = ?').get(streamId) as
-    | { id: string | null; version: number | null }
-    | undefined;
-  const machine = stream?.id && stream.version !== null ? getMachine({ id: stream.id, version: stream.version }) : undefined;
-  if (!machine) return {};
-  const rows = db.prepare('SELECT type, v, at, data FROM events WHERE stream_id = ? ORDER BY version').all(streamId) as Array<{
-    type: string;
-    v: number;
-    at: string;
-    data: string;
-  }>;
-  const { snapshot } = fold(
-    machine,
-    rows.map((r) => ({ type: r.type, at: r.at, data: upcast(r.type, r.v, JSON.parse(r.data)) })),
-  );
+  const read = readStreamWithMachine(db, `wfrun:${wfRunId}`);
+  const machine = read?.machine ? getMachine(read.machine) : undefined;
+  if (!read || !machine) return {};
+  const { snapshot } = fold(machine, read.events);
   const out: Record<string, string> = {};
   for (const [id, s] of Object.entries((snapshot.context as WorkflowRunContext).steps)) {
     if (s.status === 'skipped' && s.reason) out[id] = s.reason;
