@@ -3,6 +3,7 @@
  * coalesced into a later slot, or missed — one row per event (a range of slots for coalesced and
  * missed). `loops why` reads it.
  */
+import { OVERLAP } from '../events/policies.js';
 import type { StoredEvent } from '../events/types.js';
 import { defineProjection, sql, streamKey } from './types.js';
 
@@ -66,7 +67,7 @@ export const slotDecisionsProjection = defineProjection({
     'slot.buffered': (e) => {
       const d = e.data;
       const why =
-        d.policy === 'cancel-other'
+        OVERLAP.policies[d.policy].cancelsGoing
           ? `overlap cancel-other: cancelling ${d.cancels.join(', ') || 'nothing'}`
           : `overlap ${d.policy}: waiting for ${d.blockedBy ?? 'the running run'}`;
       return [decision(e, 'buffered', d.slot, d.slot, 1, d.fireAt, d.runId, why, null)];

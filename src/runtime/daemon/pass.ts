@@ -13,6 +13,7 @@
  * process died before starting it is not lost: whoever passes next claims it.
  */
 import { writeTransaction } from '../../events/db.js';
+import { OVERLAP, type OverlapPolicy } from '../../events/policies.js';
 import { ClaimLostError, ConcurrencyConflictError, LeaseLostError } from '../../events/errors.js';
 import type { StoredEvent } from '../../events/types.js';
 import type { LoopContext } from '../../machines/loop.js';
@@ -147,6 +148,11 @@ function judgeStranded(runtime: Runtime, loopId: string, items: QueueItem[], now
   return actor.recordAll(drops, { guards: drops.map((d) => ({ kind: 'queued' as const, runId: d.data.runId })) });
 }
 
+/** A loop's overlap rule (an unknown name, from a newer loops, is treated as the default). */
+function overlapRule(name: string) {
+  return OVERLAP.policies[(name in OVERLAP.policies ? name : OVERLAP.default) as OverlapPolicy];
+}
+
 // ── step 2: claim and run ──────────────────────────────────────────────────────────────────────
 
 export interface DispatcherOptions {
@@ -215,7 +221,7 @@ export class Dispatcher {
     for (const item of claimableWork(this.runtime, dueByMs)) {
       if (this.inFlight.has(item.runId)) continue;
       // One run of a loop at a time (catch-up never starts a herd), unless its runs may overlap.
-      const waitsForLoop = item.overlap !== 'allow' && (this.busyLoops.get(item.loopId) ?? 0) > 0;
+      const waitsForLoop = overlapRule(item.overlap).whenBusy !== 'run' && (this.busyLoops.get(item.loopId) ?? 0) > 0;
       if (waitsForLoop || this.inFlight.size >= this.concurrency) {
         waiting += 1;
         continue;
