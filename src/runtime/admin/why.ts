@@ -8,7 +8,7 @@ import { upcomingSlots } from '../../scheduling/planner.js';
 import { streamEventsOfType } from '../../events/sqlite-reads.js';
 
 export interface DecisionView {
-  decision: 'fired' | 'buffered' | 'skipped' | 'coalesced' | 'missed' | 'retry';
+  decision: 'fired' | 'buffered' | 'skipped' | 'coalesced' | 'missed' | 'retry' | 'dropped';
   from: string;
   to: string;
   count: number;
@@ -19,6 +19,10 @@ export interface DecisionView {
   decidedAt: string;
   /** The run's status when the decision fired one. */
   runStatus: string | null;
+  /** When the run it promised never ran: why (its `slot.dropped`). */
+  dropped?: string | null;
+  /** The retries of the slot, in order: each one's run and how it ended (or that it is pending). */
+  retries?: string[];
 }
 
 interface Row {
@@ -81,12 +85,25 @@ export function explainSlot(db: Db, loop: LoopView, atMs: number, nowMs: number)
   if (atMs < created) {
     return { at, slot: null, decision: null, explanation: `the loop did not exist yet: it was created at ${loop.createdAt}` };
   }
-  // The covering decision: the latest whose range starts at or before the time asked about.
-  const row = cached<[string, string], Row>(db, `${SELECT} WHERE d.loop_id = ? AND d.slot_from <= ? ORDER BY d.slot_to DESC LIMIT 1`).get(
-    loop.id,
-    at,
-  );
+  // The covering decision: the latest whose range starts at or before the time asked about (the
+  // first recorded for its slot: a retry or a drop of that slot's run is told with it).
+  const row = cached<[string, string], Row>(
+    db,
+    `${SELECT} WHERE d.loop_id = ? AND d.slot_from <= ? AND d.decision NOT IN ('retry', 'dropped') ORDER BY d.slot_to DESC, d.position LIMIT 1`,
+  ).get(loop.id, at);
   const decision = row ? view(row) : null;
+  if (decision?.runId && decision.runStatus === null) {
+    // A promised run that never ran: the record of why not.
+    const drop = cached<[string, string], { reason: string | null; at: string }>(
+      db,
+      "SELECT reason, at FROM slot_decisions WHERE loop_id = ? AND decision = 'dropped' AND run_id = ?",
+    ).get(loop.id, decision.runId);
+    if (drop) decision.dropped = `${drop.reason?.replace(/^attempt \d+ not run: /, '') ?? 'dropped'} (recorded ${drop.at})`;
+  }
+  if (decision && (decision.decision === 'fired' || decision.decision === 'buffered')) {
+    const retries = cached<[string, string], Row>(db, `${SELECT} WHERE d.loop_id = ? AND d.decision = 'retry' AND d.slot_from = ? ORDER BY d.position`).all(loop.id, decision.from);
+    decision.retries = retries.map((r) => `${r.reason}: ${r.run_status ? `ran as ${r.run_id} and ${r.run_status}` : `${r.run_id} is due at ${r.fire_at}`}`);
+  }
   // The schedule's slot at or before the time, counted from the covering decision (or creation).
   const from = decision ? Date.parse(decision.from) - 1 : created;
   const { maxRuns: _ignored, ...timing } = loop.timing;
@@ -113,8 +130,14 @@ export function explainSlot(db: Db, loop: LoopView, atMs: number, nowMs: number)
 }
 
 function sentence(d: DecisionView, slot: string): string {
+  const told = first(d, slot);
+  return d.retries?.length ? `${told}; retried — ${d.retries.join('; ')}` : told;
+}
+
+function first(d: DecisionView, slot: string): string {
   switch (d.decision) {
     case 'fired':
+      if (d.dropped) return `the slot ${slot} fired as run ${d.runId} (decided ${d.decidedAt}), which never ran: ${d.dropped}`;
       return `the slot ${slot} fired as run ${d.runId}${d.fireAt && d.fireAt !== slot ? ` at ${d.fireAt} (jitter)` : ''}${d.reason ? `, ${d.reason}` : ''}${d.runStatus ? `; the run ${d.runStatus}` : ''} (decided ${d.decidedAt})`;
     case 'buffered':
       return `the slot ${slot} was buffered (${d.reason}); ${d.runStatus ? `it ran as run ${d.runId} and ${d.runStatus === 'running' ? 'is running' : d.runStatus}` : `it waits to run as ${d.runId}`} (decided ${d.decidedAt})`;
@@ -126,6 +149,8 @@ function sentence(d: DecisionView, slot: string): string {
       return `the slot ${slot} was missed (nothing was scheduling when it came due) and folded${d.count > 1 ? ` with ${d.count - 1} other missed slot(s)` : ''} into the single catch-up run of ${d.into} (catch-up latest; decided ${d.decidedAt})`;
     case 'missed':
       return `the slot ${slot} was not run: ${d.reason} (${d.count} slot(s) ${d.from} … ${d.to}; decided ${d.decidedAt})`;
+    case 'dropped':
+      return `the slot ${slot}'s run ${d.runId} never ran: ${d.reason} (decided ${d.decidedAt})`;
     case 'retry':
       return `the slot ${slot} was retried: ${d.reason}; the retry ran as ${d.runId}${d.runStatus ? ` and ${d.runStatus}` : ' (pending, due ' + d.fireAt + ')'} (decided ${d.decidedAt})`;
   }
