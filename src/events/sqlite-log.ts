@@ -297,4 +297,24 @@ export class SqliteEventLog implements EventLog {
   }
 }
 
+// ── reads of stored events for the read side (the catalogue upcasts them) ──
 
+/** Every event from `fromPosition` on, in position order, read `batch` rows at a time (upcast). */
+export function* iterateEvents(db: Db, fromPosition = 0, batch = 2000): Generator<StoredEvent> {
+  const stmt = cached<[number, number], EventRow>(db, 'SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?');
+  let position = fromPosition;
+  for (;;) {
+    const rows = stmt.all(position, batch);
+    for (const row of rows) yield rowToEvent(row);
+    if (rows.length < batch) return;
+    position = rows[rows.length - 1]!.position;
+  }
+}
+
+/** A stream's owner (machine id and version) and all its events, upcast; null when there is no such stream. */
+export function readStreamWithMachine(db: Db, streamId: string): { machine: { id: string; version: number } | null; events: StoredEvent[] } | null {
+  const stream = cached<[string], { id: string | null; version: number | null }>(db, 'SELECT machine_id AS id, machine_version AS version FROM streams WHERE stream_id = ?').get(streamId);
+  if (!stream) return null;
+  const events = cached<[string], EventRow>(db, 'SELECT * FROM events WHERE stream_id = ? ORDER BY version').all(streamId).map(rowToEvent);
+  return { machine: stream.id !== null && stream.version !== null ? { id: stream.id, version: stream.version } : null, events };
+}

@@ -4,7 +4,7 @@
  */
 import Database from 'better-sqlite3';
 import { cached, type Db } from '../../events/db.js';
-import { iterateEvents } from '../../events/sqlite-reads.js';
+import { iterateEvents } from '../../events/sqlite-log.js';
 import type { StoredEvent } from '../../events/types.js';
 import { inlineHandler, projections as allProjections, retiredProjections } from '../../projections/registry.js';
 import type { Projection } from '../../projections/types.js';

@@ -9,7 +9,7 @@
  * which derives each reason from the recorded facts as it did while the run went on.
  */
 import type { Db } from '../../events/db.js';
-import { readStreamWithMachine } from '../../events/sqlite-reads.js';
+import { readStreamWithMachine } from '../../events/sqlite-log.js';
 import { fold } from '../../machines/fold.js';
 import { getMachine } from '../../machines/registry.js';
 import type { WorkflowRunContext } from '../../machines/workflow-run.js';
