@@ -7,7 +7,8 @@
  *  - stopping (the signal) ends following while the run goes on;
  *  - one cursor, two writers: a run's output file rotated by the runner (OutputFile, `.1` written in
  *    place) and daemon.log rotated by the daemon (DaemonLog, a whole copy renamed to `.1`), each
- *    followed line by line across many rotations — from before the file exists, too.
+ *    followed line by line across many rotations — from before the file exists too, and (daemon.log,
+ *    which keeps .2 and .3) with several rotations between two polls.
  */
 import { existsSync, readFileSync, statSync, writeFileSync, writeSync, closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
@@ -172,10 +173,11 @@ describe('FileCursor: one follower for both writers', () => {
     expect(seen).toBe(`${expected.join('\n')}\n`);
   });
 
-  it('daemon.log, rotated by the daemon (a whole copy renamed to .1): every line once, from a tail offset and from before the file exists', () => {
+  it('daemon.log, rotated by the daemon (a whole copy renamed to .1): every line once, from a tail offset, from before the file exists, and with several rotations between two polls', () => {
     const path = join(tempDir(), 'daemon.log');
     // Followed from before the file exists: nothing read yet when the first rotation comes.
     const early = poller(new FileCursor(path, { from: 0, wholeRotations: true }));
+    const later = poller(new FileCursor(path, { from: 0, wholeRotations: true })); // first read after two rotations
     const fd = openSync(path, 'a', 0o600);
     onTestFinished(() => closeSync(fd));
     const log = new DaemonLog({ path, maxBytes: 1024, fd, write: (text) => void writeSync(fd, text) });
@@ -187,23 +189,37 @@ describe('FileCursor: one follower for both writers', () => {
     }
     expect(log.rotations).toBe(1);
     early.poll(); // first read: after a rotation
+    for (let i = 30; log.rotations < 2; i++) {
+      log.line(line(i));
+      expected.push(line(i));
+    }
+    later.poll();
     // `daemon logs -f`: the tail printed, then the cursor from the bytes of daemon.log read.
+    const tailed = expected.length;
     const printed = statSync(path).size;
     const late = poller(new FileCursor(path, { from: printed, wholeRotations: true }));
-    for (let i = 30; i < 400; i++) {
+    // Polled rarely: two or three rotations in between (the daemon keeps .1, .2 and .3).
+    const rare = poller(new FileCursor(path, { from: printed, wholeRotations: true }));
+    for (let i = expected.length; i < 400; i++) {
       log.line(line(i));
       expected.push(line(i));
       // Polled every few lines: at most one rotation in between.
       if (i % 7 === 0) {
         early.poll();
+        later.poll();
         late.poll();
       }
+      if (i % 40 === 0) rare.poll();
     }
     early.poll();
+    later.poll();
     late.poll();
+    rare.poll();
     expect(log.rotations).toBeGreaterThan(10);
-    expect(early.lost + late.lost).toBe(0);
+    expect(early.lost + later.lost + late.lost + rare.lost).toBe(0);
     expect(early.seen).toBe(`${expected.join('\n')}\n`);
-    expect(late.seen).toBe(`${expected.slice(30).join('\n')}\n`);
+    expect(later.seen).toBe(early.seen);
+    expect(late.seen).toBe(`${expected.slice(tailed).join('\n')}\n`);
+    expect(rare.seen).toBe(late.seen);
   });
 });

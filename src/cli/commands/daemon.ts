@@ -10,7 +10,8 @@ import {
   runningDaemon,
 } from '../../runtime/daemon/daemon.js';
 import { formatDuration } from '../../events/durations.js';
-import { DaemonLog, DaemonLogFollower, daemonLogMaxBytes, daemonLogTail } from '../../runtime/daemon/log-file.js';
+import { DaemonLog, daemonLogMaxBytes, daemonLogTail } from '../../runtime/daemon/log-file.js';
+import { FileCursor } from '../../runtime/queries/follow-file.js';
 import { databaseFile } from '../../runtime/paths.js';
 import { processRunning } from '../../runtime/daemon/recovery.js';
 import { openRuntime } from '../../runtime/runtime.js';
@@ -266,8 +267,8 @@ const logs: CliCommand = {
     }
     // Following: watch (inotify/FSEvents on the data directory: the log created, grown or rotated —
     // no polling loop) BEFORE printing what is there, so nothing appended meanwhile is missed.
-    // Across a rotation the end of the old file is read from daemon.log.1 (log-file.ts).
-    let follower: DaemonLogFollower | null = null;
+    // Across a rotation the end of the old file is read from daemon.log.1: the cursor of `loops logs -f`.
+    let follower: FileCursor | null = null;
     const readNew = () => follower?.poll((chunk) => ctx.out.write(chunk));
     const watcher = values.follow
       ? watch(ctx.dataDir, (_event, name) => {
@@ -276,12 +277,16 @@ const logs: CliCommand = {
       : null;
     const { text, offset } = daemonLogTail(file, n);
     if (text) ctx.out.write(text);
-    follower = new DaemonLogFollower(file, offset);
+    follower = new FileCursor(file, { from: offset, wholeRotations: true });
     readNew();
-    if (!watcher) return EXIT.ok;
+    if (!watcher) {
+      follower.close();
+      return EXIT.ok;
+    }
     await new Promise<void>((resolve) => {
       const end = () => {
         watcher.close();
+        follower?.close();
         resolve();
       };
       process.once('SIGINT', end);

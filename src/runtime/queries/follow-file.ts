@@ -16,6 +16,8 @@ import { descriptorSource, openSource, readSources, type ByteSource } from './ru
 
 /** What a cursor keeps of the bytes it read last, to find its place in `.1` after a rotation. */
 const RECENT_BYTES = 4096;
+/** Older generations (`.2`, `.3`, …) a recovery looks through; it stops at the first missing. */
+const MAX_GENERATIONS = 9;
 /** A `.1.tmp` older than this is left over from a crash, not a rotation under way. */
 const STALE_ROTATION_MS = 10_000;
 
@@ -42,8 +44,9 @@ export interface FileCursorOptions {
  * `.1`: the bytes there after the last 4 KiB it read. While a rotation is under way (`.1.tmp`
  * exists), or `.1` changes while it looks, it looks again at the next poll. Lost, and reported as
  * such: bytes the writer never copied (a run's output written between the runner's last read and
- * the truncation), and everything between two rotations that both happened between two polls (or
- * when the last bytes read are not found in `.1`, e.g. masked since).
+ * the truncation), and, for a run's output (which keeps no `.2`), everything between two rotations
+ * that both happened between two polls (or when the last bytes read are not found, e.g. masked
+ * since). daemon.log keeps `.2` and `.3`: up to three rotations between two polls lose nothing.
  */
 export class FileCursor {
   private fd: number | null = null;
@@ -58,6 +61,8 @@ export class FileCursor {
     private readonly options: FileCursorOptions = {},
   ) {
     this.rotatedId = rotatedIdentity(`${path}.1`);
+    // Started from an offset: the bytes before it are remembered now, before a rotation moves them.
+    if (options.from !== undefined) this.open();
   }
 
   /** Opens the file if it exists by now. */
@@ -105,8 +110,9 @@ export class FileCursor {
     const rotated = size < this.offset || (changed && (this.offset > 0 ? !this.stillThere(size) : this.options.wholeRotations === true));
     if (rotated) {
       // (A run's `.1` rewritten but the file not truncated yet: looked at again at the next poll.)
+      const seen = this.rotatedId;
       this.rotatedId = id;
-      if (!this.recover(onChunk)) result = 'lost';
+      if (!this.recover(onChunk, seen)) result = 'lost';
       this.offset = 0;
       this.recent = Buffer.alloc(0);
       size = statFd(fd);
@@ -133,33 +139,53 @@ export class FileCursor {
   }
 
   /**
-   * Emits what `.1` holds after the bytes last read (all of it when nothing was read from the
-   * file); false when they are not found there.
+   * Emits what `.1` holds after the bytes last read; false when they are not found there. A writer
+   * that keeps older generations (daemon.log: `.2`, `.3`) may have rotated more than once since the
+   * last poll: the bytes last read are then looked for in the older ones, and what follows them is
+   * emitted, oldest first. With nothing read from the file (`wholeRotations` only), the generations
+   * newer than the `.1` seen last (`seen`: it was rotated away since) are all unread.
    */
-  private recover(onChunk: (chunk: Buffer) => void): boolean {
-    if (this.recent.length === 0 && !this.options.wholeRotations) return true;
-    const source = openSource(`${this.path}.1`);
-    if (!source) return this.recent.length === 0;
-    let rotated: Buffer;
-    try {
-      rotated = readRange(null, 0, source.size, source);
-    } finally {
-      source.close();
+  private recover(onChunk: (chunk: Buffer) => void, seen: string | null): boolean {
+    if (this.recent.length === 0) {
+      if (!this.options.wholeRotations) return true;
+      const unread: string[] = [];
+      let found = seen === null;
+      for (let generation = 1; generation <= MAX_GENERATIONS; generation++) {
+        const path = `${this.path}.${generation}`;
+        const id = rotatedIdentity(path);
+        if (id === null) break;
+        if (id === seen) {
+          found = true;
+          break;
+        }
+        unread.push(path);
+      }
+      for (const path of unread.reverse()) {
+        const whole = readWhole(path);
+        if (whole?.length) onChunk(whole);
+      }
+      return found;
     }
-    let rest: Buffer;
-    if (this.recent.length === 0) rest = rotated;
-    else {
+    const newer: Buffer[] = [];
+    for (let generation = 1; generation <= MAX_GENERATIONS; generation++) {
+      const rotated = readWhole(`${this.path}.${generation}`);
+      if (rotated === null) break;
       const at = rotated.lastIndexOf(this.recent);
-      if (at < 0) {
+      if (at >= 0) {
+        const rest = rotated.subarray(at + this.recent.length);
+        if (rest.length) onChunk(Buffer.from(rest));
+        for (const older of newer.reverse()) if (older.length) onChunk(older);
+        return true;
+      }
+      if (generation === 1) {
         // Read past the rotation point already (bytes written after the runner's last read)? Then
         // `.1` ends inside what was read, and nothing is missing.
         const end = rotated.subarray(Math.max(0, rotated.length - 256));
-        return end.length > 0 && this.recent.indexOf(end) >= 0;
+        if (end.length > 0 && this.recent.indexOf(end) >= 0) return true;
       }
-      rest = rotated.subarray(at + this.recent.length);
+      newer.push(rotated);
     }
-    if (rest.length) onChunk(Buffer.from(rest));
-    return true;
+    return false;
   }
 
   private remember(chunk: Buffer, replace: boolean): void {
@@ -168,7 +194,7 @@ export class FileCursor {
   }
 }
 
-/** An identity of `<file>.1` that changes when a rotation rewrites or replaces it. */
+/** An identity of `<file>.1` that changes when a rotation rewrites or replaces it (and that a rename keeps). */
 function rotatedIdentity(path: string): string | null {
   try {
     const st = statSync(path, { bigint: true });
@@ -184,6 +210,17 @@ function rotating(path: string): boolean {
     return Date.now() - statSync(`${path}.1.tmp`).mtimeMs < STALE_ROTATION_MS;
   } catch {
     return false;
+  }
+}
+
+/** The whole of a file, or null when there is none. */
+function readWhole(path: string): Buffer | null {
+  const source = openSource(path);
+  if (!source) return null;
+  try {
+    return readRange(null, 0, source.size, source);
+  } finally {
+    source.close();
   }
 }
 
