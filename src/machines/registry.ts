@@ -11,9 +11,18 @@ import { RETENTION_MACHINE_ID, RETENTION_MACHINE_VERSION, retentionMachine } fro
 import { WORKFLOW_MACHINE_ID, WORKFLOW_MACHINE_VERSION, workflowMachine } from './workflow.js';
 import { WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine } from './workflow-run.js';
 
-export interface MachineRef {
+/**
+ * A machine's id and version — what a stream records as its owner. The type parameter is the
+ * machine's type (phantom: never a value), so a ref from `currentMachines` types the actor it makes.
+ */
+export interface MachineRef<M extends AnyStateMachine = AnyStateMachine> {
   id: string;
   version: number;
+  readonly __machine?: M;
+}
+
+function ref<M extends AnyStateMachine>(id: string, version: number, _machine: M): MachineRef<M> {
+  return { id, version };
 }
 
 const machines = new Map<string, AnyStateMachine>([
@@ -30,13 +39,13 @@ const machines = new Map<string, AnyStateMachine>([
 ]);
 
 export const currentMachines = {
-  loop: { id: LOOP_MACHINE_ID, version: LOOP_MACHINE_VERSION },
-  run: { id: RUN_MACHINE_ID, version: RUN_MACHINE_VERSION },
-  account: { id: ACCOUNT_MACHINE_ID, version: ACCOUNT_MACHINE_VERSION },
-  retention: { id: RETENTION_MACHINE_ID, version: RETENTION_MACHINE_VERSION },
-  workflow: { id: WORKFLOW_MACHINE_ID, version: WORKFLOW_MACHINE_VERSION },
-  workflowRun: { id: WORKFLOW_RUN_MACHINE_ID, version: WORKFLOW_RUN_MACHINE_VERSION },
-} as const satisfies Record<string, MachineRef>;
+  loop: ref(LOOP_MACHINE_ID, LOOP_MACHINE_VERSION, loopMachine),
+  run: ref(RUN_MACHINE_ID, RUN_MACHINE_VERSION, runMachine),
+  account: ref(ACCOUNT_MACHINE_ID, ACCOUNT_MACHINE_VERSION, accountMachine),
+  retention: ref(RETENTION_MACHINE_ID, RETENTION_MACHINE_VERSION, retentionMachine),
+  workflow: ref(WORKFLOW_MACHINE_ID, WORKFLOW_MACHINE_VERSION, workflowMachine),
+  workflowRun: ref(WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine),
+} as const;
 
 export function getMachine(ref: MachineRef): AnyStateMachine | undefined {
   return machines.get(`${ref.id}@${ref.version}`);

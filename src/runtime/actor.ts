@@ -8,7 +8,7 @@
  * A stream is restored by folding its log through `transition()`; the replayed actions are
  * discarded, never executed, so nothing is spawned twice.
  */
-import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
+import type { AnyMachineSnapshot, AnyStateMachine, StateMachine } from 'xstate';
 import { ConcurrencyConflictError, InvalidTransitionError, NotFoundError } from '../events/errors.js';
 import type { AppendGuard, EventMeta, Lease, NewEvent, StoredEvent } from '../events/types.js';
 import { initialSnapshot, stateOf, step } from '../machines/fold.js';
@@ -16,20 +16,35 @@ import { getMachine, type MachineRef } from '../machines/registry.js';
 import { isoNow } from './clock.js';
 import type { Runtime } from './runtime.js';
 
+/** The named actions a machine asks for (its `setup({ actions })`), each `{ type, params }`. */
+export type ActionsOf<M> = M extends StateMachine<any, any, any, any, infer A, any, any, any, any, any, any, any, any, any, any> ? A : never;
+/** A machine's context type. */
+export type ContextOf<M> = M extends StateMachine<infer C, any, any, any, any, any, any, any, any, any, any, any, any, any, any> ? C : never;
+
+/** A machine snapshot whose context is typed. */
+export type TypedSnapshot<M> = AnyMachineSnapshot & { context: ContextOf<M> };
+
 /** Implementation of a named machine action. Reports back only through `actor.record`. */
-export type Effect = (params: any, actor: DurableActor) => void | Promise<void>;
+export type Effect<P = any, M extends AnyStateMachine = AnyStateMachine> = (params: P, actor: DurableActor<M>) => void | Promise<void>;
 
 /**
  * An effect whose only job is to record the next event, computed from the state it was asked in
  * (e.g. `requestSpawn` → `process.spawn_requested`). It is folded into the same append as the
  * event that asked for it: still recorded before any later effect runs, one commit fewer.
  */
-export interface InlineEffect {
+export interface InlineEffect<P = any, M extends AnyStateMachine = AnyStateMachine> {
   /** `at`: the instant of the transaction the result joins (every event of one append has it). */
-  inline: (params: any, snapshot: AnyMachineSnapshot, at: string) => { type: string; data: unknown } | Array<{ type: string; data: unknown }> | null;
+  inline: (params: P, snapshot: TypedSnapshot<M>, at: string) => { type: string; data: unknown } | Array<{ type: string; data: unknown }> | null;
 }
 
-export type Effects = Record<string, Effect | InlineEffect>;
+/**
+ * The runtime's implementations of a machine's named actions, keyed by action name: a name the
+ * machine does not have is a type error, and each effect gets its action's params. Actions without
+ * an implementation stay the machine's no-op defaults.
+ */
+export type Effects<M extends AnyStateMachine = AnyStateMachine> = AnyStateMachine extends M
+  ? Record<string, Effect | InlineEffect>
+  : { [A in ActionsOf<M> as A extends { type: infer T extends string } ? T : never]?: Effect<A extends { params: infer P } ? P : undefined, M> | InlineEffect<A extends { params: infer P } ? P : undefined, M> };
 
 export interface RecordOptions {
   /**
@@ -51,7 +66,11 @@ export interface RecordOptions {
   retryOnConflict?: boolean;
 }
 
-export class DurableActor {
+/**
+ * One stream's machine, live: the persist-then-execute loop. Generic in its machine, so `context`
+ * and `snapshot` are typed and its effects are checked against the machine's action names.
+ */
+export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
   private chain: Promise<void> = Promise.resolve();
   private resolveDone!: (snapshot: AnyMachineSnapshot) => void;
   private rejectDone!: (error: unknown) => void;
@@ -65,9 +84,9 @@ export class DurableActor {
     readonly kind: string,
     readonly machineRef: MachineRef,
     readonly machine: AnyStateMachine,
-    public snapshot: AnyMachineSnapshot,
+    public snapshot: TypedSnapshot<M>,
     public version: number,
-    private readonly effects: Effects,
+    private readonly effects: Record<string, Effect<any, M> | InlineEffect<any, M>>,
   ) {
     this.done = new Promise((resolve, reject) => {
       this.resolveDone = resolve;
@@ -78,9 +97,9 @@ export class DurableActor {
   }
 
   /** A new, empty stream owned by the given machine. */
-  static create(runtime: Runtime, streamId: string, kind: string, ref: MachineRef, effects: Effects = {}): DurableActor {
+  static create<M extends AnyStateMachine>(runtime: Runtime, streamId: string, kind: string, ref: MachineRef<M>, effects: Effects<M> = {} as Effects<M>): DurableActor<M> {
     const machine = machineFor(ref);
-    return new DurableActor(runtime, streamId, kind, ref, machine, initialSnapshot(machine), 0, effects);
+    return new DurableActor<M>(runtime, streamId, kind, ref, machine, initialSnapshot(machine) as TypedSnapshot<M>, 0, effects as Record<string, Effect<any, M>>);
   }
 
   /**
@@ -88,10 +107,15 @@ export class DurableActor {
    * this runtime holds or finds persisted (snapshots.ts), else from its first event — so only the
    * events since that snapshot are read.
    */
-  static load(runtime: Runtime, streamId: string, effects: Effects = {}): DurableActor {
+  static load<M extends AnyStateMachine = AnyStateMachine>(runtime: Runtime, streamId: string, effects: Effects<M> = {} as Effects<M>, expect?: MachineRef<M>): DurableActor<M> {
     const info = runtime.log.streamInfo(streamId);
     if (!info || info.machineId === null || info.machineVersion === null) {
       throw new NotFoundError(`no stream ${streamId}`);
+    }
+    // The type the caller asked for is checked against the owner the stream recorded (any version
+    // of that machine: old streams replay on the machine that wrote them).
+    if (expect && info.machineId !== expect.id) {
+      throw new NotFoundError(`stream ${streamId} is owned by ${info.machineId}, not ${expect.id}`);
     }
     const ref = { id: info.machineId, version: info.machineVersion };
     const machine = machineFor(ref);
@@ -107,7 +131,7 @@ export class DurableActor {
       runtime.snapshots.folded += events.length;
       if (events.length) runtime.snapshots.remember(streamId, ref, version, snapshot);
     }
-    return new DurableActor(runtime, streamId, info.kind, ref, machine, snapshot, version, effects);
+    return new DurableActor<M>(runtime, streamId, info.kind, ref, machine, snapshot as TypedSnapshot<M>, version, effects as Record<string, Effect<any, M>>);
   }
 
   /** Tells the runtime's snapshot store the state this actor reached, once it is committed. */
@@ -116,6 +140,11 @@ export class DurableActor {
     if (!store) return;
     const { snapshot, version } = this;
     this.runtime.log.afterCommit(() => store.remember(this.streamId, this.machineRef, version, snapshot));
+  }
+
+  /** The machine's context now. */
+  get context(): ContextOf<M> {
+    return this.snapshot.context;
   }
 
   get state(): string {

@@ -16,7 +16,7 @@ import { writeTransaction } from '../../events/db.js';
 import { OVERLAP, type OverlapPolicy } from '../../events/policies.js';
 import { ClaimLostError, ConcurrencyConflictError, LeaseLostError } from '../../events/errors.js';
 import type { StoredEvent } from '../../events/types.js';
-import type { LoopContext } from '../../machines/loop.js';
+import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import type { TimerHandle } from '../clock.js';
 import { formatDuration } from '../../events/durations.js';
@@ -127,8 +127,8 @@ function strandedWork(runtime: Runtime, nowMs: number): QueueItem[] {
  * a later slot fired since); those are recorded `slot.dropped`, with why.
  */
 function judgeStranded(runtime: Runtime, loopId: string, items: QueueItem[], nowMs: number, graceMs: number): StoredEvent[] {
-  const actor = DurableActor.load(runtime, `loop:${loopId}`);
-  const c = actor.snapshot.context as LoopContext;
+  const actor = DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
+  const c = actor.context;
   if (!c.policies) return [];
   const drops: Array<{ type: 'slot.dropped'; data: { runId: string; slot: string; attempt: number; reason: string } }> = [];
   for (const item of items) {

@@ -8,7 +8,7 @@
  */
 import { join } from 'node:path';
 import { cached } from '../../events/db.js';
-import type { RunContext } from '../../machines/run.js';
+import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { finishStaleRun } from '../execution/attempt.js';
 import { WRAPPER_NAME } from '../execution/executor.js';
@@ -60,9 +60,9 @@ export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryRepo
   const now = runtime.clock.now();
   const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [], workflows: [], unconfirmed: [] };
   for (const runId of staleRuns(runtime, new Date(now).toISOString())) {
-    const actor = DurableActor.load(runtime, `run:${runId}`);
+    const actor = DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
     if (actor.snapshot.status === 'done') continue;
-    const context = actor.snapshot.context as RunContext;
+    const context = actor.context;
     if (context.target?.kind === 'workflow' && actor.state === 'running') {
       report.workflows.push(runId);
       continue;

@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import type { CommandTarget as LoopCommandTarget, EventData, LoopAgentTarget } from '../../events/catalog.js';
 import { ClaimLostError, ConcurrencyConflictError, LoopsError } from '../../events/errors.js';
 import { currentMachines } from '../../machines/registry.js';
-import type { RunContext } from '../../machines/run.js';
+import type { RunContext, runMachine } from '../../machines/run.js';
 import { DurableActor, type Effects } from '../actor.js';
 import { resolveAccountEnv } from '../agents/accounts.js';
 import { AgentOutputParser, AUTH_ENV_VARS, PROVIDERS, isProviderId, type ProviderId } from '../agents/index.js';
@@ -96,7 +96,7 @@ function runEnv(context: RunContext): Record<string, string> {
  */
 async function superviseRun(
   runtime: Runtime,
-  actor: DurableActor,
+  actor: DurableActor<typeof runMachine>,
   lease: HeldLease,
   options: { signal?: AbortSignal; onClaimed?: (runId: string) => void; loopId: string; trigger: 'manual' | 'schedule' | null },
 ): Promise<RunView> {
@@ -113,7 +113,7 @@ async function superviseRun(
   options.onClaimed?.(runId);
   const onAbort = () => {
     const reason = abortReason(options.signal);
-    if (actor.snapshot.status === 'done' || (actor.snapshot.context as RunContext).cancelRequested) return;
+    if (actor.snapshot.status === 'done' || actor.context.cancelRequested) return;
     try {
       actor.record('run.cancel_requested', { reason }, lease.fence());
     } catch (error) {
@@ -135,7 +135,7 @@ async function superviseRun(
 }
 
 /** Records a process's end on the run: its agent report first, then its exit, in one transaction. */
-function recordExit(actor: DurableActor, lease: HeldLease, exit: ExitInfo, agent: EventData<'run.agent_reported'> | null): void {
+function recordExit(actor: DurableActor<typeof runMachine>, lease: HeldLease, exit: ExitInfo, agent: EventData<'run.agent_reported'> | null): void {
   try {
     actor.recordAll([...(agent ? [{ type: 'run.agent_reported', data: agent }] : []), { type: 'process.exited', data: exit }], lease.fence());
   } catch (error) {
@@ -157,13 +157,13 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
   let workflowAbort: AbortController | null = null;
   let agent: { prepared: PreparedAgent } | { error: string } | null = null;
   const dir = runDir(runtime.dataDir, runId);
-  const effects: Effects = {
+  const effects: Effects<typeof runMachine> = {
     // Recorded in the same transaction as run.claimed: the intent is in the log before the spawn.
     requestSpawn: {
       inline: (_params, snapshot, at) => {
         if (options.signal?.aborted) return null; // cancelled before it started: record no intent
         const target = loop.target;
-        const context = snapshot.context as RunContext;
+        const context = snapshot.context;
         if (target.kind === 'workflow') {
           // The loop run is a workflow run: its id and idempotency key are recorded before it starts.
           const started: EventData<'run.workflow_started'> = {
@@ -207,7 +207,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       },
     },
     startWorkflow: async (params: EventData<'run.workflow_started'>) => {
-      const context = actor.snapshot.context as RunContext;
+      const context = actor.context;
       const controller = (workflowAbort = new AbortController());
       if (context.cancelRequested) controller.abort(cancelReason(actor) ?? 'cancelled');
       let ended: EventData<'run.workflow_ended'>;
@@ -240,7 +240,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       if (actor.snapshot.value !== 'spawning') return;
       const target = loop.target;
       if (target.kind === 'workflow') return;
-      const context = actor.snapshot.context as RunContext;
+      const context = actor.context;
       const prepared = prepareSpawn(runtime, {
         target,
         agent,
@@ -269,7 +269,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       }
       running = handle;
       actor.record('process.spawned', { pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId }, lease.fence());
-      if ((actor.snapshot.context as RunContext).cancelRequested) handle.cancel(cancelReason(actor));
+      if (actor.context.cancelRequested) handle.cancel(cancelReason(actor));
       void handle.exited.then((exit) => recordExit(actor, lease, exit, agentEnd(prepared)));
     },
     killProcess: (params: { reason: string | null }) => {
@@ -346,11 +346,16 @@ export async function adoptRun(runtime: Runtime, runId: string, identity: Proces
   const streamId = `run:${runId}`;
   let watched: AdoptedProcess | null = null;
   const lease = new HeldLease(runtime, streamId, options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS);
-  const actor = DurableActor.load(runtime, streamId, {
-    killProcess: (params: { reason: string | null }) => watched?.cancel(params.reason),
-    finalize: () => lease.stop(),
-  });
-  const context = actor.snapshot.context as RunContext;
+  const actor = DurableActor.load(
+    runtime,
+    streamId,
+    {
+      killProcess: (params) => watched?.cancel(params.reason),
+      finalize: () => lease.stop(),
+    },
+    currentMachines.run,
+  );
+  const context = actor.context;
   if (actor.snapshot.status === 'done' || actor.state !== 'running') return findRun(runtime.db, runId);
   const previous = context.runnerId;
   // The lease first, with a new token (a runner holding it live refuses: one adopter only); then
@@ -419,9 +424,9 @@ export function finishStaleRun(
   runId: string,
   options: { leaseTtlMs?: number; unconfirmed?: string | null } = {},
 ): { outcome: 'exited' | 'abandoned'; run: RunView; followUp: StoredEvent[] } {
-  const actor = DurableActor.load(runtime, `run:${runId}`);
+  const actor = DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
   if (actor.snapshot.status === 'done') return { outcome: 'exited', run: findRun(runtime.db, runId), followUp: [] };
-  const context = actor.snapshot.context as RunContext;
+  const context = actor.context;
   const lease = new HeldLease(runtime, `run:${runId}`, options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS);
   const takeOver = lease.takeOverIn();
   const secrets = runSecrets(context.target && context.target.kind !== 'workflow' ? (context.target.secretEnv ?? []) : []);
@@ -463,7 +468,7 @@ function abortReason(signal: AbortSignal | undefined): string | null {
   return null;
 }
 
-function cancelReason(actor: DurableActor): string | null {
-  const error = (actor.snapshot.context as RunContext).error;
+function cancelReason(actor: DurableActor<typeof runMachine>): string | null {
+  const error = actor.context.error;
   return error?.replace(/^cancelled(: ?)?/, '') || null;
 }

@@ -11,7 +11,7 @@
  * pid file's process identity — pid and start time — checks out). No per-run database polling.
  */
 import { cached } from '../../events/db.js';
-import type { RunContext } from '../../machines/run.js';
+import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import type { TimerHandle } from '../clock.js';
 import { runningDaemon } from '../daemon/daemon-info.js';
@@ -37,7 +37,7 @@ export interface CancelResult {
 
 /** Asks for the run to be cancelled (see the module comment). Never kills anything itself. */
 export function requestCancel(runtime: Runtime, runId: string, reason: string | null): CancelResult {
-  const actor = DurableActor.load(runtime, `run:${runId}`);
+  const actor = DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
   const status = actor.state;
   const holder =
     cached<[string, string], { holder: string }>(runtime.db, 'SELECT holder FROM leases WHERE name = ? AND expires_at > ?').get(
@@ -45,7 +45,7 @@ export function requestCancel(runtime: Runtime, runId: string, reason: string | 
       new Date(runtime.clock.now()).toISOString(),
     )?.holder ?? null;
   if (actor.snapshot.status === 'done') return { runId, outcome: 'ended', status, holder };
-  if ((actor.snapshot.context as RunContext).cancelRequested) return { runId, outcome: 'already requested', status, holder };
+  if (actor.context.cancelRequested) return { runId, outcome: 'already requested', status, holder };
   actor.record('run.cancel_requested', { reason }, { retryOnConflict: true });
   notifyRunners(runtime, holder);
   return { runId, outcome: 'requested', status, holder };

@@ -9,6 +9,7 @@ import { cached } from '../../events/db.js';
 import { ConcurrencyConflictError } from '../../events/errors.js';
 import type { StoredEvent } from '../../events/types.js';
 import type { LoopContext } from '../../machines/loop.js';
+import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { newId } from '../ids.js';
 import { decideDue, fixedDelayNext, type Decision } from '../../scheduling/planner.js';
@@ -40,9 +41,9 @@ export function decideLoop(
   nowMs: number,
   options: { lateGraceMs?: number } = {},
 ): { events: StoredEvent[]; fired: Array<{ runId: string; slot: string; fireAt: string }> } {
-  const actor = DurableActor.load(runtime, `loop:${loopId}`);
+  const actor = DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
   if (actor.state !== 'active') return { events: [], fired: [] };
-  const c = actor.snapshot.context as LoopContext;
+  const c = actor.context;
   const decisions: Decision[] = decideDue(
     { id: loopId, schedule: c.schedule!, timing: c.timing!, policies: c.policies! },
     {
@@ -85,8 +86,8 @@ export function scheduleRetry(
 ): StoredEvent[] {
   if (run.trigger !== 'schedule' || !['failed', 'timed_out', 'abandoned'].includes(run.status)) return [];
   for (let tries = 0; ; tries++) {
-    const actor = DurableActor.load(runtime, `loop:${loopId}`);
-    const c = actor.snapshot.context as LoopContext;
+    const actor = DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
+    const c = actor.context;
     // An expired loop still retries the slots it fired before it expired.
     if (!['active', 'expired'].includes(actor.state) || !c.policies || run.attempt >= c.policies.attempts) return [];
     const next = run.attempt + 1;
@@ -125,8 +126,8 @@ function isFixedDelay(c: LoopContext): boolean {
  */
 export function rescheduleAfterRun(runtime: Runtime, loopId: string, run: Pick<RunView, 'id' | 'finishedAt'> | null): StoredEvent[] {
   for (let attempt = 0; ; attempt++) {
-    const actor = DurableActor.load(runtime, `loop:${loopId}`);
-    const c = actor.snapshot.context as LoopContext;
+    const actor = DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
+    const c = actor.context;
     if (actor.state !== 'active' || !isFixedDelay(c)) return [];
     const finished = run?.finishedAt ? Date.parse(run.finishedAt) : runtime.clock.now();
     const next = fixedDelayNext({ id: loopId, schedule: c.schedule!, timing: c.timing! }, finished);

@@ -19,8 +19,7 @@ import type { StoredEvent } from '../../events/types.js';
 import { renderTemplate, type StepView } from '../../workflow/expr.js';
 import type { StepSpec, WorkflowSpec } from '../../workflow/spec.js';
 import { currentMachines } from '../../machines/registry.js';
-import type { RunContext } from '../../machines/run.js';
-import type { WorkflowRunContext } from '../../machines/workflow-run.js';
+import type { WorkflowRunContext, workflowRunMachine } from '../../machines/workflow-run.js';
 import { DurableActor, type Effects } from '../actor.js';
 import { watchCancel } from '../execution/cancel.js';
 import type { TimerHandle } from '../clock.js';
@@ -171,7 +170,7 @@ class WorkflowRunner {
   private readonly lease: HeldLease;
   private readonly timers = new Set<TimerHandle>();
   private readonly handles = new Map<string, StepHandle>();
-  private actor!: DurableActor;
+  private actor!: DurableActor<typeof workflowRunMachine>;
 
   constructor(
     private readonly runtime: Runtime,
@@ -183,7 +182,7 @@ class WorkflowRunner {
   }
 
   private get context(): WorkflowRunContext {
-    return this.actor.snapshot.context as WorkflowRunContext;
+    return this.actor.context;
   }
 
   private later(atMs: number, fn: () => void): void {
@@ -241,7 +240,7 @@ class WorkflowRunner {
     return join(runDir(this.runtime.dataDir, this.wfRunId), stepId, String(attempt));
   }
 
-  private readonly effects: Effects = {
+  private readonly effects: Effects<typeof workflowRunMachine> = {
     // Inline: what the machine decided — retries, skips, the intents of the steps that start — goes
     // into the same transaction as the event that caused it.
     recordDecisions: {
@@ -251,7 +250,7 @@ class WorkflowRunner {
       ) => [
         ...params.retries.map((r) => ({ type: 'step.retry_scheduled', data: { stepId: r.stepId, attempt: r.attempt, dueAt: r.dueAt, reason: r.reason } })),
         ...params.skips.map((s) => ({ type: 'step.skipped', data: { stepId: s.stepId, reason: s.reason } })),
-        ...params.starts.map((s) => ({ type: 'step.spawn_requested', data: this.spawnRequest(snapshot.context as WorkflowRunContext, s.stepId, s.attempt) })),
+        ...params.starts.map((s) => ({ type: 'step.spawn_requested', data: this.spawnRequest(snapshot.context, s.stepId, s.attempt) })),
       ],
     },
     // Runs started before decisions were recorded (resumed by this version): their intents only.
@@ -259,7 +258,7 @@ class WorkflowRunner {
       inline: (params: { steps: Array<{ stepId: string; attempt: number }> }, snapshot: AnyMachineSnapshot) =>
         params.steps.map((s) => ({
           type: 'step.spawn_requested',
-          data: this.spawnRequest(snapshot.context as WorkflowRunContext, s.stepId, s.attempt),
+          data: this.spawnRequest(snapshot.context, s.stepId, s.attempt),
         })),
     },
     spawnStep: (params: EventData<'step.spawn_requested'>) => this.spawnStep(params),
@@ -567,7 +566,7 @@ class WorkflowRunner {
   async resume(): Promise<WorkflowRunView> {
     const { runtime } = this;
     const { db, clock } = runtime;
-    this.actor = DurableActor.load(runtime, this.streamId, this.effects);
+    this.actor = DurableActor.load(runtime, this.streamId, this.effects, currentMachines.workflowRun);
     if (this.actor.snapshot.status === 'done') return findWorkflowRun(db, this.wfRunId);
     // Take the run over: only when its lease ran out (its runner is gone) or is ours.
     const now = clock.now();
@@ -670,8 +669,8 @@ function loopsEnv(c: WorkflowRunContext, step: StepSpec, attempt: number, output
 export async function recoverWorkflowLoopRun(runtime: Runtime, runId: string, options: { leaseTtlMs?: number; signal?: AbortSignal } = {}): Promise<string> {
   const { db } = runtime;
   const streamId = `run:${runId}`;
-  const actor = DurableActor.load(runtime, streamId);
-  const context = actor.snapshot.context as RunContext;
+  const actor = DurableActor.load(runtime, streamId, {}, currentMachines.run);
+  const context = actor.context;
   const started = runtime.log.readStream(streamId).find((e) => e.type === 'run.workflow_started');
   if (!started || actor.snapshot.status === 'done') return actor.state;
   const { wfRunId, idempotencyKey, workflowId } = started.data as EventData<'run.workflow_started'>;
