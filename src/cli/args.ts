@@ -5,6 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { UsageError } from '../events/errors.js';
+import { distance } from '../events/suggest.js';
 
 export interface OptionSpec {
   type: 'string' | 'boolean';
@@ -107,21 +108,7 @@ function translate(spec: CommandSpec, error: Error & { code?: string }): UsageEr
 
 export function similar(a: string, b: string): boolean {
   if (a.startsWith(b) || b.startsWith(a)) return true;
-  return editDistance(a, b) <= 2;
-}
-
-function editDistance(a: string, b: string): number {
-  const dp = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = dp[0]!;
-    dp[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const tmp = dp[j]!;
-      dp[j] = Math.min(dp[j]! + 1, dp[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-      prev = tmp;
-    }
-  }
-  return dp[b.length]!;
+  return distance(a, b) <= 2;
 }
 
 export function usageLine(spec: CommandSpec): string {

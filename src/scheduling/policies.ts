@@ -7,6 +7,7 @@
  */
 import { ValidationError } from '../events/errors.js';
 import type { PolicyFamily } from '../events/policies.js';
+import { closest } from '../events/suggest.js';
 
 export {
   CATCH_UP,
@@ -40,31 +41,9 @@ export function choosePolicy<Name extends string>(family: PolicyFamily<Name, obj
   });
 }
 
-/** The name closest to `word` when it looks like a typo of it (a prefix either way, or at most 2 edits), else null. */
+/** The name closest to `word` when it looks like a typo of it (a prefix either way, or close by the shared rule), else null. */
 function nearest<Name extends string>(word: string, names: readonly Name[]): Name | null {
   const w = word.toLowerCase();
-  let best: Name | null = null;
-  let bestScore = Infinity;
-  for (const name of names) {
-    const score = name.startsWith(w) || w.startsWith(name) ? 0 : editDistance(w, name);
-    if (score < bestScore) {
-      best = name;
-      bestScore = score;
-    }
-  }
-  return bestScore <= 2 && w !== '' ? best : null;
-}
-
-function editDistance(a: string, b: string): number {
-  const dp = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = dp[0]!;
-    dp[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const tmp = dp[j]!;
-      dp[j] = Math.min(dp[j]! + 1, dp[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-      prev = tmp;
-    }
-  }
-  return dp[b.length]!;
+  if (w === '') return null;
+  return names.find((name) => name.startsWith(w) || w.startsWith(name)) ?? (closest(w, names) as Name | null);
 }

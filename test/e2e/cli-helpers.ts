@@ -79,7 +79,19 @@ export class Sandbox {
     }
   }
 
+  /** The pid the sandbox's daemon pid file (daemon.json) names, or null. */
+  daemonPid(): number | null {
+    try {
+      return (JSON.parse(readFileSync(join(this.dataDir, 'daemon.json'), 'utf8')) as { pid: number }).pid;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Kills a daemon still running for the sandbox (a failed test's), then removes the directory. */
   cleanup(): void {
+    const pid = this.daemonPid();
+    if (pid !== null && pidAlive(pid)) process.kill(pid, 'SIGKILL');
     rmSync(this.dataDir, { recursive: true, force: true });
   }
 }

@@ -28,23 +28,13 @@ function sandbox(): Sandbox {
   return s;
 }
 
-function daemonPid(s: Sandbox): number | null {
-  try {
-    return (JSON.parse(readFileSync(join(s.dataDir, 'daemon.json'), 'utf8')) as { pid: number }).pid;
-  } catch {
-    return null;
-  }
-}
+const daemonPid = (s: Sandbox): number | null => s.daemonPid();
 
 beforeAll(() => {
   if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run npm run build (npm test does it)`);
 });
 
 afterAll(() => {
-  for (const s of sandboxes) {
-    const pid = daemonPid(s);
-    if (pid !== null && pidAlive(pid)) process.kill(pid, 'SIGKILL');
-  }
   for (const pgid of groups) {
     if (liveGroupMembers(pgid).length) {
       try {

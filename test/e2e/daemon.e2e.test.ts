@@ -27,13 +27,7 @@ function sandbox(): Sandbox {
   return s;
 }
 
-function daemonPid(s: Sandbox): number | null {
-  try {
-    return (JSON.parse(readFileSync(join(s.dataDir, 'daemon.json'), 'utf8')) as { pid: number }).pid;
-  } catch {
-    return null;
-  }
-}
+const daemonPid = (s: Sandbox): number | null => s.daemonPid();
 
 function killGroup(pgid: number): void {
   if (liveGroupMembers(pgid).length === 0) return;
@@ -49,10 +43,6 @@ beforeAll(() => {
 });
 
 afterAll(() => {
-  for (const s of sandboxes) {
-    const pid = daemonPid(s);
-    if (pid !== null && pidAlive(pid)) process.kill(pid, 'SIGKILL');
-  }
   for (const child of foreground) if (child.pid && pidAlive(child.pid)) child.kill('SIGKILL');
   for (const pgid of groups) killGroup(pgid);
   for (const s of sandboxes) s.cleanup();

@@ -42,13 +42,7 @@ function sandbox(): Sandbox {
   return s;
 }
 
-function daemonPid(s: Sandbox): number | null {
-  try {
-    return (JSON.parse(readFileSync(join(s.dataDir, 'daemon.json'), 'utf8')) as { pid: number }).pid;
-  } catch {
-    return null;
-  }
-}
+const daemonPid = (s: Sandbox): number | null => s.daemonPid();
 
 beforeAll(() => {
   if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run npm run build (npm test does it)`);
@@ -61,11 +55,7 @@ beforeAll(() => {
 });
 
 afterAll(() => {
-  for (const s of sandboxes) {
-    const pid = daemonPid(s);
-    if (pid !== null && pidAlive(pid)) process.kill(pid, 'SIGKILL');
-    s.cleanup();
-  }
+  for (const s of sandboxes) s.cleanup();
 });
 
 function doctor(s: Sandbox, env: Record<string, string>): { code: number | null; report: Report; stderr: string } {
