@@ -265,6 +265,16 @@ const logs: CliCommand = {
       ctx.err.write(`No daemon log yet (${file}).\n`);
       if (!values.follow) return EXIT.ok;
     }
+    // Ctrl-C ends a follow: listened for before anything is printed (a signal that arrives with no
+    // listener kills the process at once, and a reader may answer the first line with it).
+    let stop: () => void = () => undefined;
+    const stopped = values.follow
+      ? new Promise<void>((resolve) => {
+          stop = resolve;
+          process.once('SIGINT', stop);
+          process.once('SIGTERM', stop);
+        })
+      : null;
     // Following: watch (inotify/FSEvents on the data directory: the log created, grown or rotated —
     // no polling loop) BEFORE printing what is there, so nothing appended meanwhile is missed.
     // Across a rotation the end of the old file is read from daemon.log.1: the cursor of `loops logs -f`.
@@ -279,19 +289,15 @@ const logs: CliCommand = {
     if (text) ctx.out.write(text);
     follower = new FileCursor(file, { from: offset, wholeRotations: true });
     readNew();
-    if (!watcher) {
+    if (!watcher || !stopped) {
       follower.close();
       return EXIT.ok;
     }
-    await new Promise<void>((resolve) => {
-      const end = () => {
-        watcher.close();
-        follower?.close();
-        resolve();
-      };
-      process.once('SIGINT', end);
-      process.once('SIGTERM', end);
-    });
+    await stopped;
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+    watcher.close();
+    follower.close();
     return EXIT.ok;
   },
 };
