@@ -102,7 +102,7 @@ export class Daemon {
   /** Aborted by stop(): cancels every run the daemon executes. */
   private readonly abort = new AbortController();
   /** Claims and runs the queued work (the pass's step 2). */
-  private dispatcher!: Dispatcher;
+  private readonly dispatcher: Dispatcher;
   private decisions: { unsubscribe(): void } | null = null;
   private readonly state: DaemonState = {
     lastPassAt: null,
@@ -120,7 +120,34 @@ export class Daemon {
   constructor(
     readonly runtime: Runtime,
     readonly options: DaemonOptions = {},
-  ) {}
+  ) {
+    // The pass's second step (claim and run), and recovery: made here so that a pass can run before
+    // start() (a benchmark, a test), started with the daemon.
+    this.dispatcher = new Dispatcher(this.runtime, {
+      concurrency: this.options.concurrency ?? 4,
+      signal: this.abort.signal,
+      onStart: (item) => {
+        if (item.kind === 'retry') this.log(`${item.loopName}: retry ${item.runId} (attempt ${item.attempt} of slot ${item.slot}) is due`);
+        else if (item.kind === 'buffered') this.log(`${item.loopName}: buffered slot ${item.slot} starts as run ${item.runId} (the run it waited for has ended)`);
+        this.saveState();
+      },
+      onRun: (run, item) => {
+        // item null: a run taken over from a runner that stopped (adopted, or its workflow resumed).
+        this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms${item ? '' : ' (taken over from a runner that stopped)'}`);
+        this.saveState();
+        this.options.onRun?.(run);
+      },
+      onError: (item, error) => {
+        this.state.lastError = `run ${item.runId} (${item.loopName}): ${error.message}`;
+        this.log(this.state.lastError);
+      },
+      // A run ended: its loop's next work, or a buffered slot, may start now.
+      onSettled: () => {
+        this.saveState();
+        this.wake?.();
+      },
+    });
+  }
 
   private readonly onNudge = (): void => {
     checkCancelRequests(this.runtime);
@@ -195,30 +222,6 @@ export class Daemon {
       const why = useSpawnerHelper(runtime).unavailableReason;
       if (why) this.log(`${why}; runs are forked by the daemon itself`);
     }
-    this.dispatcher = new Dispatcher(runtime, {
-      concurrency: this.options.concurrency ?? 4,
-      signal: this.abort.signal,
-      onStart: (item) => {
-        if (item.kind === 'retry') this.log(`${item.loopName}: retry ${item.runId} (attempt ${item.attempt} of slot ${item.slot}) is due`);
-        else if (item.kind === 'buffered') this.log(`${item.loopName}: buffered slot ${item.slot} starts as run ${item.runId} (the run it waited for has ended)`);
-        this.saveState();
-      },
-      onRun: (run, item) => {
-        // item null: a run taken over from a runner that stopped (adopted, or its workflow resumed).
-        this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms${item ? '' : ' (taken over from a runner that stopped)'}`);
-        this.saveState();
-        this.options.onRun?.(run);
-      },
-      onError: (item, error) => {
-        this.state.lastError = `run ${item.runId} (${item.loopName}): ${error.message}`;
-        this.log(this.state.lastError);
-      },
-      // A run ended: its loop's next work, or a buffered slot, may start now.
-      onSettled: () => {
-        this.saveState();
-        this.wake?.();
-      },
-    });
     this.dispatcher.keepRunnerLease();
     // Every decision this daemon records — a pass's, a retry after a run, a fixed-delay reschedule —
     // goes to its log, from the one place they are all published.
@@ -381,8 +384,8 @@ export class Daemon {
   }
 
   private saveState(): void {
-    this.state.activeRuns = this.dispatcher?.active ?? 0;
-    this.state.queuedRuns = this.dispatcher?.waiting ?? 0;
+    this.state.activeRuns = this.dispatcher.active ?? 0;
+    this.state.queuedRuns = this.dispatcher.waiting ?? 0;
     const spawner = this.runtime.spawner;
     const why = spawner ? spawner.unavailableReason : (this.options.spawner ?? 'helper') === 'inline' ? 'spawner: inline was asked for' : null;
     this.state.spawner = spawner && why === null ? { mode: 'helper', pid: spawner.pid, reason: null } : { mode: 'inline', pid: null, reason: why };
@@ -403,12 +406,12 @@ export class Daemon {
 
   private async shutdown(reason: string): Promise<void> {
     this.stopping = true;
-    this.log(`stopping: ${reason}; cancelling ${this.dispatcher?.active ?? 0} running run(s)`);
+    this.log(`stopping: ${reason}; cancelling ${this.dispatcher.active ?? 0} running run(s)`);
     this.abort.abort(reason);
     this.wake?.();
     await this.stopped;
-    await this.dispatcher?.idle();
-    this.dispatcher?.close();
+    await this.dispatcher.idle();
+    this.dispatcher.close();
     this.decisions?.unsubscribe();
     for (const timer of this.timers) this.runtime.clock.clearTimeout(timer);
     this.timers.clear();

@@ -12,7 +12,8 @@
  * Because the decision and the claim are separate facts in the log, a slot fired by a pass whose
  * process died before starting it is not lost: whoever passes next claims it.
  */
-import { writeTransaction } from '../../events/db.js';
+import { setMaxListeners } from 'node:events';
+import { cached, writeTransaction } from '../../events/db.js';
 import { OVERLAP, type OverlapPolicy } from '../../events/policies.js';
 import { ClaimLostError, ConcurrencyConflictError, LeaseLostError } from '../../events/errors.js';
 import type { StoredEvent } from '../../events/types.js';
@@ -74,8 +75,8 @@ export function decide(runtime: Runtime, nowMs: number, options: DecideOptions =
     const loopId = event.streamId.slice('loop:'.length);
     note(loopId, findLoop(runtime.db, loopId, { includeRemoved: true }).name, [event]);
   }
-  const due = runtime.db
-    .prepare<[string], { id: string; name: string }>(
+  const due = cached<[string], { id: string; name: string }>(
+      runtime.db,
       "SELECT id, name FROM loops WHERE status = 'active' AND next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at",
     )
     .all(new Date(nowMs).toISOString());
@@ -111,8 +112,8 @@ export function decide(runtime: Runtime, nowMs: number, options: DecideOptions =
 
 /** Fired slots decided by a runner whose lease is gone (it stopped before starting them). */
 function strandedWork(runtime: Runtime, nowMs: number): QueueItem[] {
-  return runtime.db
-    .prepare<[string, string, string], QueueItem>(
+  return cached<[string, string, string], QueueItem>(
+      runtime.db,
       `SELECT ${QUEUE_COLUMNS} FROM run_queue q CROSS JOIN loops l ON l.id = q.loop_id
        LEFT JOIN leases r ON r.name = 'runner:' || q.decided_by
        WHERE q.kind = 'fired' AND q.due_at <= ? AND coalesce(q.decided_by, '') != ? AND (r.name IS NULL OR r.expires_at <= ?)
@@ -133,8 +134,7 @@ function judgeStranded(runtime: Runtime, loopId: string, items: QueueItem[], now
   const drops: Array<{ type: 'slot.dropped'; data: { runId: string; slot: string; attempt: number; reason: string } }> = [];
   for (const item of items) {
     const laterFired =
-      runtime.db
-        .prepare("SELECT 1 FROM slot_decisions WHERE loop_id = ? AND decision IN ('fired', 'buffered') AND slot_from > ? LIMIT 1")
+      cached(runtime.db, "SELECT 1 FROM slot_decisions WHERE loop_id = ? AND decision IN ('fired', 'buffered') AND slot_from > ? LIMIT 1")
         .get(loopId, item.slot) !== undefined;
     const verdict = strandedVerdict(c.policies, { fireAt: item.dueAt }, laterFired, nowMs, graceMs);
     if (verdict === null) continue;
@@ -192,7 +192,10 @@ export class Dispatcher {
   constructor(
     readonly runtime: Runtime,
     readonly options: DispatcherOptions = {},
-  ) {}
+  ) {
+    // Every run it starts listens on the one signal (its cancel): as many as the concurrency.
+    if (options.signal) setMaxListeners(0, options.signal);
+  }
 
   get concurrency(): number {
     return Math.max(1, this.options.concurrency ?? 4);

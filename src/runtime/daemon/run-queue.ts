@@ -5,6 +5,7 @@
  */
 import type { Runtime } from '../runtime.js';
 import { runningRuns } from '../loops/decisions.js';
+import { cached } from '../../events/db.js';
 
 /** One piece of claimable work: a run a decision promised and nobody has claimed yet. */
 export interface QueueItem {
@@ -32,8 +33,8 @@ export const QUEUE_COLUMNS = `q.run_id AS runId, q.loop_id AS loopId, l.name AS 
  * waits for its resume.
  */
 export function claimableWork(runtime: Runtime, dueByMs: number): QueueItem[] {
-  const rows = runtime.db
-    .prepare<[string], QueueItem>(
+  const rows = cached<[string], QueueItem>(
+      runtime.db,
       `SELECT ${QUEUE_COLUMNS} FROM run_queue q CROSS JOIN loops l ON l.id = q.loop_id -- CROSS: from the (few) queued rows
        WHERE (q.due_at <= ? OR q.kind = 'buffered') AND l.status IN ('active', 'expired')
        ORDER BY q.due_at, q.position`,
@@ -54,8 +55,8 @@ export function claimableWork(runtime: Runtime, dueByMs: number): QueueItem[] {
  * Buffered slots are not counted: they start when the run they wait for ends, not at a time.
  */
 export function nextQueuedDue(runtime: Runtime, afterMs: number): number | null {
-  const row = runtime.db
-    .prepare<[string], { due: string }>(
+  const row = cached<[string], { due: string }>(
+      runtime.db,
       `SELECT q.due_at AS due FROM run_queue q CROSS JOIN loops l ON l.id = q.loop_id
        WHERE q.due_at > ? AND q.kind != 'buffered' AND l.status IN ('active', 'expired') ORDER BY q.due_at LIMIT 1`,
     )
@@ -65,8 +66,7 @@ export function nextQueuedDue(runtime: Runtime, afterMs: number): number | null 
 
 /** Queued work of a loop (all kinds), oldest first. */
 export function queuedWork(runtime: Runtime, loopId: string): QueueItem[] {
-  return runtime.db
-    .prepare<[string], QueueItem>(`SELECT ${QUEUE_COLUMNS} FROM run_queue q JOIN loops l ON l.id = q.loop_id WHERE q.loop_id = ? ORDER BY q.position`)
+  return cached<[string], QueueItem>(runtime.db, `SELECT ${QUEUE_COLUMNS} FROM run_queue q JOIN loops l ON l.id = q.loop_id WHERE q.loop_id = ? ORDER BY q.position`)
     .all(loopId);
 }
 
