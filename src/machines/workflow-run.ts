@@ -45,6 +45,9 @@
  * restart from the recorded `dueAt`), `armTimeout`, `finalize` (release the lease); derived runs
  * use `startSteps` (inline, the intents) and `armRetry` instead of `recordDecisions`. Time enters
  * only through event fields (`at`).
+ *
+ * Over 500 lines on purpose: one machine definition (its states, guards and the planner they share)
+ * read as a whole; the planner is pure functions in this file because only this machine uses them.
  */
 import { assign, enqueueActions, setup } from 'xstate';
 import type { EventType } from '../events/catalog.js';

@@ -5,6 +5,10 @@
  *  - a time that does not exist (the DST gap) fires at the first valid instant after it;
  *  - a time that exists twice (the DST overlap) fires once, at its first occurrence.
  * Patterns are parsed once and kept (parsing costs ~60 µs, a next-run ~10 µs).
+ *
+ * Pure, croner included: it is used only as a calculator — built `paused` (it never arms a timer)
+ * and always asked `nextRun(reference)` with the reference time given by the caller, so it never
+ * reads the clock. The same pattern and instant give the same answer on every replay.
  */
 import { Cron } from 'croner';
 import { ValidationError } from '../events/errors.js';

@@ -5,7 +5,7 @@
  * independent minute-by-minute oracle.
  */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ValidationError } from '../../src/events/errors.js';
 import { nextCronFire, parseCronPattern } from '../../src/scheduling/cron.js';
 import { offsetOf, utcToWall } from '../../src/scheduling/zone.js';
@@ -474,5 +474,24 @@ describe('nextCronFire properties', () => {
       }),
       { numRuns: 40 },
     );
+  });
+});
+
+describe('purity', () => {
+  it('never reads the clock: the answer depends only on the pattern, zone and reference time', () => {
+    const reference = u('2026-03-29T00:30:00Z');
+    const expected = nextCronFire('30 2 * * *', 'Europe/Berlin', reference);
+    vi.useFakeTimers();
+    try {
+      for (const now of ['1999-01-01T00:00:00Z', '2026-03-29T01:00:00Z', '2090-07-01T12:00:00Z']) {
+        vi.setSystemTime(new Date(now));
+        // A fresh pattern each time too: parsing must not capture "now" either.
+        expect(nextCronFire('30 2 * * *', 'Europe/Berlin', reference)).toBe(expected);
+        expect(nextCronFire(`30 2 * * * `, 'Europe/Berlin', reference)).toBe(expected);
+      }
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(iso(expected)).toBe('2026-03-29T01:00:00.000Z');
   });
 });

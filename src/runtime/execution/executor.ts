@@ -8,6 +8,10 @@
  * Deadline, cancel, idle and budget stops go through the one terminate routine (terminate.ts):
  * SIGTERM to the group, late joiners, SIGKILL after the grace period. When the leader exits,
  * anything it left behind in its group is cleaned up the same way.
+ *
+ * Over 500 lines on purpose: spawnProcess is one state machine over a live process (spawned,
+ * running, stopping, exited, streams drained) and its exit wrapper; the pieces that stand alone
+ * (plan, watch, terminate) already live beside it.
  */
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';

@@ -9,6 +9,9 @@
  * Outputs: a step writes `key=value` lines (or one JSON object) to the file named by
  * `$LOOPS_OUTPUT`; later steps get them through `${{ steps.<id>.outputs.<key> }}` in `args`,
  * `env` and `cwd`, substituted as whole values — never spliced into shell text.
+ *
+ * Over 500 lines on purpose: one class binds every effect of the workflow-run machine (spawn,
+ * watch, retry timer, cancel, lease) — split, each half would need the other's state.
  */
 import type { AnyMachineSnapshot } from 'xstate';
 import { existsSync, readFileSync, statSync } from 'node:fs';
