@@ -6,14 +6,11 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/wait.js';
-import { FIXTURES, pidAlive, Sandbox } from './cli-helpers.js';
+import { FIXTURES, pidAlive, useSandboxes } from './cli-helpers.js';
 
-const sandboxes: Sandbox[] = [];
-afterAll(() => {
-  for (const s of sandboxes) s.cleanup();
-});
+const sandbox = useSandboxes();
 const FAKES = join(FIXTURES, 'agents');
 const MARKER = 'PROMPT-MARKER-7f3a';
 
@@ -35,8 +32,7 @@ interface AgentRun {
 }
 
 function setup() {
-  const s = new Sandbox();
-  sandboxes.push(s);
+  const s = sandbox();
   const dir = mkdtempSync(join(tmpdir(), 'loops-agents-'));
   const log = join(dir, 'agent.log');
   const env = { PATH: `${FAKES}${delimiter}${process.env.PATH ?? ''}`, FAKE_AGENT_LOG: log };

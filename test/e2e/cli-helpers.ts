@@ -1,9 +1,10 @@
 /** Drives the built `loops` binary in a temporary data directory. */
 import Database from 'better-sqlite3';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
 
 export const BIN = resolve(__dirname, '..', '..', 'dist', 'cli', 'main.js');
 export const FIXTURES = resolve(__dirname, '..', 'fixtures');
@@ -94,6 +95,25 @@ export class Sandbox {
     if (pid !== null && pidAlive(pid)) process.kill(pid, 'SIGKILL');
     rmSync(this.dataDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * A test file's sandboxes: returns the factory, checks the binary is built before the file's first
+ * test, and cleans up every sandbox it made (a leftover daemon killed) after the last.
+ */
+export function useSandboxes(): () => Sandbox {
+  const made: Sandbox[] = [];
+  beforeAll(() => {
+    if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run npm run build (npm test does it)`);
+  });
+  afterAll(() => {
+    for (const s of made) s.cleanup();
+  });
+  return () => {
+    const s = new Sandbox();
+    made.push(s);
+    return s;
+  };
 }
 
 /** True while the process exists and is not a zombie (killed but not yet reaped by its new parent). */

@@ -2,19 +2,9 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, FIXTURES, Sandbox, pidAlive } from './cli-helpers.js';
+import { FIXTURES, pidAlive, useSandboxes } from './cli-helpers.js';
 
-const sandboxes: Sandbox[] = [];
-function sandbox(): Sandbox {
-  const s = new Sandbox();
-  sandboxes.push(s);
-  return s;
-}
-afterAll(() => sandboxes.forEach((s) => s.cleanup()));
-
-beforeAll(() => {
-  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run npm run build (npm test does it)`);
-});
+const sandbox = useSandboxes();
 
 const LOOP_FIELDS = ['id', 'name', 'status', 'schedule', 'target', 'nextRunAt', 'createdAt', 'updatedAt'];
 const RUN_FIELDS = ['id', 'loopId', 'scheduledFor', 'attempt', 'status', 'exitCode', 'signal', 'error', 'stdout', 'stderr', 'startedAt', 'finishedAt', 'durationMs'];

@@ -11,28 +11,14 @@
  * The daemon is another process: its progress is observed by bounded polling of what it leaves
  * (`runs --json`), never by sleeping.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { expectDataDirInvariants } from '../helpers/invariants.js';
 import { liveGroupMembers } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
-import { BIN, Sandbox, pidAlive } from './cli-helpers.js';
+import { Sandbox, pidAlive, useSandboxes } from './cli-helpers.js';
 
-const sandboxes: Sandbox[] = [];
+const sandbox = useSandboxes();
 const groups = new Set<number>();
-
-function sandbox(): Sandbox {
-  const s = new Sandbox();
-  sandboxes.push(s);
-  return s;
-}
-
-const daemonPid = (s: Sandbox): number | null => s.daemonPid();
-
-beforeAll(() => {
-  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run npm run build (npm test does it)`);
-});
 
 afterAll(() => {
   for (const pgid of groups) {
@@ -44,7 +30,6 @@ afterAll(() => {
       }
     }
   }
-  for (const s of sandboxes) s.cleanup();
 });
 
 interface Run {

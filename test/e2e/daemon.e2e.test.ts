@@ -11,23 +11,15 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { isAlive, liveGroupMembers, procStat } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
-import { BIN, Sandbox, pidAlive, type CliResult } from './cli-helpers.js';
+import { Sandbox, pidAlive, type CliResult, useSandboxes } from './cli-helpers.js';
 
-const sandboxes: Sandbox[] = [];
+const sandbox = useSandboxes();
 /** Process groups of runs seen, killed in afterAll if still alive. */
 const groups = new Set<number>();
 const foreground: Array<{ kill: (signal: NodeJS.Signals) => boolean; pid?: number | undefined }> = [];
-
-function sandbox(): Sandbox {
-  const s = new Sandbox();
-  sandboxes.push(s);
-  return s;
-}
-
-const daemonPid = (s: Sandbox): number | null => s.daemonPid();
 
 function killGroup(pgid: number): void {
   if (liveGroupMembers(pgid).length === 0) return;
@@ -38,14 +30,9 @@ function killGroup(pgid: number): void {
   }
 }
 
-beforeAll(() => {
-  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run npm run build (npm test does it)`);
-});
-
 afterAll(() => {
   for (const child of foreground) if (child.pid && pidAlive(child.pid)) child.kill('SIGKILL');
   for (const pgid of groups) killGroup(pgid);
-  for (const s of sandboxes) s.cleanup();
 });
 
 interface Run {
@@ -127,7 +114,7 @@ describe('loops daemon start / status / stop', () => {
   it('start → status running and healthy → a second start exits 2 naming the pid → scheduled runs → logs → stop → not running', async () => {
     const pid = started(s.run(['daemon', 'start']));
     expect(pidAlive(pid)).toBe(true);
-    expect(daemonPid(s)).toBe(pid);
+    expect(s.daemonPid()).toBe(pid);
 
     const st = status(s);
     expect(st.code).toBe(0);
@@ -149,7 +136,7 @@ describe('loops daemon start / status / stop', () => {
     expect(second.code).toBe(2);
     expect(second.stderr).toContain(`pid ${pid}`);
     expect(second.stdout).toBe('');
-    expect(daemonPid(s)).toBe(pid);
+    expect(s.daemonPid()).toBe(pid);
 
     // A loop created from the CLI is picked up and run on schedule.
     const loop = s.json<{ id: string }>(['create', 'command', 'tick', '--cmd', 'true', '--every', '1s']);
@@ -206,7 +193,7 @@ describe('kill -9 while a run is going, then start again', () => {
     process.kill(first, 'SIGKILL');
     await waitFor(() => !pidAlive(first), 5000, `daemon ${first} to die`);
     // Its pid file is left behind, naming a dead process: not running.
-    expect(daemonPid(s)).toBe(first);
+    expect(s.daemonPid()).toBe(first);
     expect(status(s).view).toMatchObject({ running: false, healthy: false });
     // The run's process outlives the daemon; let it end (sleep 5; exit 7) so it is gone at restart.
     expect(liveGroupMembers(pgid).length).toBeGreaterThan(0);
@@ -263,7 +250,7 @@ describe('loops daemon run (foreground)', () => {
     const fg = s.start(['daemon', 'run', '--concurrency', '2']);
     foreground.push(fg.child);
     await fg.waitForOutput(/daemon started: pid \d+/);
-    expect(daemonPid(s)).toBe(fg.child.pid);
+    expect(s.daemonPid()).toBe(fg.child.pid);
     const list = await waitForRuns(s, 'long', (l) => l.some((r) => r.status === 'running' && r.pid !== null), 10_000, 'a running run');
     const run = list.find((r) => r.status === 'running')!;
 

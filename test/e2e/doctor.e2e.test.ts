@@ -10,11 +10,11 @@
  * refuses a provider that is not installed), then left out to make them missing.
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, FIXTURES, Sandbox, pidAlive } from './cli-helpers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { BIN, FIXTURES, Sandbox, pidAlive, useSandboxes } from './cli-helpers.js';
 
 interface Check {
   id: string;
@@ -35,27 +35,15 @@ const WITH_FAKES = { PATH: `${FAKES}${delimiter}${BASE_PATH}` };
 const WITHOUT_FAKES = { PATH: BASE_PATH };
 const PROVIDERS = ['claude', 'codex', 'cursor', 'opencode', 'gemini', 'codewith', 'aicopilot'];
 
-const sandboxes: Sandbox[] = [];
-function sandbox(): Sandbox {
-  const s = new Sandbox();
-  sandboxes.push(s);
-  return s;
-}
-
-const daemonPid = (s: Sandbox): number | null => s.daemonPid();
+const sandbox = useSandboxes();
 
 beforeAll(() => {
-  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run npm run build (npm test does it)`);
   // The tests make CLIs missing by leaving the fakes off PATH: no real one may be installed.
   for (const dir of BASE_PATH.split(delimiter)) {
     for (const bin of ['claude', 'codex']) {
       if (dir && existsSync(join(dir, bin))) throw new Error(`a real ${bin} is installed at ${join(dir, bin)}: these tests need it absent`);
     }
   }
-});
-
-afterAll(() => {
-  for (const s of sandboxes) s.cleanup();
 });
 
 function doctor(s: Sandbox, env: Record<string, string>): { code: number | null; report: Report; stderr: string } {
@@ -293,7 +281,7 @@ describe.skipIf(process.platform !== 'linux')("loops doctor: the running daemon'
     // The daemon starts without the fakes on its PATH and without the secret.
     const started = s.run(['daemon', 'start'], WITHOUT_FAKES);
     expect(started.code, started.stderr).toBe(0);
-    const pid = daemonPid(s)!;
+    const pid = s.daemonPid()!;
     try {
       const { code, report } = doctor(s, { ...WITH_FAKES, DOCTOR_KEY: 'k' });
       expect(code).toBe(1);

@@ -7,24 +7,15 @@
 import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/wait.js';
-import { FIXTURES, Sandbox } from './cli-helpers.js';
+import { FIXTURES, Sandbox, useSandboxes } from './cli-helpers.js';
 
-const sandboxes: Sandbox[] = [];
+const sandbox = useSandboxes();
 const children: Array<{ kill(signal?: NodeJS.Signals): boolean; exitCode: number | null }> = [];
 afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
 });
-afterAll(() => {
-  for (const s of sandboxes) s.cleanup();
-});
-
-function sandbox(): Sandbox {
-  const s = new Sandbox();
-  sandboxes.push(s);
-  return s;
-}
 
 function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'loops-logs-'));

@@ -10,28 +10,16 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { expectDataDirInvariants } from '../helpers/invariants.js';
 import { waitFor } from '../helpers/wait.js';
-import { pidAlive, Sandbox } from './cli-helpers.js';
+import { pidAlive, useSandboxes } from './cli-helpers.js';
 
-const sandboxes: Sandbox[] = [];
+const sandbox = useSandboxes();
 const children: Array<{ kill(signal?: NodeJS.Signals): boolean; exitCode: number | null }> = [];
 afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
 });
-afterAll(() => {
-  for (const s of sandboxes) {
-    if (existsSync(join(s.dataDir, 'daemon.json'))) s.run(['daemon', 'stop']);
-    s.cleanup();
-  }
-});
-
-function sandbox(): Sandbox {
-  const s = new Sandbox();
-  sandboxes.push(s);
-  return s;
-}
 
 interface Run {
   id: string;

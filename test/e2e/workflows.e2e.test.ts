@@ -6,21 +6,13 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { expectDataDirInvariants } from '../helpers/invariants.js';
 import { liveGroupMembers } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
-import { Sandbox } from './cli-helpers.js';
+import { Sandbox, useSandboxes } from './cli-helpers.js';
 
-const sandboxes: Sandbox[] = [];
-afterAll(() => {
-  for (const s of sandboxes) s.cleanup();
-});
-function sandbox(): Sandbox {
-  const s = new Sandbox();
-  sandboxes.push(s);
-  return s;
-}
+const sandbox = useSandboxes();
 
 function diamond(dir: string, c: { fail?: boolean; continueOnError?: boolean } = {}): string {
   const file = join(dir, 'diamond.yaml');
