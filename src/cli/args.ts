@@ -51,7 +51,7 @@ export function parseCommand(spec: CommandSpec, argv: string[]): Parsed {
   try {
     result = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw translate(spec, error as Error & { code?: string });
+    throw translate(spec, error as Error & { code?: string }, argv);
   }
   const values = result.values as Parsed['values'];
   if (values.help) return { values, positionals: result.positionals };
@@ -80,7 +80,7 @@ export function parseCommand(spec: CommandSpec, argv: string[]): Parsed {
   return { values, positionals: result.positionals };
 }
 
-function translate(spec: CommandSpec, error: Error & { code?: string }): UsageError {
+function translate(spec: CommandSpec, error: Error & { code?: string }, argv: string[]): UsageError {
   const message = error.message;
   const flag = /'(-{1,2}[^'\s]+)/.exec(message)?.[1];
   switch (error.code) {
@@ -95,6 +95,13 @@ function translate(spec: CommandSpec, error: Error & { code?: string }): UsageEr
       const name = flag?.replace(/^-+/, '') ?? '';
       const o = spec.options[name] ?? Object.values(spec.options).find((x) => x.short === name);
       if (o?.type === 'boolean') return new UsageError(`loops ${spec.name}: ${flag} does not take a value`);
+      // A value that starts with a dash (-1, -5s) is read as an option: say so, and how to write it.
+      const next = flag ? argv[argv.indexOf(flag) + 1] : undefined;
+      if (flag && next !== undefined && /^-[^-]/.test(next)) {
+        return new UsageError(`loops ${spec.name}: ${flag} ${next}: a value starting with "-" reads as an option`, {
+          hint: `write ${flag}=${next} to pass it as the value`,
+        });
+      }
       return new UsageError(`loops ${spec.name}: ${flag ?? 'an option'} needs a value`, {
         hint: o ? `write ${flag} ${o.value ?? '<value>'}` : `see loops ${spec.name} --help`,
       });

@@ -417,6 +417,8 @@ describe('bad input: one clear line, exit 2, nothing appended', () => {
     ['bad env', ['create', 'command', 'x', '--cmd', 'true', '--manual', '--env', 'NOVALUE'], /--env "NOVALUE" is not KEY=VALUE/],
     ['--arg without --no-shell', ['create', 'command', 'x', '--cmd', 'echo', '--arg', 'a', '--manual'], /--arg is only used with --no-shell/],
     ['flag as value', ['create', 'command', 'x', '--cmd', '--manual'], /--cmd needs a value/],
+    ['value starting with a dash', ['create', 'command', 'x', '--cmd', 'true', '--every', '-5s'], /--every -5s: a value starting with "-" reads as an option; write --every=-5s/],
+    ['negative count written with =', ['prune', '--keep-last=-1'], /--keep-last must be a whole number of runs, got "-1"/],
     ['unknown loop (show)', ['show', 'nope'], /no loop named or with id "nope"/],
     ['unknown loop (run-now)', ['run-now', 'nope'], /no loop named or with id "nope"/],
     ['unknown loop (pause)', ['pause', 'nope'], /no loop named or with id "nope"/],
