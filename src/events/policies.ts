@@ -108,10 +108,10 @@ export type CatchUpPolicy = keyof typeof CATCH_UP.policies;
 // ── retry back-off ───────────────────────────────────────────────────────────────────────────────
 
 /**
- * Retries of a failed, timed-out or abandoned run: attempt n (2, 3, …) waits
- * `retryDelay × backoff^(n−2)`, at most `maxRetryDelay` (src/runtime/loops/decisions.ts
- * `retryDelay`). The back-off is a factor, not a named policy: 1 keeps the delay constant, 2 (the
- * default) doubles it. A cancelled run is never retried.
+ * Retries of a failed, timed-out or abandoned run (a loop's, or a workflow step's): attempt n
+ * (2, 3, …) waits `retryDelay × backoff^(n−2)`, at most `maxRetryDelay` (`backoffDelay`). The
+ * back-off is a factor, not a named policy: 1 keeps the delay constant, 2 (the default) doubles
+ * it. A cancelled run is never retried.
  */
 export const RETRY = {
   attempts: { flag: '--attempts', default: 1, description: 'attempts per slot: a failed, timed-out or abandoned run is retried' },
@@ -119,6 +119,12 @@ export const RETRY = {
   backoff: { flag: '--backoff', default: 2, min: 1, description: 'each later retry waits this many times longer (a factor; 1 keeps the delay constant)' },
   maxRetryDelay: { flag: '--max-retry-delay', defaultMs: null, description: 'the longest wait between attempts' },
 } as const;
+
+/** The wait before attempt `next` (2, 3, …): delayMs × backoff^(next−2), at most maxDelayMs. Loops and workflow steps both use it. */
+export function backoffDelay(delayMs: number, backoff: number, maxDelayMs: number | null, next: number): number {
+  const delay = Math.round(delayMs * backoff ** Math.max(0, next - 2));
+  return maxDelayMs === null ? delay : Math.min(delay, maxDelayMs);
+}
 
 // ── derived ──────────────────────────────────────────────────────────────────────────────────────
 

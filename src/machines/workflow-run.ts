@@ -51,6 +51,7 @@
  */
 import { assign, enqueueActions, setup } from 'xstate';
 import type { EventType } from '../events/catalog.js';
+import { backoffDelay } from '../events/policies.js';
 import { evaluateCondition, parseCondition, type ConditionContext, type StepView } from '../workflow/expr.js';
 import type { WorkflowSpec } from '../workflow/spec.js';
 import type { MachineEvent } from './events.js';
@@ -181,12 +182,6 @@ function newStep(): StepState {
 /** Decisions are recorded as events (not so for runs started before they were; see the top of the file). */
 const records = (context: WorkflowRunContext): boolean => context.decisions === 'recorded';
 
-/** The delay before attempt `next` (2, 3, …): delay × backoff^(next−2), at most maxDelay. */
-export function stepRetryDelay(retries: { delayMs: number; backoff: number; maxDelayMs: number | null }, next: number): number {
-  const delay = Math.round(retries.delayMs * retries.backoff ** Math.max(0, next - 2));
-  return retries.maxDelayMs === null ? delay : Math.min(delay, retries.maxDelayMs);
-}
-
 /** A step ended in a way that does not fail its dependants' `success()`: succeeded, or failed under continue-on-error. */
 function ok(spec: WorkflowSpec, steps: Record<string, StepState>, id: string): boolean {
   const s = steps[id]!;
@@ -313,7 +308,7 @@ function endAttempt(
   const retry = status !== 'succeeded' && status !== 'cancelled' && !stopping && current.attempt < step.retries.attempts;
   if (retry) {
     const next = current.attempt + 1;
-    const dueAt = new Date(Date.parse(at) + stepRetryDelay(step.retries, next)).toISOString();
+    const dueAt = new Date(Date.parse(at) + backoffDelay(step.retries.delayMs, step.retries.backoff, step.retries.maxDelayMs, next)).toISOString();
     if (records(context)) {
       // Decided; its step.retry_scheduled (same transaction) sets retryAt and arms the timer.
       const reason = retryReason(current.attempt, status, patch.error ?? null);

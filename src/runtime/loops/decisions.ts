@@ -7,6 +7,7 @@
  */
 import { cached } from '../../events/db.js';
 import { ConcurrencyConflictError } from '../../events/errors.js';
+import { backoffDelay } from '../../events/policies.js';
 import type { StoredEvent } from '../../events/types.js';
 import type { LoopContext } from '../../machines/loop.js';
 import { currentMachines } from '../../machines/registry.js';
@@ -68,10 +69,9 @@ export function decideLoop(
   return { events, fired };
 }
 
-/** The delay before attempt `next` (2, 3, …): retryDelay × backoff^(next−2), at most maxRetryDelay. */
+/** The delay before a loop's attempt `next` (2, 3, …), by its policies (`backoffDelay`). */
 export function retryDelay(policies: { retryDelayMs: number; backoff: number; maxRetryDelayMs: number | null }, next: number): number {
-  const delay = Math.round(policies.retryDelayMs * policies.backoff ** Math.max(0, next - 2));
-  return policies.maxRetryDelayMs === null ? delay : Math.min(delay, policies.maxRetryDelayMs);
+  return backoffDelay(policies.retryDelayMs, policies.backoff, policies.maxRetryDelayMs, next);
 }
 
 /**
