@@ -61,9 +61,10 @@ export function eventTypes(log: EventLog, streamId: string): string[] {
 
 export interface InvariantOptions {
   /**
-   * The system is at rest at this instant (every runner stopped or idle): claimable work due by
-   * then must have been claimed — a fired slot still waiting is stranded. Without it, work in the
-   * run queue counts as accounted for (it is durable; whoever passes next claims it).
+   * The system is at rest at this instant (every runner stopped or idle; for a stopped daemon, when
+   * the stop was asked): claimable work due by then must have been claimed — a fired slot still
+   * waiting is stranded. A buffered slot is claimable only once its loop has no run going. Without
+   * it, work in the run queue counts as accounted for (it is durable; whoever passes next claims it).
    */
   settledAt?: number;
   /** Also check that no process recorded as spawned is still alive (default true). */
@@ -170,14 +171,25 @@ export function findViolations(db: Db, log: EventLog, options: InvariantOptions 
       .map((r) => r.id),
   );
   const queue = tableExists(db, 'run_queue')
-    ? new Map(db.prepare<[], { run_id: string; due_at: string }>('SELECT run_id, due_at FROM run_queue').all().map((r) => [r.run_id, r.due_at]))
-    : new Map<string, string>();
+    ? new Map(
+        db
+          .prepare<[], { run_id: string; loop_id: string; kind: string; due_at: string }>('SELECT run_id, loop_id, kind, due_at FROM run_queue')
+          .all()
+          .map((r) => [r.run_id, r]),
+      )
+    : new Map<string, { loop_id: string; kind: string; due_at: string }>();
+  // A buffered slot waits for the loop's going run: it is claimable only once no run of the loop goes.
+  const goingAt = db.prepare<[string, string, string], { id: string }>(
+    'SELECT id FROM loop_runs WHERE loop_id = ? AND claimed_at <= ? AND (finished_at IS NULL OR finished_at > ?) LIMIT 1',
+  );
   for (const p of promised) {
     if (claimed.has(p.runId) || dropped.has(p.runId)) continue;
-    const due = queue.get(p.runId);
-    if (due === undefined) out.push(`${p.loop}: ${p.what} → ${p.runId} was never claimed, and nothing records why (stranded)`);
-    else if (options.settledAt !== undefined && Date.parse(due) <= options.settledAt) {
-      out.push(`${p.loop}: ${p.what} → ${p.runId} due at ${due} still waits in the run queue`);
+    const queued = queue.get(p.runId);
+    if (queued === undefined) out.push(`${p.loop}: ${p.what} → ${p.runId} was never claimed, and nothing records why (stranded)`);
+    else if (options.settledAt !== undefined && Date.parse(queued.due_at) <= options.settledAt) {
+      const settled = new Date(options.settledAt).toISOString();
+      if (queued.kind === 'buffered' && goingAt.get(queued.loop_id, settled, settled)) continue;
+      out.push(`${p.loop}: ${p.what} → ${p.runId} due at ${queued.due_at} still waits in the run queue`);
     }
   }
   // 6. Every stream replays on the machine that wrote it to the states recorded in the log.

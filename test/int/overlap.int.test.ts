@@ -15,7 +15,7 @@ import { tick } from '../../src/runtime/daemon/pass.js';
 import { claimableWork } from '../../src/runtime/daemon/run-queue.js';
 import { runningRuns } from '../../src/runtime/loops/decisions.js';
 import { explainSlot } from '../../src/runtime/admin/why.js';
-import { expectLogConsistent } from '../helpers/invariants.js';
+import { expectLogConsistent, findViolations } from '../helpers/invariants.js';
 import { killGroupIfAlive } from '../helpers/proc.js';
 import { useRuntime, type TestRuntime } from '../helpers/tmp.js';
 
@@ -98,6 +98,8 @@ describe('overlap buffer-one', () => {
     expect(b.runs).toEqual([]);
     // Nothing may start while the run it waits for is going.
     expect(claimableWork(other, other.clock.now())).toEqual([]);
+    // Waiting behind a going run is not stranded, even with every runner at rest.
+    expect(findViolations(other.db, other.log, { settledAt: other.clock.now(), processes: false })).toEqual([]);
     release();
     // Runner A's pass runs its own run, then the slot that waited for it.
     const a = await first;

@@ -12,7 +12,7 @@ import { decide, tick } from '../../src/runtime/daemon/pass.js';
 import { changeLoopState, createCommandLoop } from '../../src/runtime/loops/commands.js';
 import { findLoop } from '../../src/runtime/queries/loops.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
-import { eventTypes, expectInvariants } from '../helpers/invariants.js';
+import { eventTypes, expectInvariants, findViolations } from '../helpers/invariants.js';
 import { useRuntime } from '../helpers/tmp.js';
 
 const MIN = 60_000;
@@ -40,6 +40,10 @@ describe('a fired slot whose runner died before claiming it', () => {
   it('is claimed and run by the next pass, once (catch-up latest)', async () => {
     const { clock, runtime, loop } = await setup('latest');
     const runId = await decideAndDie(runtime, clock);
+    // Settled now, the fired slot nobody claimed is what the invariant checker exists to catch.
+    expect(findViolations(runtime.db, runtime.log, { settledAt: clock.now(), processes: false })).toEqual([
+      `loop:${loop.id}: slot.fired 2026-03-01T01:00:00.000Z → ${runId} due at 2026-03-01T01:00:00.000Z still waits in the run queue`,
+    ]);
     // The dead runner's lease runs out; until then its work is its own (not stranded).
     clock.jumpWall(31_000);
     const result = await tick(runtime);
