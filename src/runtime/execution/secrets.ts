@@ -16,6 +16,9 @@
  * Buffers are scanned as bytes (each form as its UTF-8 bytes), so the bytes around a match are
  * never touched: a multi-byte character next to a secret stays intact, and invalid UTF-8 passes
  * through unchanged.
+ *
+ * Over 500 lines on purpose: one algorithm — the forms a secret takes, the automaton that finds
+ * them, and the string, buffer and stream faces over its one scan — read together.
  */
 
 /** Values (and forms) shorter than this many characters are never masked: too many false positives. */
