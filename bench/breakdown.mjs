@@ -42,18 +42,18 @@ function interleaveSync(cases, { reps, batch }) {
   return Object.fromEntries(names.map((n) => [n, median(samples[n])]));
 }
 
-function pausingAppender(L, rt, log, name) {
-  const loop = L.createCommandLoop(rt, { name, command: 'true', shell: false, schedule: { manual: true } });
+async function pausingAppender(L, rt, log, name) {
+  const loop = await L.createCommandLoop(rt, { name, command: 'true', shell: false, schedule: { manual: true } });
   const streamId = `loop:${loop.id}`;
-  let version = rt.log.streamInfo(streamId).version;
+  let version = (await rt.log.streamInfo(streamId)).version;
   let paused = false;
-  return () => {
+  return async () => {
     const event = paused
       ? { type: 'loop.resumed', data: { reason: null, nextRunAt: null }, state: 'active' }
       : { type: 'loop.paused', data: { reason: null }, state: 'paused' };
-    version = log.append(streamId, [{ ...event, at: L.isoNow(rt.clock), meta: { runnerId: rt.runnerId } }], {
+    version = (await log.append(streamId, [{ ...event, at: L.isoNow(rt.clock), meta: { runnerId: rt.runnerId } }], {
       expectedVersion: version,
-    }).version;
+    })).version;
     paused = !paused;
   };
 }
@@ -109,12 +109,10 @@ export async function runBreakdown({ L, Database, execa, quick, progress, print 
     const noValidate = new L.SqliteEventLog(rt.db, { handlers: [L.inlineHandler()], validate: false });
     const noProjections = new L.SqliteEventLog(rt.db, { handlers: [], validate: true });
     const bare = new L.SqliteEventLog(rt.db, { handlers: [], validate: false });
-    const actorLoop = L.createCommandLoop(rt, { name: 'bd-actor', command: 'true', shell: false, schedule: { manual: true } });
-    const actor = L.DurableActor.load(rt, `loop:${actorLoop.id}`);
-    const actorRecord = () => {
-      if (actor.state === 'active') actor.record('loop.paused', { reason: null });
-      else actor.record('loop.resumed', { reason: null, nextRunAt: null });
-    };
+    const actorLoop = await L.createCommandLoop(rt, { name: 'bd-actor', command: 'true', shell: false, schedule: { manual: true } });
+    const actor = await L.DurableActor.load(rt, `loop:${actorLoop.id}`);
+    const actorRecord = () =>
+      actor.state === 'active' ? actor.record('loop.paused', { reason: null }) : actor.record('loop.resumed', { reason: null, nextRunAt: null });
     const payloadBytes = 134;
     const rawFull = rawInserter(Database, join(dirFull, 'raw.db'), 'FULL', payloadBytes);
     const rawOff = rawInserter(Database, join(dirOff, 'raw.db'), 'OFF', payloadBytes);
@@ -122,10 +120,10 @@ export async function runBreakdown({ L, Database, execa, quick, progress, print 
       const full = await interleave(
         {
           'raw INSERT, 1 row/tx': rawFull.insert,
-          'log.append (runtime: validate + projections)': pausingAppender(L, rt, rt.log, 'bd-a'),
-          'log.append, validate: false': pausingAppender(L, rt, noValidate, 'bd-b'),
-          'log.append, no projections': pausingAppender(L, rt, noProjections, 'bd-c'),
-          'log.append, neither': pausingAppender(L, rt, bare, 'bd-d'),
+          'log.append (runtime: validate + projections)': await pausingAppender(L, rt, rt.log, 'bd-a'),
+          'log.append, validate: false': await pausingAppender(L, rt, noValidate, 'bd-b'),
+          'log.append, no projections': await pausingAppender(L, rt, noProjections, 'bd-c'),
+          'log.append, neither': await pausingAppender(L, rt, bare, 'bd-d'),
           'DurableActor.record (machine step + append)': actorRecord,
         },
         { reps, batch: quick ? 100 : 250 },
@@ -133,7 +131,7 @@ export async function runBreakdown({ L, Database, execa, quick, progress, print 
       const off = await interleave(
         {
           'raw INSERT, 1 row/tx': rawOff.insert,
-          'log.append (runtime: validate + projections)': pausingAppender(L, rtOff, rtOff.log, 'bd-off'),
+          'log.append (runtime: validate + projections)': await pausingAppender(L, rtOff, rtOff.log, 'bd-off'),
         },
         { reps, batch: quick ? 500 : 2000 },
       );
@@ -147,7 +145,7 @@ export async function runBreakdown({ L, Database, execa, quick, progress, print 
         attempt: 1, trigger: 'manual', target, policies, runnerId: 'host:1:abcdef', leaseToken: 1,
       };
       const pausedEvent = { type: 'loop.paused', at: new Date().toISOString(), data: { reason: null } };
-      if (actor.state !== 'active') actorRecord(); // loop.paused needs an active loop
+      if (actor.state !== 'active') await actorRecord(); // loop.paused needs an active loop
       const snap = actor.snapshot;
       const micro = interleaveSync(
         {
@@ -164,7 +162,7 @@ export async function runBreakdown({ L, Database, execa, quick, progress, print 
         },
         { reps, batch: 2000 },
       );
-      const wal = await walProfile(rt.db, join(dirFull, 'loops.db-wal'), pausingAppender(L, rt, rt.log, 'bd-wal'), 100);
+      const wal = await walProfile(rt.db, join(dirFull, 'loops.db-wal'), await pausingAppender(L, rt, rt.log, 'bd-wal'), 100);
       const walRaw = await walProfile(rawFull.db, join(dirFull, 'raw.db-wal'), rawFull.insert, 100);
       out.append = { synchronousFull: full, synchronousOff: off, micro, wal: { loops: wal, raw: walRaw } };
 
@@ -206,8 +204,8 @@ export async function runBreakdown({ L, Database, execa, quick, progress, print 
     const spec = { command: 'true', args: [], shell: false, cwd: null, env: {}, timeoutMs: null };
     let n = 0;
     try {
-      const loop = L.createCommandLoop(rt, { name: 'bd-true', command: 'true', shell: false, schedule: { manual: true } });
-      const loopOff = L.createCommandLoop(rtOff, { name: 'bd-true', command: 'true', shell: false, schedule: { manual: true } });
+      const loop = await L.createCommandLoop(rt, { name: 'bd-true', command: 'true', shell: false, schedule: { manual: true } });
+      const loopOff = await L.createCommandLoop(rtOff, { name: 'bd-true', command: 'true', shell: false, schedule: { manual: true } });
       const cases = {
         'child_process.spawn(true), stdio ignore': () =>
           new Promise((resolve, reject) => spawn('true', [], { stdio: 'ignore' }).once('exit', resolve).once('error', reject)),

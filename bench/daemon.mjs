@@ -22,9 +22,13 @@ const quiet = () => {};
 
 async function withLoops(n, name, schedule) {
   const rt = await openRuntime({ dataDir: tmp(name) });
+  // Setup only, in one transaction (one fsync for 10,000 loops): the SQLite store writes an append
+  // during the call, so the creates land inside it; their promises are awaited after the commit.
+  const created = [];
   rt.db.transaction(() => {
-    for (let i = 0; i < n; i++) createCommandLoop(rt, { name: `l${i}`, command: 'true', shell: false, schedule: schedule(i) });
+    for (let i = 0; i < n; i++) created.push(createCommandLoop(rt, { name: `l${i}`, command: 'true', shell: false, schedule: schedule(i) }));
   })();
+  await Promise.all(created);
   return rt;
 }
 
@@ -36,7 +40,7 @@ for (const n of quick ? [100, 2000] : [100, 10_000]) {
   const samples = [];
   for (let i = 0; i < 200; i++) {
     const t = performance.now();
-    d.pass();
+    await d.pass();
     samples.push(performance.now() - t);
   }
   passCost[n] = median(samples);
@@ -48,7 +52,7 @@ const [small, large] = Object.keys(passCost).map(Number);
 const idleLoops = quick ? 2000 : 10_000;
 const idleRt = await withLoops(idleLoops, 'idle', () => ({ every: '1d', tz: 'UTC' }));
 const idle = new Daemon(idleRt, { log: quiet });
-idle.start();
+await idle.start();
 await new Promise((r) => setTimeout(r, 1500));
 const cpu0 = process.cpuUsage();
 const wall0 = performance.now();
@@ -68,7 +72,7 @@ for (const concurrency of [4, 16]) {
     if (e.type === 'process.spawned') spawned.push(performance.now() + performance.timeOrigin - Date.parse(startsAt));
   });
   const d = new Daemon(rt, { log: quiet, concurrency, spawner });
-  d.start();
+  await d.start();
   const deadline = Date.now() + 30_000;
   while (spawned.length < 100 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   sub.unsubscribe();

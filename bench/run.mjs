@@ -103,22 +103,23 @@ async function benchAppend() {
   try {
     const journal = rt.db.pragma('journal_mode', { simple: true });
     const synchronous = rt.db.pragma('synchronous', { simple: true }); // 2 = FULL
-    const loop = L.createCommandLoop(rt, {
+    const loop = await L.createCommandLoop(rt, {
       name: 'bench-append',
       command: 'true',
       shell: false,
       schedule: { manual: true },
     });
     const streamId = `loop:${loop.id}`;
-    let version = rt.log.streamInfo(streamId).version;
+    let version = (await rt.log.streamInfo(streamId)).version;
     let paused = false;
     // Exactly what `loops pause` / `loops resume` append (minus the machine step, which is not
-    // part of the log): one event per append, one append per transaction, projections inline.
-    const appendOne = () => {
+    // part of the log): one event per append, one append per transaction, projections inline —
+    // through the store's asynchronous interface, as the runtime appends.
+    const appendOne = async () => {
       const event = paused
         ? { type: 'loop.resumed', data: { reason: null, nextRunAt: null }, state: 'active' }
         : { type: 'loop.paused', data: { reason: null }, state: 'paused' };
-      const result = rt.log.append(
+      const result = await rt.log.append(
         streamId,
         [{ ...event, at: L.isoNow(rt.clock), meta: { runnerId: rt.runnerId } }],
         { expectedVersion: version },
@@ -128,7 +129,7 @@ async function benchAppend() {
     };
 
     // Warm up, then size the raw payload like the stored rows (all text columns of the event).
-    for (let i = 0; i < 50; i++) appendOne();
+    for (let i = 0; i < 50; i++) await appendOne();
     const { bytes } = rt.db
       .prepare(
         `SELECT AVG(length(stream_id) + length(type) + length(data) + length(meta) + length(at) + COALESCE(length(state), 0)) AS bytes
@@ -160,7 +161,8 @@ async function benchAppend() {
         for (const side of first ? ['loops', 'base'] : ['base', 'loops']) {
           const fn = side === 'loops' ? appendOne : rawOne;
           const t0 = now();
-          for (let i = 0; i < n; i++) fn();
+          // Both sides awaited (the raw insert's await costs a microtask), as a caller of either would.
+          for (let i = 0; i < n; i++) await fn();
           if (side === 'loops') tLoops += now() - t0;
           else tBase += now() - t0;
         }
@@ -170,7 +172,7 @@ async function benchAppend() {
     }
     // Sanity: every append landed, and the projection followed the stream.
     const status = L.findLoop(rt.db, loop.id).status;
-    if (rt.log.streamInfo(streamId).version !== version || status !== (paused ? 'paused' : 'active')) {
+    if ((await rt.log.streamInfo(streamId)).version !== version || status !== (paused ? 'paused' : 'active')) {
       throw new Error(`append benchmark: log/projection out of step (version ${version}, loop ${status})`);
     }
     return result({
@@ -199,7 +201,7 @@ async function benchRun() {
   const dir = makeTempDir('run');
   const rt = await L.openRuntime({ dataDir: dir });
   try {
-    const loop = L.createCommandLoop(rt, {
+    const loop = await L.createCommandLoop(rt, {
       name: 'bench-true',
       command: 'true',
       shell: false,
@@ -269,7 +271,7 @@ async function benchCli() {
       for (let i = 0; i < cfg.cliLoops; i++) {
         const schedule =
           i % 3 === 0 ? { every: '15m' } : i % 3 === 1 ? { cron: '0 3 * * *', tz: 'UTC' } : { manual: true };
-        L.createCommandLoop(rt, { name: `bench-loop-${i}`, command: 'echo hello', schedule });
+        await L.createCommandLoop(rt, { name: `bench-loop-${i}`, command: 'echo hello', schedule });
       }
     } finally {
       rt.close();

@@ -32,7 +32,7 @@ const runtime = await openRuntime({ dataDir: join(dir, 'data'), spawner });
 function define(name, text) {
   const file = join(dir, `${name}.yaml`);
   writeFileSync(file, text);
-  createWorkflow(runtime, file);
+  await createWorkflow(runtime, file);
 }
 define('chain100', spec('chain100', 100, { chain: true, concurrency: 1 }));
 define('chain64', spec('chain64', 64, { chain: true, concurrency: 8 }));

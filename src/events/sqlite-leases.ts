@@ -12,7 +12,8 @@
  */
 import { cached, writeTransaction, type Db } from './db.js';
 import { ClaimLostError, LeaseLostError, LoopsError } from './errors.js';
-import type { AppendGuard, Lease, LeaseStore } from './types.js';
+import type { AppendGuard, Batch, Lease, LeaseStore } from './types.js';
+import { gateFor, resolved, type WriteGate } from './sqlite-gate.js';
 
 interface LeaseRow {
   name: string;
@@ -91,39 +92,52 @@ export function applyGuards(db: Db, guards: readonly AppendGuard[], nowMs: numbe
 }
 
 export class SqliteLeaseStore implements LeaseStore {
-  constructor(private readonly db: Db) {}
+  /** A lease write waits at the database file's gate for a batch it is not part of (sqlite-gate.ts). */
+  private readonly gate: WriteGate;
 
-  take(name: string, holder: string, ttlMs: number, nowMs: number): Lease {
-    return writeTransaction(this.db, () => take(this.db, name, holder, ttlMs, nowMs));
+  constructor(private readonly db: Db) {
+    this.gate = gateFor(db);
   }
 
-  renew(lease: Lease, ttlMs: number, nowMs: number): Lease {
-    const expiresAt = nowMs + ttlMs;
-    const info = cached(this.db, 'UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND token = ?').run(
-      new Date(expiresAt).toISOString(),
-      lease.name,
-      lease.holder,
-      lease.token,
-    );
-    if (info.changes !== 1) throw new LeaseLostError(`lease ${lease.name} (token ${lease.token}) was lost`);
-    return { ...lease, expiresAt };
+  take(name: string, holder: string, ttlMs: number, nowMs: number, batch?: Batch): Promise<Lease> {
+    return this.gate.run(batch, () => writeTransaction(this.db, () => take(this.db, name, holder, ttlMs, nowMs)));
   }
 
-  release(lease: Pick<Lease, 'name' | 'holder' | 'token'>): void {
-    release(this.db, lease);
+  renew(lease: Lease, ttlMs: number, nowMs: number): Promise<Lease> {
+    return this.gate.run(undefined, () => {
+      const expiresAt = nowMs + ttlMs;
+      const info = cached(this.db, 'UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND token = ?').run(
+        new Date(expiresAt).toISOString(),
+        lease.name,
+        lease.holder,
+        lease.token,
+      );
+      if (info.changes !== 1) throw new LeaseLostError(`lease ${lease.name} (token ${lease.token}) was lost`);
+      return { ...lease, expiresAt };
+    });
   }
 
-  releaseByHolder(name: string, holder: string): void {
-    cached(this.db, 'DELETE FROM leases WHERE name = ? AND holder = ?').run(name, holder);
+  release(lease: Pick<Lease, 'name' | 'holder' | 'token'>): Promise<void> {
+    return this.gate.run(undefined, () => release(this.db, lease));
   }
 
-  expireHolder(holder: string, nowMs: number): void {
-    const nowIso = new Date(nowMs).toISOString();
-    cached(this.db, 'UPDATE leases SET expires_at = ? WHERE holder = ? AND expires_at > ?').run(nowIso, holder, nowIso);
+  releaseByHolder(name: string, holder: string): Promise<void> {
+    return this.gate.run(undefined, () => {
+      cached(this.db, 'DELETE FROM leases WHERE name = ? AND holder = ?').run(name, holder);
+    });
   }
 
-  get(name: string): { holder: string; token: number; expiresAt: number } | null {
-    const current = row(this.db, name);
-    return current ? { holder: current.holder, token: current.token, expiresAt: Date.parse(current.expires_at) } : null;
+  expireHolder(holder: string, nowMs: number, batch?: Batch): Promise<void> {
+    return this.gate.run(batch, () => {
+      const nowIso = new Date(nowMs).toISOString();
+      cached(this.db, 'UPDATE leases SET expires_at = ? WHERE holder = ? AND expires_at > ?').run(nowIso, holder, nowIso);
+    });
+  }
+
+  get(name: string): Promise<{ holder: string; token: number; expiresAt: number } | null> {
+    return resolved(() => {
+      const current = row(this.db, name);
+      return current ? { holder: current.holder, token: current.token, expiresAt: Date.parse(current.expires_at) } : null;
+    });
   }
 }

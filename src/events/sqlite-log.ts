@@ -1,20 +1,26 @@
 /**
- * The better-sqlite3 implementation of `EventLog`.
+ * The better-sqlite3 implementation of `EventStore`.
  *
- * Append = one synchronous `BEGIN IMMEDIATE` transaction: compare-and-set the stream version,
- * insert the events, run every inline projection, commit. Only after the commit are the events
- * published on `events$`.
+ * Append = one `BEGIN IMMEDIATE` transaction: compare-and-set the stream version, insert the
+ * events, run every inline projection, commit. Only after the commit are the events published on
+ * `events$`. The store's interface is asynchronous (a PostgreSQL store implements the same one);
+ * inside, the work is synchronous — the fast path: an append outside a batch is committed before
+ * its promise is returned, so an actor's state and the log never drift apart between two turns.
+ * A batch is a transaction held open across its callback's awaits; `WriteGate` makes every write
+ * that does not belong to it wait for its end, so nothing joins it by accident.
  */
 import { Subject } from 'rxjs';
 import { busyError, cached, isBusy, type Db } from './db.js';
 import { applyGuards } from './sqlite-leases.js';
+import { gateFor, resolved, type WriteGate } from './sqlite-gate.js';
 import { schemaVersion, upcast, validateEventData } from './catalog.js';
 import { ConcurrencyConflictError, ValidationError } from './errors.js';
 import type {
   AppendOptions,
   AppendResult,
-  EventLog,
+  Batch,
   EventMeta,
+  EventStore,
   InlineHandler,
   Json,
   NewEvent,
@@ -75,7 +81,9 @@ export interface SqliteEventLogOptions {
   validate?: boolean;
 }
 
-export class SqliteEventLog implements EventLog {
+export class SqliteEventLog implements EventStore {
+  /** Every writer of this database file in this process waits at it for an open batch (sqlite-gate.ts). */
+  readonly gate: WriteGate;
   readonly db: Db;
   private readonly handlers: ReadonlyArray<InlineHandler>;
   private readonly validate: boolean;
@@ -94,6 +102,7 @@ export class SqliteEventLog implements EventLog {
 
   constructor(db: Db, options: SqliteEventLogOptions = {}) {
     this.db = db;
+    this.gate = gateFor(db);
     this.handlers = options.handlers ?? [];
     this.validate = options.validate ?? true;
     this.selectStream = db.prepare<[string], StreamRow>('SELECT * FROM streams WHERE stream_id = ?');
@@ -120,7 +129,13 @@ export class SqliteEventLog implements EventLog {
     );
   }
 
-  append(streamId: string, events: NewEvent[], options: AppendOptions): AppendResult {
+  append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
+    return this.gate.run(options.batch, () => this.appendSync(streamId, events, options));
+  }
+
+  /** `append`, synchronously: the SQLite fast path (for tools that hold this store itself). */
+  appendSync(streamId: string, events: NewEvent[], options: AppendOptions): AppendResult {
+    if (this.gate.blocks(options.batch)) throw new Error(`append to ${streamId} while another batch is open`);
     if (events.length === 0) throw new ValidationError(`nothing to append to ${streamId}`);
     const prepared = events.map((event): PreparedEvent => ({
       type: event.type,
@@ -155,8 +170,8 @@ export class SqliteEventLog implements EventLog {
    * batch's commit inside one, never if the batch fails. For caches of what the log says (stream
    * snapshots), which must not learn of appends a failed batch rolled back.
    */
-  afterCommit(fn: () => void): void {
-    if (this.committed) this.committed.push(fn);
+  afterCommit(fn: () => void, batch?: Batch): void {
+    if (this.committed && batch !== undefined && this.gate.open?.batch === batch) this.committed.push(fn);
     else fn();
   }
 
@@ -164,28 +179,39 @@ export class SqliteEventLog implements EventLog {
   private batched: StoredEvent[] | null = null;
 
   /**
-   * Runs `fn` in one transaction: the appends it makes share one commit (one fsync) instead of
-   * one each; each keeps its own savepoint, so an append that fails (a conflict) undoes only
-   * itself. The appended events are published after the commit, as usual — none if it fails.
-   * Nested calls join the outer batch.
+   * Runs `fn` in one transaction: the appends it makes with the batch handle share one commit (one
+   * fsync) instead of one each; each keeps its own savepoint, so an append that fails (a conflict)
+   * undoes only itself. The appended events are published after the commit, as usual — none if it
+   * fails. `within` an open batch, `fn` joins it.
    */
-  batch<T>(fn: () => T): T {
-    if (this.batched) return fn();
+  async batch<T>(fn: (batch: Batch) => Promise<T>, within?: Batch): Promise<T> {
+    if (within !== undefined && this.gate.open?.batch === within) return fn(within);
+    const { batch, end } = await this.gate.begin();
     this.batched = [];
     this.committed = [];
-    let events: StoredEvent[];
-    let after: Array<() => void>;
+    let events: StoredEvent[] = [];
+    let after: Array<() => void> = [];
     let result: T;
     try {
-      result = this.db.transaction(fn).immediate();
-    } catch (error) {
-      // BEGIN IMMEDIATE (or the commit) waited out busy_timeout for another connection's lock.
-      throw isBusy(error) ? busyError(error) : error;
-    } finally {
+      try {
+        this.db.exec('BEGIN IMMEDIATE');
+      } catch (error) {
+        // BEGIN IMMEDIATE waited out busy_timeout for another connection's lock.
+        throw isBusy(error) ? busyError(error) : error;
+      }
+      try {
+        result = await fn(batch);
+        this.db.exec('COMMIT');
+      } catch (error) {
+        if (this.db.inTransaction) this.db.exec('ROLLBACK');
+        throw isBusy(error) ? busyError(error) : error;
+      }
       events = this.batched;
       after = this.committed;
+    } finally {
       this.batched = null;
       this.committed = null;
+      end();
     }
     for (const fn of after) fn();
     for (const event of events) this.subject.next(event);
@@ -253,11 +279,19 @@ export class SqliteEventLog implements EventLog {
     }
   }
 
-  readStream(streamId: string, fromVersion = 1): StoredEvent[] {
+  readStream(streamId: string, fromVersion = 1): Promise<StoredEvent[]> {
+    return resolved(() => this.readStreamSync(streamId, fromVersion));
+  }
+
+  readStreamSync(streamId: string, fromVersion = 1): StoredEvent[] {
     return this.selectStreamEvents.all(streamId, fromVersion).map(rowToEvent);
   }
 
-  readAll(options: ReadAllOptions = {}): StoredEvent[] {
+  readAll(options: ReadAllOptions = {}): Promise<StoredEvent[]> {
+    return resolved(() => this.readAllSync(options));
+  }
+
+  readAllSync(options: ReadAllOptions = {}): StoredEvent[] {
     return this.selectAll
       .all(options.fromPosition ?? 0, options.limit ?? Number.MAX_SAFE_INTEGER)
       .map(rowToEvent);
@@ -273,7 +307,11 @@ export class SqliteEventLog implements EventLog {
     }
   }
 
-  streamInfo(streamId: string): StreamInfo | undefined {
+  streamInfo(streamId: string): Promise<StreamInfo | undefined> {
+    return resolved(() => this.streamInfoSync(streamId));
+  }
+
+  streamInfoSync(streamId: string): StreamInfo | undefined {
     const row = this.selectStream.get(streamId);
     if (!row) return undefined;
     return {
@@ -287,7 +325,11 @@ export class SqliteEventLog implements EventLog {
     };
   }
 
-  headPosition(): number {
+  headPosition(): Promise<number> {
+    return resolved(() => this.headPositionSync());
+  }
+
+  headPositionSync(): number {
     return this.selectHead.get()?.head ?? 0;
   }
 

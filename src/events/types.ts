@@ -1,6 +1,6 @@
 /**
  * Shapes shared by every layer: an event as it is appended, as it is stored, and the
- * `EventLog` contract. Nothing here knows about machines or projections.
+ * `EventStore` and `LeaseStore` contracts. Nothing here knows about machines or projections.
  */
 import type { Observable } from 'rxjs';
 
@@ -86,18 +86,31 @@ export type AppendGuard =
   /** Queued work (the run queue) is still unclaimed and not dropped. */
   | { kind: 'queued'; runId: string };
 
-/** Leases, through one interface (src/events/sqlite-leases.ts for SQLite). */
+/**
+ * One transaction several writes share (`EventStore.batch`): an opaque handle passed to the appends
+ * and lease writes that belong to it. A write without it waits until no batch is open, so nothing
+ * joins a batch by accident (a store on a pooled database runs the batch on one connection).
+ */
+export interface Batch {
+  readonly batchId: number;
+}
+
+/**
+ * Leases, through one interface (src/events/sqlite-leases.ts for SQLite). Asynchronous, like the
+ * event store: a store on a networked database implements it without changing callers. `batch`:
+ * the write belongs to that open batch (its transaction).
+ */
 export interface LeaseStore {
-  /** Takes a lease (or takes it over once expired), in its own transaction or the caller's; a live holder refuses (retryable conflict). */
-  take(name: string, holder: string, ttlMs: number, nowMs: number): Lease;
+  /** Takes a lease (or takes it over once expired); a live holder refuses (retryable conflict). */
+  take(name: string, holder: string, ttlMs: number, nowMs: number, batch?: Batch): Promise<Lease>;
   /** Extends a held lease; `LeaseLostError` when it is not held with that token any more. */
-  renew(lease: Lease, ttlMs: number, nowMs: number): Lease;
-  release(lease: Pick<Lease, 'name' | 'holder' | 'token'>): void;
+  renew(lease: Lease, ttlMs: number, nowMs: number): Promise<Lease>;
+  release(lease: Pick<Lease, 'name' | 'holder' | 'token'>): Promise<void>;
   /** Gives up whatever token of `name` this holder has. */
-  releaseByHolder(name: string, holder: string): void;
+  releaseByHolder(name: string, holder: string): Promise<void>;
   /** Expires every lease of a holder that is provably gone. */
-  expireHolder(holder: string, nowMs: number): void;
-  get(name: string): { holder: string; token: number; expiresAt: number } | null;
+  expireHolder(holder: string, nowMs: number, batch?: Batch): Promise<void>;
+  get(name: string): Promise<{ holder: string; token: number; expiresAt: number } | null>;
 }
 
 export interface AppendOptions {
@@ -113,6 +126,8 @@ export interface AppendOptions {
   kind?: string;
   /** Machine that owns the stream, recorded on creation so old streams replay on the machine that wrote them. */
   machine?: { id: string; version: number };
+  /** The open batch this append belongs to (see `EventStore.batch`). */
+  batch?: Batch;
 }
 
 export interface AppendResult {
@@ -131,13 +146,29 @@ export interface ReadAllOptions {
   limit?: number;
 }
 
-export interface EventLog {
-  append(streamId: string, events: NewEvent[], options: AppendOptions): AppendResult;
-  readStream(streamId: string, fromVersion?: number): StoredEvent[];
-  readAll(options?: ReadAllOptions): StoredEvent[];
-  streamInfo(streamId: string): StreamInfo | undefined;
+/**
+ * The event store: the one way the runtime and the CLI reach the log. Asynchronous, so that a store
+ * on a networked database (PostgreSQL, for fleets) implements it without changing callers; the
+ * SQLite store does its work synchronously inside (an append outside a batch is written by the time
+ * the call returns its promise).
+ */
+export interface EventStore {
+  /** Compare-and-set on the stream's version, the guards, the events and their projections: one transaction. */
+  append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult>;
+  /**
+   * Runs `fn` in one transaction: the appends (and lease writes) it makes with the handle share one
+   * commit; each append keeps its own savepoint, so one that fails (a conflict) undoes only itself.
+   * The events are published after the commit — none if `fn` throws. `within`: join that open batch.
+   */
+  batch<T>(fn: (batch: Batch) => Promise<T>, within?: Batch): Promise<T>;
+  /** Runs `fn` once what was appended is committed: at once, or after the commit of `batch` when it is open (never if it fails). */
+  afterCommit(fn: () => void, batch?: Batch): void;
+  readStream(streamId: string, fromVersion?: number): Promise<StoredEvent[]>;
+  readAll(options?: ReadAllOptions): Promise<StoredEvent[]>;
+  streamInfo(streamId: string): Promise<StreamInfo | undefined>;
   /** Highest position in the log (0 when empty). */
-  headPosition(): number;
-  /** Events appended through this log instance, after their transaction committed. */
+  headPosition(): Promise<number>;
+  /** Events appended through this store, after their transaction committed (subscribe to follow them). */
   readonly events$: Observable<StoredEvent>;
+  close(): void;
 }

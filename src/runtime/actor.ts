@@ -10,7 +10,7 @@
  */
 import type { AnyMachineSnapshot, AnyStateMachine, StateMachine } from 'xstate';
 import { ConcurrencyConflictError, InvalidTransitionError, NotFoundError } from '../events/errors.js';
-import type { AppendGuard, EventMeta, Lease, NewEvent, StoredEvent } from '../events/types.js';
+import type { AppendGuard, Batch, EventMeta, Lease, NewEvent, StoredEvent } from '../events/types.js';
 import { initialSnapshot, stateOf, step } from '../machines/fold.js';
 import { getMachine, type MachineRef } from '../machines/registry.js';
 import { isoNow } from './clock.js';
@@ -64,6 +64,8 @@ export interface RecordOptions {
    * for decisions whose compare-and-set is the point (a loop's slots).
    */
   retryOnConflict?: boolean;
+  /** The open batch (`runtime.log.batch`) this append joins. */
+  batch?: Batch;
 }
 
 /**
@@ -107,8 +109,8 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
    * this runtime holds or finds persisted (snapshots.ts), else from its first event — so only the
    * events since that snapshot are read.
    */
-  static load<M extends AnyStateMachine = AnyStateMachine>(runtime: Runtime, streamId: string, effects: Effects<M> = {} as Effects<M>, expect?: MachineRef<M>): DurableActor<M> {
-    const info = runtime.log.streamInfo(streamId);
+  static async load<M extends AnyStateMachine = AnyStateMachine>(runtime: Runtime, streamId: string, effects: Effects<M> = {} as Effects<M>, expect?: MachineRef<M>): Promise<DurableActor<M>> {
+    const info = await runtime.log.streamInfo(streamId);
     if (!info || info.machineId === null || info.machineVersion === null) {
       throw new NotFoundError(`no stream ${streamId}`);
     }
@@ -122,7 +124,7 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
     const base = runtime.snapshots?.get(streamId, ref, machine, info.version) ?? null;
     let snapshot = base?.snapshot ?? initialSnapshot(machine);
     let version = base?.version ?? 0;
-    const events = version < info.version ? runtime.log.readStream(streamId, version + 1) : [];
+    const events = version < info.version ? await runtime.log.readStream(streamId, version + 1) : [];
     for (const event of events) {
       snapshot = step(machine, snapshot, event).after;
       version = event.version;
@@ -135,11 +137,11 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
   }
 
   /** Tells the runtime's snapshot store the state this actor reached, once it is committed. */
-  private share(): void {
+  private share(batch?: Batch): void {
     const store = this.runtime.snapshots;
     if (!store) return;
     const { snapshot, version } = this;
-    this.runtime.log.afterCommit(() => store.remember(this.streamId, this.machineRef, version, snapshot));
+    this.runtime.log.afterCommit(() => store.remember(this.streamId, this.machineRef, version, snapshot), batch);
   }
 
   /** The machine's context now. */
@@ -161,21 +163,21 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
    * effects it triggers — and their projections in one transaction, and only then schedules the
    * remaining actions. Returns the first appended event.
    */
-  record(type: string, data: unknown, options: RecordOptions = {}): StoredEvent {
-    return this.recordAll([{ type, data }], options)[0]!;
+  async record(type: string, data: unknown, options: RecordOptions = {}): Promise<StoredEvent> {
+    return (await this.recordAll([{ type, data }], options))[0]!;
   }
 
   /**
    * Like `record`, for several events recorded together in one transaction (e.g. the decisions of
    * one scheduling pass): all of them, in order, or none. Returns the appended events.
    */
-  recordAll(inputs: ReadonlyArray<{ type: string; data: unknown }>, options: RecordOptions = {}): StoredEvent[] {
+  async recordAll(inputs: ReadonlyArray<{ type: string; data: unknown }>, options: RecordOptions = {}): Promise<StoredEvent[]> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return this.recordOnce(inputs, options);
+        return await this.recordOnce(inputs, options);
       } catch (error) {
         if (!(error instanceof ConcurrencyConflictError) || !options.retryOnConflict || attempt >= 3) throw error;
-        this.refresh(options);
+        await this.refresh(options);
       }
     }
   }
@@ -185,8 +187,8 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
    * wrote it, and runs their actions here: this actor is the live one, so a cancel request
    * appended by `loops cancel` makes *its* process be killed. Returns the events it caught up with.
    */
-  refresh(options: RecordOptions = {}): StoredEvent[] {
-    const events = this.runtime.log.readStream(this.streamId, this.version + 1);
+  async refresh(options: RecordOptions = {}): Promise<StoredEvent[]> {
+    const events = await this.runtime.log.readStream(this.streamId, this.version + 1);
     const follow: Array<{ type: string; data: unknown }> = [];
     for (const event of events) {
       const result = step(this.machine, this.snapshot, event);
@@ -204,11 +206,11 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
     }
     if (events.length) this.share();
     if (events.length && this.snapshot.status === 'done') this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);
-    if (follow.length) this.recordAll(follow, options);
+    if (follow.length) await this.recordAll(follow, options);
     return events;
   }
 
-  private recordOnce(inputs: ReadonlyArray<{ type: string; data: unknown }>, options: RecordOptions): StoredEvent[] {
+  private async recordOnce(inputs: ReadonlyArray<{ type: string; data: unknown }>, options: RecordOptions): Promise<StoredEvent[]> {
     const meta = { runnerId: this.runtime.runnerId, ...options.meta };
     const batch: NewEvent[] = [];
     const deferred: Array<{ type: string; params?: unknown }> = [];
@@ -242,32 +244,56 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
       next = queue.shift() ?? null;
     }
     // Move first: the log publishes on events$ inside append (after the commit), and a listener
-    // may record the next event on this actor synchronously; it must see this state and version.
+    // may record the next event on this actor at once; it must see this state and version. (The
+    // SQLite store commits before append returns its promise; a store that commits later gets
+    // the same order from the compare-and-set: a second record made meanwhile expects this version.)
     const before = { snapshot: this.snapshot, version: this.version };
     this.snapshot = snapshot;
     this.version = before.version + batch.length;
     let appended;
     try {
       const guards = typeof options.guards === 'function' ? options.guards(snapshot) : options.guards;
-      appended = this.runtime.log.append(this.streamId, batch, {
+      appended = await this.runtime.log.append(this.streamId, batch, {
         expectedVersion: before.version,
         kind: this.kind,
         machine: this.machineRef,
         nowMs: this.runtime.clock.now(),
         ...(guards?.length ? { guards } : {}),
         ...(options.tookLeases ? { onLeases: options.tookLeases } : {}),
+        ...(options.batch ? { batch: options.batch } : {}),
       });
     } catch (error) {
       this.snapshot = before.snapshot;
       this.version = before.version;
       throw error;
     }
-    this.share();
+    this.share(options.batch);
     for (const action of deferred) this.schedule(action.type, action.params);
     if (this.snapshot.status === 'done') {
       this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);
     }
     return appended.events;
+  }
+
+  /**
+   * `recordAll` for callers with no one to report a failure to (a timer, a process's exit, a
+   * cancel request): a failure to record ends the actor with it (`done` rejects). Never rejects.
+   */
+  async recordOrFail(inputs: ReadonlyArray<{ type: string; data: unknown }>, options: RecordOptions = {}): Promise<void> {
+    try {
+      await this.recordAll(inputs, options);
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  /** `refresh`, ending the actor with its failure (see `recordOrFail`). Never rejects. */
+  async refreshOrFail(options: RecordOptions = {}): Promise<void> {
+    try {
+      await this.refresh(options);
+    } catch (error) {
+      this.fail(error);
+    }
   }
 
   /** Ends the actor with an error (e.g. an outcome that could not be recorded). */

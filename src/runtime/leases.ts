@@ -7,7 +7,7 @@
  *  - runner leases: while a runner lives, the work it decided is its own to run.
  */
 import { LeaseLostError } from '../events/errors.js';
-import type { AppendGuard, Lease, LeaseStore } from '../events/types.js';
+import type { AppendGuard, Batch, Lease, LeaseStore } from '../events/types.js';
 
 export type { Lease } from '../events/types.js';
 
@@ -75,8 +75,8 @@ export class HeldLease {
    * Takes the lease over from a runner that is gone (its lease expired or was expired for it), in
    * its own transaction: a new token fences the old runner out. A live holder refuses (retryable).
    */
-  takeOver(): Lease {
-    this.lease = this.host.leases.take(this.name, this.host.runnerId, this.ttlMs, this.host.clock.now());
+  async takeOver(): Promise<Lease> {
+    this.lease = await this.host.leases.take(this.name, this.host.runnerId, this.ttlMs, this.host.clock.now());
     return this.lease;
   }
 
@@ -112,13 +112,19 @@ export class HeldLease {
     if (this.timer !== null) return;
     const beat = () => {
       this.timer = this.host.clock.setTimeout(() => {
-        if (!this.lease) return;
-        try {
-          this.lease = this.host.leases.renew(this.lease, this.ttlMs, this.host.clock.now());
-          beat();
-        } catch {
-          this.timer = null;
-        }
+        const lease = this.lease;
+        if (!lease) return;
+        // The next beat is armed now, not once the store answered: the beats keep their rhythm
+        // whatever the store's latency (and a clock moved far ahead fires each of them).
+        beat();
+        this.host.leases.renew(lease, this.ttlMs, this.host.clock.now()).then(
+          (renewed) => {
+            const held = this.lease;
+            if (held && held.token === renewed.token && renewed.expiresAt > held.expiresAt) this.lease = renewed;
+          },
+          // Lost: stop renewing (the next fenced append reports it).
+          () => this.stop(),
+        );
       }, Math.max(1, Math.floor(this.ttlMs / 3)));
     };
     beat();
@@ -130,9 +136,9 @@ export class HeldLease {
   }
 
   /** Gives the lease up now (a runner leaving a process to the next one). */
-  release(): void {
+  async release(): Promise<void> {
     this.stop();
-    if (this.lease) this.host.leases.release(this.lease);
+    if (this.lease) await this.host.leases.release(this.lease);
   }
 }
 
@@ -146,6 +152,6 @@ export function runnerLeaseName(runnerId: string): string {
 }
 
 /** Takes (or renews) this runner's lease: the work it decides is its own to run while it lives. */
-export function holdRunnerLease(runtime: { leases: LeaseStore; runnerId: string; clock: { now(): number } }, ttlMs = RUNNER_LEASE_TTL_MS): void {
-  runtime.leases.take(runnerLeaseName(runtime.runnerId), runtime.runnerId, ttlMs, runtime.clock.now());
+export async function holdRunnerLease(runtime: { leases: LeaseStore; runnerId: string; clock: { now(): number } }, ttlMs = RUNNER_LEASE_TTL_MS, batch?: Batch): Promise<void> {
+  await runtime.leases.take(runnerLeaseName(runtime.runnerId), runtime.runnerId, ttlMs, runtime.clock.now(), batch);
 }

@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import type { Db } from '../events/db.js';
 import { SqliteEventLog } from '../events/sqlite-log.js';
 import { SqliteLeaseStore } from '../events/sqlite-leases.js';
-import type { LeaseStore } from '../events/types.js';
+import type { EventStore, LeaseStore } from '../events/types.js';
 import { inlineHandler } from '../projections/registry.js';
 import { systemClock, type Clock } from './clock.js';
 import { newId } from './ids.js';
@@ -30,8 +30,10 @@ export interface RuntimeOptions {
 
 export interface Runtime {
   dataDir: string;
+  /** The projection tables' database, for the read side's queries. */
   db: Db;
-  log: SqliteEventLog;
+  /** The event store: the one way to the log (src/events/sqlite-log.ts for SQLite). */
+  log: EventStore;
   /** Leases with fencing tokens (src/events/sqlite-leases.ts): the one way to them. */
   leases: LeaseStore;
   clock: Clock;

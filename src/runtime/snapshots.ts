@@ -17,6 +17,7 @@
  */
 import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
 import { cached, type Db } from '../events/db.js';
+import { gateFor } from '../events/sqlite-gate.js';
 import type { MachineRef } from '../machines/registry.js';
 
 /** A persisted snapshot is written when this many events were folded since the last one. */
@@ -105,7 +106,10 @@ export class SnapshotStore {
     const before = this.memory.get(streamId);
     if (before && sameRef(before.ref, ref) && before.version > version) return; // a newer one is known
     let persisted = before && sameRef(before.ref, ref) ? before.persisted : 0;
-    if (version - persisted >= SNAPSHOT_EVERY && this.table()) {
+    // Not while another connection of this process holds a batch open: the write would wait for
+    // its lock in a loop that blocks the batch from finishing (the next remember tries again).
+    const blocked = gateFor(this.db).open !== null && !this.db.inTransaction;
+    if (version - persisted >= SNAPSHOT_EVERY && !blocked && this.table()) {
       try {
         cached(
           this.db,

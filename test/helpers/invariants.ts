@@ -8,11 +8,11 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { openDatabase, type Db } from '../../src/events/db.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
-import type { EventLog } from '../../src/events/types.js';
+import type { EventStore } from '../../src/events/types.js';
 import { rebuildProjections, verifyProjections } from '../../src/runtime/admin/projections.js';
 import { fold } from '../../src/machines/fold.js';
 import { getMachine } from '../../src/machines/registry.js';
-import { replayStream } from '../../src/runtime/admin/replay.js';
+import { replayEvents } from '../../src/runtime/admin/replay.js';
 import { liveGroupMembers } from './proc.js';
 
 export type TableRows = Record<'loops' | 'loop_runs', unknown[]>;
@@ -24,9 +24,26 @@ export function projectionRows(db: Db): TableRows {
   };
 }
 
-export function expectReplayOk(log: EventLog, streamId: string): void {
-  const result = replayStream(log, streamId);
-  expect(result.steps.length, `${streamId} has events`).toBeGreaterThan(0);
+/**
+ * These helpers stay synchronous (plain calls in assertions): they read through the SQLite store's
+ * `*Sync` reads, so the log they are given must be a `SqliteEventLog` (a runtime's is).
+ */
+function syncLog(log: EventStore): SqliteEventLog {
+  if (log instanceof SqliteEventLog) return log;
+  throw new TypeError('the invariant helpers read the log synchronously: pass a SqliteEventLog');
+}
+
+/** `replayStream` (the code `loops replay` runs) over a stream read synchronously from the SQLite store. */
+export function replaySync(store: EventStore, streamId: string): { steps: number; ok: boolean; firstMismatch: number | null } {
+  const log = syncLog(store);
+  const info = log.streamInfoSync(streamId);
+  const result = replayEvents(streamId, info, info ? log.readStreamSync(streamId) : []);
+  return { steps: result.steps.length, ok: result.ok, firstMismatch: result.firstMismatch };
+}
+
+export function expectReplayOk(log: EventStore, streamId: string): void {
+  const result = replaySync(log, streamId);
+  expect(result.steps, `${streamId} has events`).toBeGreaterThan(0);
   expect(result.ok, `${streamId} diverges at version ${result.firstMismatch}`).toBe(true);
 }
 
@@ -44,15 +61,15 @@ export function expectRebuildRestores(db: Db): void {
 }
 
 /** All three checks, over every stream in the log. */
-export function expectLogConsistent(runtime: { db: Db; log: EventLog }): void {
+export function expectLogConsistent(runtime: { db: Db; log: EventStore }): void {
   const streams = runtime.db.prepare<[], { stream_id: string }>('SELECT stream_id FROM streams ORDER BY stream_id').all();
   for (const { stream_id } of streams) expectReplayOk(runtime.log, stream_id);
   expectVerifyOk(runtime.db);
   expectRebuildRestores(runtime.db);
 }
 
-export function eventTypes(log: EventLog, streamId: string): string[] {
-  return log.readStream(streamId).map((e) => e.type);
+export function eventTypes(log: EventStore, streamId: string): string[] {
+  return syncLog(log).readStreamSync(streamId).map((e) => e.type);
 }
 
 // ── The invariant checker ──────────────────────────────────────────────────────────────────────
@@ -84,7 +101,8 @@ function tableExists(db: Db, name: string): boolean {
 }
 
 /** Every violation of the log's invariants, one line each (empty when all hold). */
-export function findViolations(db: Db, log: EventLog, options: InvariantOptions = {}): string[] {
+export function findViolations(db: Db, store: EventStore, options: InvariantOptions = {}): string[] {
+  const log = syncLog(store);
   const out: string[] = [];
   // 1. Every stream's versions are 1..n, and the streams table agrees.
   for (const r of db
@@ -195,7 +213,7 @@ export function findViolations(db: Db, log: EventLog, options: InvariantOptions 
   // 6. Every stream replays on the machine that wrote it to the states recorded in the log.
   for (const { stream_id } of db.prepare<[], { stream_id: string }>('SELECT stream_id FROM streams ORDER BY stream_id').all()) {
     try {
-      const result = replayStream(log, stream_id);
+      const result = replaySync(log, stream_id);
       if (!result.ok) out.push(`${stream_id}: replay diverges from the log at version ${result.firstMismatch}`);
     } catch (error) {
       out.push(`${stream_id}: cannot be replayed: ${(error as Error).message}`);
@@ -213,7 +231,7 @@ export function findViolations(db: Db, log: EventLog, options: InvariantOptions 
         out.push(`${snap.stream_id}: snapshot by unknown machine ${snap.machine_id}@${snap.machine_version}`);
         continue;
       }
-      const folded = fold(machine, log.readStream(snap.stream_id).filter((e) => e.version <= snap.version)).snapshot;
+      const folded = fold(machine, log.readStreamSync(snap.stream_id).filter((e) => e.version <= snap.version)).snapshot;
       if (JSON.stringify({ value: folded.value, context: folded.context }) !== snap.state) {
         out.push(`${snap.stream_id}: the snapshot at version ${snap.version} differs from a fold of the log`);
       }
@@ -238,7 +256,7 @@ export function findViolations(db: Db, log: EventLog, options: InvariantOptions 
 }
 
 /** Fails with every violation listed. */
-export function expectInvariants(runtime: { db: Db; log: EventLog }, options: InvariantOptions = {}): void {
+export function expectInvariants(runtime: { db: Db; log: EventStore }, options: InvariantOptions = {}): void {
   expect(findViolations(runtime.db, runtime.log, options)).toEqual([]);
 }
 

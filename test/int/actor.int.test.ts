@@ -26,11 +26,12 @@ describe('DurableActor', () => {
       ran();
     };
     const actor = DurableActor.create(runtime, 'loop:loop_1', 'loop', currentMachines.loop, { scheduleChanged: effect('scheduleChanged') });
-    const stored = actor.record('loop.created', loopEv.created().data);
-    expect(stored).toMatchObject({ version: 1, type: 'loop.created', state: 'active', at: '2026-02-01T00:00:00.000Z' });
-    expect(stored.meta.runnerId).toBe(runtime.runnerId);
+    const recording = actor.record('loop.created', loopEv.created().data);
     // Actions run after the append, asynchronously, never inside record().
     expect(calls).toEqual([]);
+    const stored = await recording;
+    expect(stored).toMatchObject({ version: 1, type: 'loop.created', state: 'active', at: '2026-02-01T00:00:00.000Z' });
+    expect(stored.meta.runnerId).toBe(runtime.runnerId);
     await effectRan;
     expect(calls).toEqual([{ type: 'scheduleChanged', params: { loopId: 'loop_1', nextRunAt: loopEv.created().data.nextRunAt }, version: 1 }]);
     expect(actor.state).toBe('active');
@@ -46,11 +47,11 @@ describe('DurableActor', () => {
       requestSpawn: { inline: () => ({ type: 'process.spawn_requested', data: intent }) },
       spawn: (params) => void spawn.push(params),
     });
-    const first = ok.record('run.claimed', runEv.claimed({ runId: 'run_ok' }).data);
+    const first = await ok.record('run.claimed', runEv.claimed({ runId: 'run_ok' }).data);
     expect(first.type).toBe('run.claimed');
     expect(ok.version).toBe(2);
     expect(ok.state).toBe('spawning');
-    const events = runtime.log.readStream('run:run_ok');
+    const events = await runtime.log.readStream('run:run_ok');
     expect(events.map((e) => [e.type, e.state])).toEqual([
       ['run.claimed', 'claimed'],
       ['process.spawn_requested', 'spawning'],
@@ -63,10 +64,10 @@ describe('DurableActor', () => {
     const bad = DurableActor.create(runtime, 'run:run_bad', 'run', currentMachines.run, {
       requestSpawn: { inline: () => ({ type: 'process.spawn_requested', data: { ...intent, envKeys: 'nope' } }) },
     });
-    const positionBefore = runtime.log.headPosition();
-    expect(() => bad.record('run.claimed', runEv.claimed({ runId: 'run_bad' }).data)).toThrow(/invalid process\.spawn_requested event: envKeys/);
-    expect(runtime.log.headPosition()).toBe(positionBefore);
-    expect(runtime.log.streamInfo('run:run_bad')).toBeUndefined();
+    const positionBefore = await runtime.log.headPosition();
+    await expect(bad.record('run.claimed', runEv.claimed({ runId: 'run_bad' }).data)).rejects.toThrow(/invalid process\.spawn_requested event: envKeys/);
+    expect(await runtime.log.headPosition()).toBe(positionBefore);
+    expect(await runtime.log.streamInfo('run:run_bad')).toBeUndefined();
     expect(bad.version).toBe(0);
     expect(bad.state).toBe('new');
   });
@@ -74,8 +75,8 @@ describe('DurableActor', () => {
   it('refuses an event its machine does not accept, appending nothing', async () => {
     const runtime = await useRuntime();
     const actor = DurableActor.create(runtime, 'run:run_1', 'run', currentMachines.run);
-    expect(() => actor.record('process.spawned', runEv.spawned().data)).toThrow(InvalidTransitionError);
-    expect(runtime.log.headPosition()).toBe(0);
+    await expect(actor.record('process.spawned', runEv.spawned().data)).rejects.toThrow(InvalidTransitionError);
+    expect(await runtime.log.headPosition()).toBe(0);
     expect(actor.version).toBe(0);
   });
 
@@ -83,12 +84,12 @@ describe('DurableActor', () => {
     const runtime = await useRuntime();
     const actor = DurableActor.create(runtime, 'run:run_1', 'run', currentMachines.run);
     // A fence on a lease nobody holds: the guard fails inside the transaction.
-    expect(() =>
+    await expect(
       actor.record('run.claimed', runEv.claimed().data, { guards: [{ kind: 'lease-held', name: 'run:run_1', holder: 'someone', token: 7 }] }),
-    ).toThrow(LeaseLostError);
+    ).rejects.toThrow(LeaseLostError);
     expect(actor.state).toBe('new');
     expect(actor.version).toBe(0);
-    actor.record('run.claimed', runEv.claimed().data);
+    await actor.record('run.claimed', runEv.claimed().data);
     expect(actor.state).toBe('claimed');
     expect(actor.version).toBe(1);
   });
@@ -96,13 +97,15 @@ describe('DurableActor', () => {
   it('a listener on events$ may record the next event on the same actor synchronously', async () => {
     const runtime = await useRuntime();
     const actor = DurableActor.create(runtime, 'run:run_1', 'run', currentMachines.run);
+    let fromListener: Promise<unknown> | undefined;
     runtime.log.events$.subscribe((e) => {
-      if (e.type === 'run.claimed') actor.record('run.cancel_requested', { reason: 'from a listener' });
+      if (e.type === 'run.claimed') fromListener = actor.record('run.cancel_requested', { reason: 'from a listener' });
     });
-    actor.record('run.claimed', runEv.claimed().data);
+    await actor.record('run.claimed', runEv.claimed().data);
     expect(actor.state).toBe('cancelled');
     expect(actor.version).toBe(2);
-    expect(runtime.log.readStream('run:run_1').map((e) => [e.version, e.type, e.state])).toEqual([
+    await fromListener;
+    expect((await runtime.log.readStream('run:run_1')).map((e) => [e.version, e.type, e.state])).toEqual([
       [1, 'run.claimed', 'claimed'],
       [2, 'run.cancel_requested', 'cancelled'],
     ]);
@@ -112,31 +115,31 @@ describe('DurableActor', () => {
   it('load folds the stream and executes none of the replayed actions', async () => {
     const runtime = await useRuntime();
     const writer = DurableActor.create(runtime, 'run:run_1', 'run', currentMachines.run);
-    writer.record('run.claimed', runEv.claimed().data);
-    writer.record('process.spawn_requested', runEv.spawnRequested().data);
+    await writer.record('run.claimed', runEv.claimed().data);
+    await writer.record('process.spawn_requested', runEv.spawnRequested().data);
     let effects = 0;
     const count = () => {
       effects += 1;
     };
-    const loaded = DurableActor.load(runtime, 'run:run_1', { requestSpawn: count, spawn: count });
+    const loaded = await DurableActor.load(runtime, 'run:run_1', { requestSpawn: count, spawn: count });
     // Effects are chained on promises; by the next macrotask any scheduled one would have run.
     await new Promise((resolve) => setImmediate(resolve));
     expect(effects).toBe(0);
     expect(loaded.state).toBe('spawning');
     expect(loaded.version).toBe(2);
-    expect(() => DurableActor.load(runtime, 'run:none')).toThrow(NotFoundError);
+    await expect(DurableActor.load(runtime, 'run:none')).rejects.toThrow(NotFoundError);
   });
 });
 
 describe('the consistency checks can fail', () => {
   it('replay reports the first event whose recorded state the machine does not reproduce', async () => {
     const runtime = await useRuntime();
-    createCommandLoop(runtime, { name: 'a', command: 'true', schedule: { manual: true, tz: 'UTC' } });
+    await createCommandLoop(runtime, { name: 'a', command: 'true', schedule: { manual: true, tz: 'UTC' } });
     const { id } = runtime.db.prepare('SELECT id FROM loops').get() as { id: string };
-    changeLoopState(runtime, id, 'pause');
-    expect(replayStream(runtime.log, `loop:${id}`).ok).toBe(true);
+    await changeLoopState(runtime, id, 'pause');
+    expect((await replayStream(runtime.log, `loop:${id}`)).ok).toBe(true);
     runtime.db.prepare('UPDATE events SET state = ? WHERE stream_id = ? AND version = 2').run(JSON.stringify('stopped'), `loop:${id}`);
-    const result = replayStream(runtime.log, `loop:${id}`);
+    const result = await replayStream(runtime.log, `loop:${id}`);
     expect(result).toMatchObject({ ok: false, firstMismatch: 2 });
     expect(result.steps[1]).toMatchObject({ stateBefore: 'active', stateAfter: 'paused', recordedState: 'stopped', matches: false, actions: ['scheduleChanged'] });
     expect(determinismError(result).message).toMatch(/diverges at version 2 \(loop\.paused\): replayed state "paused" but the log recorded "stopped"/);
@@ -144,7 +147,7 @@ describe('the consistency checks can fail', () => {
 
   it('verify reports a live row that differs from the log, and rebuild repairs it', async () => {
     const runtime = await useRuntime();
-    createCommandLoop(runtime, { name: 'a', command: 'true', schedule: { manual: true, tz: 'UTC' } });
+    await createCommandLoop(runtime, { name: 'a', command: 'true', schedule: { manual: true, tz: 'UTC' } });
     expect(verifyProjections(runtime.db).ok).toBe(true);
     runtime.db.exec("UPDATE loops SET status = 'paused'");
     runtime.db.exec("INSERT INTO loop_runs (id, loop_id, loop_name, slot, scheduled_for, attempt, trigger, status, target, runner_id, claimed_at, claimed_position, updated_at) VALUES ('ghost', 'x', 'x', 's', 't', 1, 'manual', 'running', '{}', 'r', 't', 99, 't')");

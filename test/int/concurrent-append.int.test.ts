@@ -48,13 +48,13 @@ describe('two processes racing on one stream', () => {
     const file = join(tempDir(), 'loops.db');
     const db = openDatabase(file);
     const log = new SqliteEventLog(db);
-    log.append('loop:race', [{ type: 'loop.paused', data: { reason: 'seed' }, at: new Date().toISOString() }], {
+    await log.append('loop:race', [{ type: 'loop.paused', data: { reason: 'seed' }, at: new Date().toISOString() }], {
       expectedVersion: 0,
       kind: 'loop',
     });
 
     for (let round = 0; round < 3; round++) {
-      const version = log.streamInfo('loop:race')!.version;
+      const version = (await log.streamInfo('loop:race'))!.version;
       const a = startWriter(file, 'loop:race', version, `a${round}`);
       const b = startWriter(file, 'loop:race', version, `b${round}`);
       await Promise.all([a.ready, b.ready]);
@@ -71,7 +71,7 @@ describe('two processes racing on one stream', () => {
       ]);
 
       // The log holds exactly one new event, from the winner.
-      const stream = log.readStream('loop:race');
+      const stream = await log.readStream('loop:race');
       expect(stream.map((e) => e.version)).toEqual(Array.from({ length: version + 1 }, (_, i) => i + 1));
       expect(stream.at(-1)!.meta.runnerId).toBe(winnerLabel);
       expect(stream.at(-1)!.data).toEqual({ reason: winnerLabel });

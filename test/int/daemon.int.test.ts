@@ -91,7 +91,7 @@ async function setup(options: DaemonOptions = {}, runtimeOptions: { runnerId?: s
   return { clock, runtime, runs, lines, daemon };
 }
 
-function everyLoop(runtime: Runtime, name: string, every: string, input: Partial<CreateCommandLoopInput> = {}): LoopView {
+function everyLoop(runtime: Runtime, name: string, every: string, input: Partial<CreateCommandLoopInput> = {}): Promise<LoopView> {
   return createCommandLoop(runtime, { name, command: 'true', ...input, schedule: { every, tz: 'UTC', ...input.schedule } });
 }
 
@@ -126,8 +126,8 @@ const runRows = (runtime: Runtime, loopId: string) =>
 const leaseRows = (runtime: Runtime) => runtime.db.prepare('SELECT name, holder FROM leases ORDER BY name').all() as Array<{ name: string; holder: string }>;
 
 /** Positions of a run's process.spawned and process.exited events. */
-function processSpan(runtime: Runtime, runId: string): { spawned: number; exited: number } {
-  const events = runtime.log.readStream(`run:${runId}`);
+async function processSpan(runtime: Runtime, runId: string): Promise<{ spawned: number; exited: number }> {
+  const events = await runtime.log.readStream(`run:${runId}`);
   const at = (type: string) => events.find((e) => e.type === type)!.position;
   return { spawned: at('process.spawned'), exited: at('process.exited') };
 }
@@ -146,10 +146,10 @@ function nextEvents(runtime: Runtime, type: string, n = 1): Promise<StoredEvent[
 describe('Daemon: firing on the simulated clock', () => {
   it('fires each slot of an --every 1m loop exactly once, on time', async () => {
     const { clock, runtime, runs, daemon } = await setup();
-    const loop = everyLoop(runtime, 'minutely', '1m');
+    const loop = await everyLoop(runtime, 'minutely', '1m');
     expect(loop.nextRunAt).toBe(iso(T0 + MIN));
 
-    daemon.start();
+    await daemon.start();
     await flush();
     expect(existsSync(pidFile(runtime.dataDir))).toBe(true);
     expect(runningDaemon(runtime.dataDir)).toMatchObject({ pid: process.pid, runnerId: runtime.runnerId });
@@ -185,7 +185,7 @@ describe('Daemon: firing on the simulated clock', () => {
 
   it('picks up a loop created after start by another runner within one watch interval, and one created by its own runtime', async () => {
     const { clock, runtime, runs, daemon } = await setup();
-    daemon.start();
+    await daemon.start();
     await flush();
     // No loops: the daemon sleeps the longest allowed (30 s), watching the log every second.
     expect(readDaemonState(runtime.dataDir)).toMatchObject({ passes: 1, nextFireAt: null });
@@ -193,7 +193,7 @@ describe('Daemon: firing on the simulated clock', () => {
     expect(readDaemonState(runtime.dataDir)!.passes).toBe(1);
 
     const cli = await otherRuntime(runtime, clock);
-    const created = everyLoop(cli, 'late', '10s'); // at T0+5s: due at T0+15s
+    const created = await everyLoop(cli, 'late', '10s'); // at T0+5s: due at T0+15s
     expect(created.nextRunAt).toBe(iso(T0 + 15 * SEC));
     // One watch interval later the daemon has re-planned: the new loop is its next fire time.
     await advance(clock, SEC);
@@ -204,7 +204,7 @@ describe('Daemon: firing on the simulated clock', () => {
     expect(first).toMatchObject({ loopId: created.id, status: 'succeeded', slot: iso(T0 + 15 * SEC), claimedAt: iso(T0 + 15 * SEC) });
 
     // Created through the daemon's own runtime: noticed the same way.
-    const own = everyLoop(runtime, 'own', '3s'); // at T0+15s: due at T0+18s
+    const own = await everyLoop(runtime, 'own', '3s'); // at T0+15s: due at T0+18s
     await advance(clock, SEC);
     expect(readDaemonState(runtime.dataDir)!.nextFireAt).toBe(iso(T0 + 18 * SEC));
     await advance(clock, 2 * SEC);
@@ -225,8 +225,8 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
 
   it('catch-up latest: one run of the last slot on the next wake; the 71 before are coalesced; nothing twice', async () => {
     const { clock, runtime, runs, daemon } = await setup(wakes);
-    const loop = everyLoop(runtime, 'hourly', '1h');
-    daemon.start();
+    const loop = await everyLoop(runtime, 'hourly', '1h');
+    await daemon.start();
     await flush();
     clock.jumpWall(3 * DAY + 30 * MIN);
     await advance(clock, 29 * SEC);
@@ -253,8 +253,8 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
 
   it('with the default 1 s watch, the jump is noticed within a second, not at the end of the 30 s sleep', async () => {
     const { clock, runtime, runs, daemon } = await setup();
-    const loop = everyLoop(runtime, 'hourly', '1h');
-    daemon.start();
+    const loop = await everyLoop(runtime, 'hourly', '1h');
+    await daemon.start();
     await flush();
     await advance(clock, 5 * SEC);
     clock.jumpWall(3 * DAY + 30 * MIN);
@@ -268,8 +268,8 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
 
   it('catch-up none: the 72 slots are missed, no run', async () => {
     const { clock, runtime, runs, daemon } = await setup(wakes);
-    const loop = everyLoop(runtime, 'hourly', '1h', { catchUp: 'none' });
-    daemon.start();
+    const loop = await everyLoop(runtime, 'hourly', '1h', { catchUp: 'none' });
+    await daemon.start();
     await flush();
     clock.jumpWall(3 * DAY + 30 * MIN);
     await advance(clock, 30 * SEC);
@@ -286,8 +286,8 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
 
   it('catch-up all, limit 3: three runs, one after another (never a herd), each slot once', async () => {
     const { clock, runtime, runs, daemon } = await setup({ ...wakes, concurrency: 4 });
-    const loop = everyLoop(runtime, 'hourly', '1h', { catchUp: 'all', catchUpLimit: 3, command: 'sleep 0.05' });
-    daemon.start();
+    const loop = await everyLoop(runtime, 'hourly', '1h', { catchUp: 'all', catchUpLimit: 3, command: 'sleep 0.05' });
+    await daemon.start();
     await flush();
     clock.jumpWall(3 * DAY + 30 * MIN);
     await advance(clock, 30 * SEC);
@@ -296,7 +296,7 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
     const all = await runs.count(3);
     expect(all.map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
     // One after another: each run's process started after the previous one's exited.
-    const spans = all.map((r) => processSpan(runtime, r.id));
+    const spans = await Promise.all(all.map((r) => processSpan(runtime, r.id)));
     for (let i = 1; i < spans.length; i += 1) expect(spans[i]!.spawned).toBeGreaterThan(spans[i - 1]!.exited);
 
     await advance(clock, 5 * MIN, 30 * SEC);
@@ -316,9 +316,9 @@ describe('Daemon: concurrency', () => {
   it('concurrency 1: two loops due together run one at a time; the second waits queued', async () => {
     const gate = join(tempDir(), 'gate');
     const { clock, runtime, runs, daemon } = await setup({ concurrency: 1 });
-    const a = everyLoop(runtime, 'a', '1m', { command: gated(gate) });
-    const b = everyLoop(runtime, 'b', '1m', { command: gated(gate) });
-    daemon.start();
+    const a = await everyLoop(runtime, 'a', '1m', { command: gated(gate) });
+    const b = await everyLoop(runtime, 'b', '1m', { command: gated(gate) });
+    await daemon.start();
     await flush();
     const firstSpawn = nextEvents(runtime, 'process.spawned');
     await advance(clock, MIN);
@@ -334,7 +334,7 @@ describe('Daemon: concurrency', () => {
     const done = await runs.count(2);
     expect(done.map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
     expect(done[0]!.id).toBe(spawned!.streamId.slice('run:'.length));
-    const [first, second] = done.map((r) => processSpan(runtime, r.id));
+    const [first, second] = await Promise.all(done.map((r) => processSpan(runtime, r.id)));
     expect(second!.spawned).toBeGreaterThan(first!.exited);
     expect(readDaemonState(runtime.dataDir)).toMatchObject({ activeRuns: 0, queuedRuns: 0 });
     await daemon.stop();
@@ -344,9 +344,9 @@ describe('Daemon: concurrency', () => {
   it('concurrency 2: the same two loops run at the same time', async () => {
     const gate = join(tempDir(), 'gate');
     const { clock, runtime, runs, daemon } = await setup({ concurrency: 2 });
-    everyLoop(runtime, 'a', '1m', { command: gated(gate) });
-    everyLoop(runtime, 'b', '1m', { command: gated(gate) });
-    daemon.start();
+    await everyLoop(runtime, 'a', '1m', { command: gated(gate) });
+    await everyLoop(runtime, 'b', '1m', { command: gated(gate) });
+    await daemon.start();
     await flush();
     const bothSpawned = nextEvents(runtime, 'process.spawned', 2);
     await advance(clock, MIN);
@@ -354,7 +354,7 @@ describe('Daemon: concurrency', () => {
     expect(readDaemonState(runtime.dataDir)).toMatchObject({ activeRuns: 2, queuedRuns: 0 });
     writeFileSync(gate, '');
     const done = await runs.count(2);
-    const [x, y] = done.map((r) => processSpan(runtime, r.id));
+    const [x, y] = await Promise.all(done.map((r) => processSpan(runtime, r.id)));
     expect(Math.max(x!.spawned, y!.spawned)).toBeLessThan(Math.min(x!.exited, y!.exited));
     await daemon.stop();
     expectLogConsistent(runtime);
@@ -364,8 +364,8 @@ describe('Daemon: concurrency', () => {
 describe('Daemon: stop and exclusivity', () => {
   it('stop() cancels a running sleep 30: recorded cancelled, process group gone, lease released, pid file removed', async () => {
     const { clock, runtime, runs, daemon } = await setup();
-    const loop = everyLoop(runtime, 'sleepy', '1m', { command: 'sleep 30' });
-    daemon.start();
+    const loop = await everyLoop(runtime, 'sleepy', '1m', { command: 'sleep 30' });
+    await daemon.start();
     await flush();
     expect(leaseRows(runtime)).toEqual([{ name: 'daemon', holder: runtime.runnerId }]);
     const spawnedP = nextEvents(runtime, 'process.spawned');
@@ -396,21 +396,21 @@ describe('Daemon: stop and exclusivity', () => {
     await daemon.done;
 
     // Stopped: advancing the clock decides nothing more.
-    const before = runtime.log.headPosition();
+    const before = await runtime.log.headPosition();
     await advance(clock, 5 * MIN, 30 * SEC);
-    expect(runtime.log.headPosition()).toBe(before);
+    expect(await runtime.log.headPosition()).toBe(before);
     expectLogConsistent(runtime);
   });
 
   it('a second daemon on the same data directory is refused while the first runs, and starts once it stopped', async () => {
     const { clock, runtime, daemon, lines } = await setup();
-    daemon.start();
+    await daemon.start();
     await flush();
     const other = await otherRuntime(runtime, clock, 'test-host:3:second');
     const second = new Daemon(other, { log: () => undefined });
     let error: unknown;
     try {
-      second.start();
+      await second.start();
     } catch (e) {
       error = e;
     }
@@ -423,7 +423,7 @@ describe('Daemon: stop and exclusivity', () => {
 
     await daemon.stop();
     expect(lines.at(-1)).toMatch(/daemon stopped$/);
-    second.start();
+    await second.start();
     onTestFinished(() => second.stop());
     await flush();
     expect(runningDaemon(runtime.dataDir)?.runnerId).toBe(other.runnerId);
@@ -437,10 +437,10 @@ describe('Daemon: stop and exclusivity', () => {
     // A dead process's pid, as a runner id of this host would carry it.
     const child = spawnSync('true');
     const deadHolder = `${hostname()}:${child.pid}:dead01`;
-    runtime.leases.take('daemon', deadHolder, 15_000, clock.now());
-    runtime.leases.take('run:run_x', deadHolder, 30_000, clock.now());
+    await runtime.leases.take('daemon', deadHolder, 15_000, clock.now());
+    await runtime.leases.take('run:run_x', deadHolder, 30_000, clock.now());
     expect(existsSync(pidFile(runtime.dataDir))).toBe(false);
-    daemon.start();
+    await daemon.start();
     expect(lines.some((l) => l.includes('daemon started'))).toBe(true);
     expect(runningDaemon(runtime.dataDir)).toMatchObject({ pid: process.pid, runnerId: runtime.runnerId });
     // The dead holder's leases were expired at once (its run's lease too, for recovery).
@@ -451,7 +451,7 @@ describe('Daemon: stop and exclusivity', () => {
 
   it('without a pid file, a live daemon lease still refuses a second daemon (retryable conflict)', async () => {
     const { clock, runtime, daemon } = await setup();
-    daemon.start();
+    await daemon.start();
     await flush();
     const other = await otherRuntime(runtime, clock, 'test-host:4:second');
     // The pid file is gone (deleted by hand, say) but the lease is live.
@@ -459,7 +459,7 @@ describe('Daemon: stop and exclusivity', () => {
     const second = new Daemon(other, { log: () => undefined });
     let error: unknown;
     try {
-      second.start();
+      await second.start();
     } catch (e) {
       error = e;
     }

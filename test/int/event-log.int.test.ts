@@ -4,7 +4,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { openDatabase, type Db } from '../../src/events/db.js';
 import { BusyError, ConcurrencyConflictError, ValidationError } from '../../src/events/errors.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
-import type { InlineHandler, NewEvent, StoredEvent } from '../../src/events/types.js';
+import type { AppendResult, InlineHandler, NewEvent, StoredEvent } from '../../src/events/types.js';
 import { inlineHandler, projections } from '../../src/projections/registry.js';
 import { at, loopEv } from '../helpers/events.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -24,41 +24,41 @@ const paused = (reason: string, ms = 0): NewEvent => ({ type: 'loop.paused', dat
 const count = (db: Db, table: string) => (db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
 
 describe('SqliteEventLog: append and read', () => {
-  it('appends events with contiguous stream versions and global positions', () => {
+  it('appends events with contiguous stream versions and global positions', async () => {
     const { log } = openLog();
-    const first = log.append('loop:a', [paused('1'), paused('2')], { expectedVersion: 0, kind: 'loop' });
+    const first = await log.append('loop:a', [paused('1'), paused('2')], { expectedVersion: 0, kind: 'loop' });
     expect(first).toMatchObject({ streamId: 'loop:a', version: 2, position: 2 });
     expect(first.events.map((e) => [e.version, e.position])).toEqual([
       [1, 1],
       [2, 2],
     ]);
-    const other = log.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop', machine: { id: 'm', version: 3 } });
+    const other = await log.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop', machine: { id: 'm', version: 3 } });
     expect(other).toMatchObject({ version: 1, position: 3 });
-    const third = log.append('loop:a', [paused('3', 10)], { expectedVersion: 2 });
+    const third = await log.append('loop:a', [paused('3', 10)], { expectedVersion: 2 });
     expect(third).toMatchObject({ version: 3, position: 4 });
-    expect(log.headPosition()).toBe(4);
+    expect(await log.headPosition()).toBe(4);
 
-    const stream = log.readStream('loop:a');
+    const stream = await log.readStream('loop:a');
     expect(stream.map((e) => [e.version, e.position, (e.data as { reason: string }).reason])).toEqual([
       [1, 1, '1'],
       [2, 2, '2'],
       [3, 4, '3'],
     ]);
-    expect(log.readStream('loop:a', 3).map((e) => e.version)).toEqual([3]);
-    expect(log.readStream('loop:none')).toEqual([]);
-    expect(log.streamInfo('loop:a')).toMatchObject({ kind: 'loop', version: 3, createdAt: at(0), updatedAt: at(10), machineId: null });
-    expect(log.streamInfo('loop:b')).toMatchObject({ machineId: 'm', machineVersion: 3 });
-    expect(log.streamInfo('loop:none')).toBeUndefined();
+    expect((await log.readStream('loop:a', 3)).map((e) => e.version)).toEqual([3]);
+    expect(await log.readStream('loop:none')).toEqual([]);
+    expect(await log.streamInfo('loop:a')).toMatchObject({ kind: 'loop', version: 3, createdAt: at(0), updatedAt: at(10), machineId: null });
+    expect(await log.streamInfo('loop:b')).toMatchObject({ machineId: 'm', machineVersion: 3 });
+    expect(await log.streamInfo('loop:none')).toBeUndefined();
   });
 
-  it('stores type, schema version, data, meta, time and state, and reads them back', () => {
+  it('stores type, schema version, data, meta, time and state, and reads them back', async () => {
     const { log } = openLog();
-    log.append('loop:a', [{ ...paused('why'), meta: { runnerId: 'r1', correlationId: 'c' }, state: 'paused' }], {
+    await log.append('loop:a', [{ ...paused('why'), meta: { runnerId: 'r1', correlationId: 'c' }, state: 'paused' }], {
       expectedVersion: 0,
       kind: 'loop',
     });
-    log.append('loop:a', [paused('no state')], { expectedVersion: 1 });
-    const [a, b] = log.readStream('loop:a') as [StoredEvent, StoredEvent];
+    await log.append('loop:a', [paused('no state')], { expectedVersion: 1 });
+    const [a, b] = (await log.readStream('loop:a')) as [StoredEvent, StoredEvent];
     expect(a).toEqual({
       position: 1,
       streamId: 'loop:a',
@@ -74,44 +74,44 @@ describe('SqliteEventLog: append and read', () => {
     expect(b.meta).toEqual({});
   });
 
-  it('readAll pages by global position', () => {
+  it('readAll pages by global position', async () => {
     const { log } = openLog();
-    for (let i = 0; i < 5; i++) log.append(`loop:${i % 2}`, [paused(String(i))], { expectedVersion: Math.floor(i / 2), kind: 'loop' });
-    expect(log.readAll().map((e) => e.position)).toEqual([1, 2, 3, 4, 5]);
-    expect(log.readAll({ fromPosition: 2 }).map((e) => e.position)).toEqual([3, 4, 5]);
-    expect(log.readAll({ fromPosition: 1, limit: 2 }).map((e) => e.position)).toEqual([2, 3]);
+    for (let i = 0; i < 5; i++) await log.append(`loop:${i % 2}`, [paused(String(i))], { expectedVersion: Math.floor(i / 2), kind: 'loop' });
+    expect((await log.readAll()).map((e) => e.position)).toEqual([1, 2, 3, 4, 5]);
+    expect((await log.readAll({ fromPosition: 2 })).map((e) => e.position)).toEqual([3, 4, 5]);
+    expect((await log.readAll({ fromPosition: 1, limit: 2 })).map((e) => e.position)).toEqual([2, 3]);
     expect([...log.iterateAll(0, 2)].map((e) => e.position)).toEqual([1, 2, 3, 4, 5]);
-    expect(log.headPosition()).toBe(5);
+    expect(await log.headPosition()).toBe(5);
   });
 
-  it('an empty log has head position 0', () => {
+  it('an empty log has head position 0', async () => {
     const { log } = openLog();
-    expect(log.headPosition()).toBe(0);
-    expect(log.readAll()).toEqual([]);
+    expect(await log.headPosition()).toBe(0);
+    expect(await log.readAll()).toEqual([]);
   });
 
-  it('refuses empty appends, invalid payloads and unknown types, writing nothing', () => {
+  it('refuses empty appends, invalid payloads and unknown types, writing nothing', async () => {
     const { log, db } = openLog();
-    expect(() => log.append('loop:a', [], { expectedVersion: 0, kind: 'loop' })).toThrow(ValidationError);
-    expect(() => log.append('loop:a', [{ type: 'loop.paused', data: { reason: 5 }, at: at(0) }], { expectedVersion: 0, kind: 'loop' })).toThrow(
+    await expect(log.append('loop:a', [], { expectedVersion: 0, kind: 'loop' })).rejects.toThrow(ValidationError);
+    await expect(log.append('loop:a', [{ type: 'loop.paused', data: { reason: 5 }, at: at(0) }], { expectedVersion: 0, kind: 'loop' })).rejects.toThrow(
       /invalid loop\.paused event: reason: /,
     );
-    expect(() => log.append('loop:a', [{ type: 'loop.nope', data: {}, at: at(0) }], { expectedVersion: 0, kind: 'loop' })).toThrow(/unknown event type/);
-    expect(() => log.append('loop:a', [paused('x')], { expectedVersion: 0 })).toThrow(/needs a kind/);
+    await expect(log.append('loop:a', [{ type: 'loop.nope', data: {}, at: at(0) }], { expectedVersion: 0, kind: 'loop' })).rejects.toThrow(/unknown event type/);
+    await expect(log.append('loop:a', [paused('x')], { expectedVersion: 0 })).rejects.toThrow(/needs a kind/);
     expect(count(db, 'events')).toBe(0);
     expect(count(db, 'streams')).toBe(0);
   });
 });
 
 describe('SqliteEventLog: optimistic concurrency', () => {
-  it('a stale expected version throws ConcurrencyConflictError and appends nothing', () => {
+  it('a stale expected version throws ConcurrencyConflictError and appends nothing', async () => {
     const { log, db } = openLog();
-    log.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
-    log.append('loop:a', [paused('2')], { expectedVersion: 1 });
+    await log.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
+    await log.append('loop:a', [paused('2')], { expectedVersion: 1 });
     for (const expectedVersion of [0, 1, 3]) {
       let caught: unknown;
       try {
-        log.append('loop:a', [paused('stale')], { expectedVersion, kind: 'loop' });
+        await log.append('loop:a', [paused('stale')], { expectedVersion, kind: 'loop' });
       } catch (error) {
         caught = error;
       }
@@ -119,36 +119,36 @@ describe('SqliteEventLog: optimistic concurrency', () => {
       expect(caught).toMatchObject({ code: 'conflict', streamId: 'loop:a', expectedVersion, actualVersion: 2, retryable: true });
     }
     expect(count(db, 'events')).toBe(2);
-    expect(log.streamInfo('loop:a')?.version).toBe(2);
-    expect(log.headPosition()).toBe(2);
+    expect((await log.streamInfo('loop:a'))?.version).toBe(2);
+    expect(await log.headPosition()).toBe(2);
   });
 
-  it('two connections to one file: the second writer with the same expected version conflicts', () => {
+  it('two connections to one file: the second writer with the same expected version conflicts', async () => {
     const { log, file } = openLog();
     const db2 = openDatabase(file);
     const log2 = new SqliteEventLog(db2);
     onTestFinished(() => {
       db2.close();
     });
-    log.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
-    log.append('loop:a', [paused('mine')], { expectedVersion: 1 });
-    expect(() => log2.append('loop:a', [paused('theirs')], { expectedVersion: 1 })).toThrow(ConcurrencyConflictError);
-    expect(log2.readStream('loop:a').map((e) => (e.data as { reason: string }).reason)).toEqual(['1', 'mine']);
+    await log.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
+    await log.append('loop:a', [paused('mine')], { expectedVersion: 1 });
+    await expect(log2.append('loop:a', [paused('theirs')], { expectedVersion: 1 })).rejects.toThrow(ConcurrencyConflictError);
+    expect((await log2.readStream('loop:a')).map((e) => (e.data as { reason: string }).reason)).toEqual(['1', 'mine']);
   });
 
-  it('a guard that does not hold aborts the append before anything is written; one that holds takes its lease in the same transaction', () => {
+  it('a guard that does not hold aborts the append before anything is written; one that holds takes its lease in the same transaction', async () => {
     const { log, db } = openLog();
-    expect(() =>
+    await expect(
       log.append('loop:a', [paused('x')], {
         expectedVersion: 0,
         kind: 'loop',
         guards: [{ kind: 'lease-held', name: 'loop:a', holder: 'me', token: 1 }],
       }),
-    ).toThrow(/no longer held by me/);
+    ).rejects.toThrow(/no longer held by me/);
     expect(count(db, 'events')).toBe(0);
     expect(count(db, 'streams')).toBe(0);
     const at = Date.parse(paused('x').at);
-    const result = log.append('loop:a', [paused('x')], {
+    const result = await log.append('loop:a', [paused('x')], {
       expectedVersion: 0,
       kind: 'loop',
       nowMs: at,
@@ -156,9 +156,9 @@ describe('SqliteEventLog: optimistic concurrency', () => {
     });
     expect(result.leases).toEqual({ 'loop:a': { name: 'loop:a', holder: 'me', token: 1, expiresAt: at + 1000 } });
     // The same take again is a second token: expecting the first, the append is refused.
-    expect(() =>
+    await expect(
       log.append('loop:a', [paused('y')], { expectedVersion: 1, nowMs: at, guards: [{ kind: 'take-lease', name: 'loop:a', holder: 'me', ttlMs: 1000, expectToken: 1 }] }),
-    ).toThrow(/started by another runner/);
+    ).rejects.toThrow(/started by another runner/);
     expect(count(db, 'events')).toBe(1);
   });
 });
@@ -170,46 +170,46 @@ describe('SqliteEventLog: projections and publication', () => {
     return opened;
   }
 
-  it('runs inline projections inside the append', () => {
+  it('runs inline projections inside the append', async () => {
     const { log, db } = withProjections();
     const created = loopEv.created();
-    log.append('loop:loop_1', [{ ...created, state: 'active' }], { expectedVersion: 0, kind: 'loop' });
+    await log.append('loop:loop_1', [{ ...created, state: 'active' }], { expectedVersion: 0, kind: 'loop' });
     expect(db.prepare('SELECT id, name, status FROM loops').all()).toEqual([{ id: 'loop_1', name: 'backup', status: 'active' }]);
   });
 
-  it('a failing projection statement rolls back the whole append: no event, no stream, no position used', () => {
+  it('a failing projection statement rolls back the whole append: no event, no stream, no position used', async () => {
     let fail = false;
     const { log, db } = withProjections([
       (event) => (fail && event.type === 'loop.paused' ? [{ sql: 'INSERT INTO no_such_table VALUES (?)', params: [1] }] : []),
     ]);
     const seen: StoredEvent[] = [];
     log.events$.subscribe((e) => seen.push(e));
-    log.append('loop:loop_1', [{ ...loopEv.created(), state: 'active' }], { expectedVersion: 0, kind: 'loop' });
+    await log.append('loop:loop_1', [{ ...loopEv.created(), state: 'active' }], { expectedVersion: 0, kind: 'loop' });
     fail = true;
-    expect(() => log.append('loop:loop_1', [{ ...loopEv.paused('x'), state: 'paused' }], { expectedVersion: 1 })).toThrow(/no such table/);
+    await expect(log.append('loop:loop_1', [{ ...loopEv.paused('x'), state: 'paused' }], { expectedVersion: 1 })).rejects.toThrow(/no such table/);
     expect(count(db, 'events')).toBe(1);
-    expect(log.streamInfo('loop:loop_1')?.version).toBe(1);
-    expect(log.headPosition()).toBe(1);
+    expect((await log.streamInfo('loop:loop_1'))?.version).toBe(1);
+    expect(await log.headPosition()).toBe(1);
     // The first projection's UPDATE in the same transaction was rolled back too.
     expect(db.prepare('SELECT status, reason FROM loops').get()).toEqual({ status: 'active', reason: null });
     expect(seen.map((e) => e.type)).toEqual(['loop.created']);
     // The next append reuses the position and version.
     fail = false;
-    const next = log.append('loop:loop_1', [{ ...loopEv.paused('y'), state: 'paused' }], { expectedVersion: 1 });
+    const next = await log.append('loop:loop_1', [{ ...loopEv.paused('y'), state: 'paused' }], { expectedVersion: 1 });
     expect(next).toMatchObject({ version: 2, position: 2 });
   });
 
-  it('a projection constraint violation (duplicate live name) rolls back the event that caused it', () => {
+  it('a projection constraint violation (duplicate live name) rolls back the event that caused it', async () => {
     const { log, db } = withProjections();
-    log.append('loop:loop_1', [{ ...loopEv.created(), state: 'active' }], { expectedVersion: 0, kind: 'loop' });
-    expect(() =>
+    await log.append('loop:loop_1', [{ ...loopEv.created(), state: 'active' }], { expectedVersion: 0, kind: 'loop' });
+    await expect(
       log.append('loop:loop_2', [{ ...loopEv.created({ loopId: 'loop_2' }), state: 'active' }], { expectedVersion: 0, kind: 'loop' }),
-    ).toThrow(/UNIQUE constraint failed: loops\.live_name/);
+    ).rejects.toThrow(/UNIQUE constraint failed: loops\.live_name/);
     expect(count(db, 'events')).toBe(1);
-    expect(log.streamInfo('loop:loop_2')).toBeUndefined();
+    expect(await log.streamInfo('loop:loop_2')).toBeUndefined();
   });
 
-  it('events$ publishes only after the commit: a second connection already sees the row', () => {
+  it('events$ publishes only after the commit: a second connection already sees the row', async () => {
     const { log, file } = openLog();
     const reader = new Database(file, { readonly: true });
     onTestFinished(() => {
@@ -220,20 +220,20 @@ describe('SqliteEventLog: projections and publication', () => {
       const row = reader.prepare('SELECT position FROM events WHERE position = ?').get(e.position);
       visible.push({ position: e.position, seenByOther: row !== undefined });
     });
-    log.append('loop:a', [paused('1'), paused('2')], { expectedVersion: 0, kind: 'loop' });
+    await log.append('loop:a', [paused('1'), paused('2')], { expectedVersion: 0, kind: 'loop' });
     expect(visible).toEqual([
       { position: 1, seenByOther: true },
       { position: 2, seenByOther: true },
     ]);
   });
 
-  it('events$ publishes nothing for a failed append and completes on close', () => {
+  it('events$ publishes nothing for a failed append and completes on close', async () => {
     const { log } = openLog();
     const seen: number[] = [];
     let completed = false;
     log.events$.subscribe({ next: (e) => seen.push(e.position), complete: () => (completed = true) });
-    log.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
-    expect(() => log.append('loop:a', [paused('2')], { expectedVersion: 0 })).toThrow(ConcurrencyConflictError);
+    await log.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
+    await expect(log.append('loop:a', [paused('2')], { expectedVersion: 0 })).rejects.toThrow(ConcurrencyConflictError);
     expect(seen).toEqual([1]);
     log.close();
     expect(completed).toBe(true);
@@ -241,19 +241,19 @@ describe('SqliteEventLog: projections and publication', () => {
 });
 
 describe('SqliteEventLog.batch: many appends, one commit', () => {
-  it('publishes the batch\'s events after it committed, in order; a conflicting append undoes only itself', () => {
+  it('publishes the batch\'s events after it committed, in order; a conflicting append undoes only itself', async () => {
     const { db, log } = openLog();
-    log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' });
+    await log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' });
     const seen: Array<[string, number, boolean]> = [];
     const sub = log.events$.subscribe((e) => seen.push([e.streamId, e.version, db.inTransaction]));
-    const result = log.batch(() => {
-      log.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop' });
-      expect(() => log.append('loop:a', [paused('stale')], { expectedVersion: 0 })).toThrow(ConcurrencyConflictError);
-      log.append('loop:a', [paused('a2')], { expectedVersion: 1 });
+    const result = await log.batch(async (batch) => {
+      await log.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop', batch });
+      await expect(log.append('loop:a', [paused('stale')], { expectedVersion: 0, batch })).rejects.toThrow(ConcurrencyConflictError);
+      await log.append('loop:a', [paused('a2')], { expectedVersion: 1, batch });
       // Nothing published yet: the batch has not committed.
       expect(seen).toEqual([]);
       // A nested batch joins this one.
-      return log.batch(() => log.append('loop:c', [paused('c1')], { expectedVersion: 0, kind: 'loop' }).position);
+      return log.batch(async (inner) => (await log.append('loop:c', [paused('c1')], { expectedVersion: 0, kind: 'loop', batch: inner })).position, batch);
     });
     sub.unsubscribe();
     expect(result).toBe(4);
@@ -262,26 +262,79 @@ describe('SqliteEventLog.batch: many appends, one commit', () => {
       ['loop:a', 2, false],
       ['loop:c', 1, false],
     ]);
-    expect(log.readStream('loop:a').map((e) => (e.data as { reason: string }).reason)).toEqual(['a1', 'a2']);
-    expect(log.headPosition()).toBe(4);
+    expect((await log.readStream('loop:a')).map((e) => (e.data as { reason: string }).reason)).toEqual(['a1', 'a2']);
+    expect(await log.headPosition()).toBe(4);
   });
 
-  it('a batch that throws commits and publishes nothing', () => {
+  it('a batch that throws commits and publishes nothing', async () => {
     const { log } = openLog();
     const seen: StoredEvent[] = [];
     const sub = log.events$.subscribe((e) => seen.push(e));
-    expect(() =>
-      log.batch(() => {
-        log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' });
+    await expect(
+      log.batch(async (batch) => {
+        await log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop', batch });
         throw new Error('boom');
       }),
-    ).toThrow('boom');
+    ).rejects.toThrow('boom');
     sub.unsubscribe();
     expect(seen).toEqual([]);
-    expect(log.headPosition()).toBe(0);
-    expect(log.readStream('loop:a')).toEqual([]);
+    expect(await log.headPosition()).toBe(0);
+    expect(await log.readStream('loop:a')).toEqual([]);
     // The log works on after it.
-    expect(log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' }).version).toBe(1);
+    expect((await log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' })).version).toBe(1);
+  });
+
+  it('an append without the batch handle, made while a batch is open, waits for the batch\'s commit and is published after it', async () => {
+    const { db, log } = openLog();
+    const seen: Array<[string, number, boolean]> = [];
+    const sub = log.events$.subscribe((e) => seen.push([e.streamId, e.position, db.inTransaction]));
+    let outside!: Promise<AppendResult>;
+    let outsideSettled = false;
+    await log.batch(async (batch) => {
+      await log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop', batch });
+      outside = log.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop' });
+      void outside.finally(() => (outsideSettled = true));
+      await log.append('loop:a', [paused('a2')], { expectedVersion: 1, batch });
+      // Still open: the outside append has not run, not even into this transaction (which this connection would see).
+      expect(outsideSettled).toBe(false);
+      expect(log.readStreamSync('loop:b')).toEqual([]);
+      expect(count(db, 'events')).toBe(2);
+      expect(seen).toEqual([]);
+    });
+    const result = await outside;
+    sub.unsubscribe();
+    // Written in its own transaction after the batch's commit: the next position, published after the batch's events.
+    expect(result).toMatchObject({ streamId: 'loop:b', version: 1, position: 3 });
+    expect(seen).toEqual([
+      ['loop:a', 1, false],
+      ['loop:a', 2, false],
+      ['loop:b', 3, false],
+    ]);
+    expect((await log.readAll()).map((e) => [e.streamId, e.position])).toEqual([
+      ['loop:a', 1],
+      ['loop:a', 2],
+      ['loop:b', 3],
+    ]);
+  });
+
+  it('an append without the batch handle, made while a batch is open, is not rolled back with the batch', async () => {
+    const { db, log } = openLog();
+    const seen: string[] = [];
+    const sub = log.events$.subscribe((e) => seen.push(e.streamId));
+    let outside!: Promise<AppendResult>;
+    await expect(
+      log.batch(async (batch) => {
+        await log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop', batch });
+        outside = log.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop' });
+        throw new Error('boom');
+      }),
+    ).rejects.toThrow('boom');
+    expect(await outside).toMatchObject({ streamId: 'loop:b', version: 1 });
+    sub.unsubscribe();
+    expect(seen).toEqual(['loop:b']);
+    expect(await log.readStream('loop:a')).toEqual([]);
+    expect((await log.readStream('loop:b')).map((e) => (e.data as { reason: string }).reason)).toEqual(['b1']);
+    expect(count(db, 'events')).toBe(1);
   });
 });
 
@@ -302,13 +355,13 @@ describe('SqliteEventLog: a database another connection holds (SQLITE_BUSY)', ()
     return { db, log, other };
   }
 
-  it('batch() throws the busy error (code busy, retryable), appends and publishes nothing, and works once the lock is released', () => {
+  it('batch() throws the busy error (code busy, retryable), appends and publishes nothing, and works once the lock is released', async () => {
     const { log, other } = lockedLog();
     const seen: StoredEvent[] = [];
     const sub = log.events$.subscribe((e) => seen.push(e));
     let error: unknown;
     try {
-      log.batch(() => log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' }));
+      await log.batch((batch) => log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop', batch }));
     } catch (e) {
       error = e;
     }
@@ -317,14 +370,14 @@ describe('SqliteEventLog: a database another connection holds (SQLITE_BUSY)', ()
     expect((error as BusyError).cause).toMatchObject({ code: 'SQLITE_BUSY' });
     other.exec('ROLLBACK');
     expect(seen).toEqual([]);
-    expect(log.headPosition()).toBe(0);
-    expect(log.batch(() => log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' }).version)).toBe(1);
+    expect(await log.headPosition()).toBe(0);
+    expect(await log.batch(async (batch) => (await log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop', batch })).version)).toBe(1);
     sub.unsubscribe();
     expect(seen.map((e) => e.version)).toEqual([1]);
   });
 
-  it('append() outside a batch throws the same busy error', () => {
+  it('append() outside a batch throws the same busy error', async () => {
     const { log } = lockedLog();
-    expect(() => log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' })).toThrow(BusyError);
+    await expect(log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' })).rejects.toThrow(BusyError);
   });
 });

@@ -20,7 +20,7 @@ async function setup() {
   const clock = new SimulatedClock(T0);
   const runtime = await useRuntime({ clock });
   onTestFinished(() => expectLogConsistent(runtime));
-  const loop = createCommandLoop(runtime, {
+  const loop = await createCommandLoop(runtime, {
     name: 'fd',
     command: 'true',
     schedule: { every: '1h', anchor: 'fixed-delay', tz: 'UTC' },
@@ -68,11 +68,11 @@ describe('fixed-delay loops', () => {
     const { clock, runtime } = await setup();
     clock.jumpWall(HOUR);
     // Decide (slot fired, nextRunAt unknown until the run ends) but never run it: the runner "died".
-    const { fired } = decideLoop(runtime, findLoop(runtime.db, 'fd').id, clock.now());
+    const { fired } = await decideLoop(runtime, findLoop(runtime.db, 'fd').id, clock.now());
     expect(fired).toHaveLength(1);
     expect(findLoop(runtime.db, 'fd').nextRunAt).toBeNull();
     clock.jumpWall(60_000);
-    const repaired = repairFixedDelay(runtime, clock.now());
+    const repaired = await repairFixedDelay(runtime, clock.now());
     expect(repaired.map((e) => e.type)).toEqual(['loop.rescheduled']);
     // No run was ever recorded for it, so the next slot counts from now.
     expect(findLoop(runtime.db, 'fd').nextRunAt).toBe(new Date(clock.now() + HOUR).toISOString());
@@ -83,7 +83,7 @@ describe('fixed-delay loops', () => {
     const clock = new SimulatedClock(T0);
     const runtime = await useRuntime({ clock });
     onTestFinished(() => expectLogConsistent(runtime));
-    createCommandLoop(runtime, { name: 'twice', command: 'true', schedule: { every: '1h', anchor: 'fixed-delay', tz: 'UTC', maxRuns: 2 } });
+    await createCommandLoop(runtime, { name: 'twice', command: 'true', schedule: { every: '1h', anchor: 'fixed-delay', tz: 'UTC', maxRuns: 2 } });
     for (let i = 0; i < 2; i++) {
       clock.jumpWall(HOUR + 60_000);
       expect((await tick(runtime)).runs).toHaveLength(1);
@@ -98,7 +98,7 @@ describe('run-now on a due loop', () => {
     const clock = new SimulatedClock(T0);
     const runtime = await useRuntime({ clock });
     onTestFinished(() => expectLogConsistent(runtime));
-    createCommandLoop(runtime, { name: 'hourly', command: 'true', schedule: { every: '1h', tz: 'UTC' } });
+    await createCommandLoop(runtime, { name: 'hourly', command: 'true', schedule: { every: '1h', tz: 'UTC' } });
     clock.jumpWall(HOUR + 1000);
     const run = await runNow(runtime, 'hourly');
     expect(run).toMatchObject({ status: 'succeeded', trigger: 'schedule', slot: new Date(T0 + HOUR).toISOString(), attempt: 1 });

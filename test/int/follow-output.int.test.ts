@@ -57,7 +57,7 @@ const next = (from) => {
 next(0);
 `,
     );
-    createCommandLoop(runtime, { name: 'big', schedule: { manual: true, tz: 'UTC' }, command: `'${process.execPath}' '${writer}'` });
+    await createCommandLoop(runtime, { name: 'big', schedule: { manual: true, tz: 'UTC' }, command: `'${process.execPath}' '${writer}'` });
     let following: ReturnType<typeof collect> | null = null;
     const ran = runNow(runtime, 'big', {
       // Followed from the claim: before the process and its files exist.
@@ -101,7 +101,7 @@ next(0);
     const runtime = await useRuntime();
     const dir = tempDir();
     const go = join(dir, 'go');
-    createCommandLoop(runtime, {
+    await createCommandLoop(runtime, {
       name: 'slow',
       schedule: { manual: true, tz: 'UTC' },
       command: `echo one; echo two; echo three; while [ ! -e '${go}' ]; do sleep 0.02; done; echo four`,

@@ -118,13 +118,13 @@ describe.each(scenarios)('golden %s', (name) => {
     }
   });
 
-  it('replays every stream to the states recorded in the log', () => {
+  it('replays every stream to the states recorded in the log', async () => {
     const problems: string[] = [];
     for (const stream of golden.streams) {
       const id = stream.stream_id as string;
-      let result: ReturnType<typeof replayStream>;
+      let result: Awaited<ReturnType<typeof replayStream>>;
       try {
-        result = replayStream(runtime.log, id);
+        result = await replayStream(runtime.log, id);
       } catch (error) {
         problems.push(`golden ${name}: ${id} cannot be replayed: ${(error as Error).message}`);
         continue;

@@ -12,7 +12,7 @@ describe('createCommandLoop', () => {
   it('records loop.created with the schedule, target, policies and first due time', async () => {
     const clock = new SimulatedClock('2026-06-01T08:00:00.000Z');
     const runtime = await useRuntime({ clock });
-    const view = createCommandLoop(runtime, { ...base, description: 'the nightly job', timeout: '30s', killGrace: 2000, env: { A: '1' } });
+    const view = await createCommandLoop(runtime, { ...base, description: 'the nightly job', timeout: '30s', killGrace: 2000, env: { A: '1' } });
     expect(view).toMatchObject({
       name: 'nightly',
       description: 'the nightly job',
@@ -28,13 +28,13 @@ describe('createCommandLoop', () => {
     });
     expect(view.id).toMatch(/^loop_/);
     expect(eventTypes(runtime.log, `loop:${view.id}`)).toEqual(['loop.created']);
-    expect(runtime.log.streamInfo(`loop:${view.id}`)).toMatchObject({ kind: 'loop', machineId: 'loops.loop', machineVersion: 1 });
+    expect(await runtime.log.streamInfo(`loop:${view.id}`)).toMatchObject({ kind: 'loop', machineId: 'loops.loop', machineVersion: 1 });
     expectLogConsistent(runtime);
   });
 
   it('a cron loop is due at the next wall-clock match in its zone', async () => {
     const runtime = await useRuntime({ clock: new SimulatedClock('2026-07-01T00:30:00.000Z') });
-    const view = createCommandLoop(runtime, { ...base, schedule: { cron: '0 3 * * *', tz: 'Europe/Berlin' } });
+    const view = await createCommandLoop(runtime, { ...base, schedule: { cron: '0 3 * * *', tz: 'Europe/Berlin' } });
     expect(view.nextRunAt).toBe('2026-07-01T01:00:00.000Z');
   });
 
@@ -54,30 +54,30 @@ describe('createCommandLoop', () => {
     const runtime = await useRuntime();
     let caught: unknown;
     try {
-      createCommandLoop(runtime, { ...base, ...input });
+      await createCommandLoop(runtime, { ...base, ...input });
     } catch (error) {
       caught = error;
     }
     expect(caught).toBeInstanceOf(type);
     expect((caught as Error).message).toMatch(message);
-    expect(runtime.log.headPosition()).toBe(0);
+    expect(await runtime.log.headPosition()).toBe(0);
   });
 
   it('a relative cwd is resolved against the current directory and must be a directory', async () => {
     const runtime = await useRuntime();
     const dir = tempDir();
-    expect(createCommandLoop(runtime, { ...base, cwd: dir }).target).toMatchObject({ cwd: dir });
-    expect(() => createCommandLoop(runtime, { ...base, name: 'file-cwd', cwd: '/etc/hostname' })).toThrow(/is not a directory/);
+    expect((await createCommandLoop(runtime, { ...base, cwd: dir })).target).toMatchObject({ cwd: dir });
+    await expect(createCommandLoop(runtime, { ...base, name: 'file-cwd', cwd: '/etc/hostname' })).rejects.toThrow(/is not a directory/);
   });
 
   it('names are unique among live loops; a removed loop frees its name', async () => {
     const runtime = await useRuntime();
-    const first = createCommandLoop(runtime, base);
-    const head = runtime.log.headPosition();
-    expect(() => createCommandLoop(runtime, base)).toThrow(AlreadyExistsError);
-    expect(runtime.log.headPosition()).toBe(head);
-    changeLoopState(runtime, 'nightly', 'remove');
-    const second = createCommandLoop(runtime, base);
+    const first = await createCommandLoop(runtime, base);
+    const head = await runtime.log.headPosition();
+    await expect(createCommandLoop(runtime, base)).rejects.toThrow(AlreadyExistsError);
+    expect(await runtime.log.headPosition()).toBe(head);
+    await changeLoopState(runtime, 'nightly', 'remove');
+    const second = await createCommandLoop(runtime, base);
     expect(second.id).not.toBe(first.id);
     expect(findLoop(runtime.db, 'nightly').id).toBe(second.id);
     expect(findLoop(runtime.db, first.id, { includeRemoved: true }).status).toBe('removed');
@@ -91,27 +91,27 @@ describe('changeLoopState', () => {
   it('pause, resume, stop, archive, remove: one event each, projected at once', async () => {
     const clock = new SimulatedClock('2026-06-01T08:00:00.000Z');
     const runtime = await useRuntime({ clock });
-    const { id } = createCommandLoop(runtime, base);
-    expect(changeLoopState(runtime, 'nightly', 'pause', { reason: 'deploy' })).toMatchObject({ status: 'paused', reason: 'deploy', nextRunAt: null });
+    const { id } = await createCommandLoop(runtime, base);
+    expect(await changeLoopState(runtime, 'nightly', 'pause', { reason: 'deploy' })).toMatchObject({ status: 'paused', reason: 'deploy', nextRunAt: null });
     clock.advance(40 * 60_000);
     // Resuming re-arms on the original anchor grid, strictly after now.
-    expect(changeLoopState(runtime, id, 'resume')).toMatchObject({ status: 'active', reason: null, nextRunAt: '2026-06-01T08:45:00.000Z' });
-    expect(changeLoopState(runtime, id, 'stop')).toMatchObject({ status: 'stopped', nextRunAt: null });
-    expect(changeLoopState(runtime, id, 'archive', { reason: 'old' })).toMatchObject({ status: 'archived', reason: 'old' });
-    expect(changeLoopState(runtime, id, 'remove')).toMatchObject({ status: 'removed' });
+    expect(await changeLoopState(runtime, id, 'resume')).toMatchObject({ status: 'active', reason: null, nextRunAt: '2026-06-01T08:45:00.000Z' });
+    expect(await changeLoopState(runtime, id, 'stop')).toMatchObject({ status: 'stopped', nextRunAt: null });
+    expect(await changeLoopState(runtime, id, 'archive', { reason: 'old' })).toMatchObject({ status: 'archived', reason: 'old' });
+    expect(await changeLoopState(runtime, id, 'remove')).toMatchObject({ status: 'removed' });
     expect(eventTypes(runtime.log, `loop:${id}`)).toEqual(['loop.created', 'loop.paused', 'loop.resumed', 'loop.stopped', 'loop.archived', 'loop.removed']);
-    expect(runtime.log.readStream(`loop:${id}`).map((e) => e.state)).toEqual(['active', 'paused', 'active', 'stopped', 'archived', 'removed']);
+    expect((await runtime.log.readStream(`loop:${id}`)).map((e) => e.state)).toEqual(['active', 'paused', 'active', 'stopped', 'archived', 'removed']);
     expectLogConsistent(runtime);
   });
 
   it('an impossible move is an InvalidTransitionError with a hint, and appends nothing', async () => {
     const runtime = await useRuntime();
-    createCommandLoop(runtime, base);
-    changeLoopState(runtime, 'nightly', 'pause');
-    const head = runtime.log.headPosition();
-    const paused = (() => {
+    await createCommandLoop(runtime, base);
+    await changeLoopState(runtime, 'nightly', 'pause');
+    const head = await runtime.log.headPosition();
+    const paused = await (async () => {
       try {
-        changeLoopState(runtime, 'nightly', 'pause');
+        await changeLoopState(runtime, 'nightly', 'pause');
       } catch (error) {
         return error as InvalidTransitionError;
       }
@@ -120,11 +120,11 @@ describe('changeLoopState', () => {
     expect(paused).toBeInstanceOf(InvalidTransitionError);
     expect(paused.message).toBe('cannot pause loop nightly: it is paused');
     expect(paused.hint).toMatch(/already paused; loops resume nightly/);
-    changeLoopState(runtime, 'nightly', 'archive');
-    expect(() => changeLoopState(runtime, 'nightly', 'resume')).toThrow(/cannot resume loop nightly: it is archived/);
-    expect(runtime.log.headPosition()).toBe(head + 1);
-    changeLoopState(runtime, 'nightly', 'remove');
-    expect(() => changeLoopState(runtime, 'nightly', 'remove')).toThrow(NotFoundError);
+    await changeLoopState(runtime, 'nightly', 'archive');
+    await expect(changeLoopState(runtime, 'nightly', 'resume')).rejects.toThrow(/cannot resume loop nightly: it is archived/);
+    expect(await runtime.log.headPosition()).toBe(head + 1);
+    await changeLoopState(runtime, 'nightly', 'remove');
+    await expect(changeLoopState(runtime, 'nightly', 'remove')).rejects.toThrow(NotFoundError);
     expectLogConsistent(runtime);
   });
 });
@@ -133,8 +133,8 @@ describe('finding loops', () => {
   it('by id, name or unique id prefix; ambiguous prefixes and unknown names are errors', async () => {
     const clock = new SimulatedClock('2026-06-01T08:00:00.000Z');
     const runtime = await useRuntime({ clock });
-    const a = createCommandLoop(runtime, { ...base, name: 'alpha' });
-    const b = createCommandLoop(runtime, { ...base, name: 'beta' });
+    const a = await createCommandLoop(runtime, { ...base, name: 'alpha' });
+    const b = await createCommandLoop(runtime, { ...base, name: 'beta' });
     expect(findLoop(runtime.db, a.id).name).toBe('alpha');
     expect(findLoop(runtime.db, 'beta').id).toBe(b.id);
     // Same clock instant: the ids share their time prefix, so a short prefix is ambiguous.

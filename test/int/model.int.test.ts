@@ -63,9 +63,9 @@ const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 1, max: 3 * 86_400_000 }) }) },
 );
 
-function errorOf(fn: () => unknown): unknown {
+async function errorOf(fn: () => Promise<unknown>): Promise<unknown> {
   try {
-    fn();
+    await fn();
     return null;
   } catch (error) {
     return error;
@@ -91,7 +91,7 @@ describe('model-based property: commands → log → projections', () => {
         }> = [];
         try {
           for (const cmd of cmds) {
-            const head = runtime.log.headPosition();
+            const head = await runtime.log.headPosition();
             switch (cmd.kind) {
               case 'create': {
                 const taken = model.some((l) => l.name === cmd.name && l.status !== 'removed');
@@ -103,10 +103,10 @@ describe('model-based property: commands → log → projections', () => {
                     schedule: cmd.schedule(clock.now()),
                   });
                 if (taken) {
-                  expect(errorOf(attempt)).toBeInstanceOf(AlreadyExistsError);
-                  expect(runtime.log.headPosition()).toBe(head);
+                  expect(await errorOf(attempt)).toBeInstanceOf(AlreadyExistsError);
+                  expect(await runtime.log.headPosition()).toBe(head);
                 } else {
-                  const view = attempt();
+                  const view = await attempt();
                   expect(view.status).toBe('active');
                   const atMs = view.schedule.kind === 'at' ? Date.parse(view.schedule.at) : null;
                   model.push({ id: view.id, name: cmd.name, ok: cmd.ok, status: 'active', runs: 0, lastRun: null, atMs });
@@ -119,11 +119,11 @@ describe('model-based property: commands → log → projections', () => {
                 const next = ALLOWED[loop.status][cmd.command];
                 const attempt = () => changeLoopState(runtime, loop.id, cmd.command, { reason: cmd.reason });
                 if (loop.status === 'removed') {
-                  expect(errorOf(attempt)).toBeInstanceOf(NotFoundError);
+                  expect(await errorOf(attempt)).toBeInstanceOf(NotFoundError);
                 } else if (!next) {
-                  expect(errorOf(attempt)).toBeInstanceOf(InvalidTransitionError);
+                  expect(await errorOf(attempt)).toBeInstanceOf(InvalidTransitionError);
                 } else {
-                  const view = attempt();
+                  const view = await attempt();
                   // A one-shot resumed at or after its instant has nothing left to run: its slot
                   // passed while it was paused, and it expires at once.
                   const expires = cmd.command === 'resume' && loop.atMs !== null && loop.atMs <= clock.now();
@@ -133,7 +133,7 @@ describe('model-based property: commands → log → projections', () => {
                   loop.status = expires ? 'expired' : next;
                   break;
                 }
-                expect(runtime.log.headPosition()).toBe(head);
+                expect(await runtime.log.headPosition()).toBe(head);
                 break;
               }
               case 'run': {
@@ -141,10 +141,10 @@ describe('model-based property: commands → log → projections', () => {
                 const loop = model[cmd.target % model.length]!;
                 if (loop.status === 'removed') {
                   await expect(runNow(runtime, loop.id)).rejects.toBeInstanceOf(NotFoundError);
-                  expect(runtime.log.headPosition()).toBe(head);
+                  expect(await runtime.log.headPosition()).toBe(head);
                 } else if (loop.status === 'archived' || loop.status === 'expired') {
                   await expect(runNow(runtime, loop.id)).rejects.toBeInstanceOf(InvalidTransitionError);
-                  expect(runtime.log.headPosition()).toBe(head);
+                  expect(await runtime.log.headPosition()).toBe(head);
                 } else {
                   // An active one-shot whose instant has come: run-now takes its slot, and the loop,
                   // having no slot left, expires.

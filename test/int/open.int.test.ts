@@ -18,7 +18,7 @@ describe('opening a data directory', () => {
     const dataDir = join(tempDir(), 'nested', 'data');
     const runtime = await openRuntime({ dataDir, clock: new SimulatedClock() });
     try {
-      createCommandLoop(runtime, { name: 'a', command: 'true', schedule: { manual: true, tz: 'UTC' } });
+      await createCommandLoop(runtime, { name: 'a', command: 'true', schedule: { manual: true, tz: 'UTC' } });
       expect(mode(dataDir)).toBe(0o700);
       const file = databaseFile(dataDir);
       expect(mode(file)).toBe(0o600);
@@ -56,12 +56,12 @@ describe('opening a data directory', () => {
   it('reopening keeps the data', async () => {
     const dataDir = join(tempDir(), 'data');
     const first = await openRuntime({ dataDir });
-    createCommandLoop(first, { name: 'keep-me', command: 'true', schedule: { manual: true, tz: 'UTC' } });
+    await createCommandLoop(first, { name: 'keep-me', command: 'true', schedule: { manual: true, tz: 'UTC' } });
     first.close();
     const second = await openRuntime({ dataDir });
     try {
       expect(second.db.prepare('SELECT name FROM loops').all()).toEqual([{ name: 'keep-me' }]);
-      expect(second.log.headPosition()).toBe(1);
+      expect(await second.log.headPosition()).toBe(1);
     } finally {
       second.close();
     }
@@ -92,7 +92,7 @@ describe('opening a data directory', () => {
   it('a projection built by another version is rebuilt from the log on open', async () => {
     const dataDir = join(tempDir(), 'data');
     const first = await openRuntime({ dataDir });
-    createCommandLoop(first, { name: 'rebuilt', command: 'true', schedule: { manual: true, tz: 'UTC' } });
+    await createCommandLoop(first, { name: 'rebuilt', command: 'true', schedule: { manual: true, tz: 'UTC' } });
     first.db.exec("DELETE FROM loops; UPDATE projections SET version = 0 WHERE name = 'loops'");
     expect(staleProjections(first.db)).toEqual(['loops']);
     first.close();

@@ -45,7 +45,7 @@ async function setup(
     other.close();
   });
   const gate = join(runtime.root, 'gate');
-  const loop = createCommandLoop(runtime, {
+  const loop = await createCommandLoop(runtime, {
     name: 'job',
     command: BLOCK_FIRST,
     env: { GATE: gate },
@@ -173,7 +173,7 @@ describe('overlap cancel-other', () => {
     expect(b.decisions.map((d) => d.type)).toEqual(['slot.coalesced', 'slot.buffered']);
     expect(b.decisions[1]!.data).toMatchObject({ slot: slotH(4), policy: 'cancel-other', cancels: [going] });
     // The request is on the run's stream; runner A sees it at its next look at the log.
-    expect(runtime.log.readStream(`run:${going}`).map((e) => e.type)).toContain('run.cancel_requested');
+    expect((await runtime.log.readStream(`run:${going}`)).map((e) => e.type)).toContain('run.cancel_requested');
     clock.advance(250);
     const a = await first;
     expect(a.runs.map((r) => [r.slot, r.status, r.error])).toEqual([

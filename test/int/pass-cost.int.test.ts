@@ -32,12 +32,12 @@ const EVENTS = 100_000;
  * Appends `count` overlap skips to an `--every 10s` loop, as a daemon deciding them one by one
  * would have (in batches of 1,000 per transaction, for speed), and moves the clock past them.
  */
-function grow(runtime: Runtime, clock: SimulatedClock, loopId: string, count: number): void {
-  const actor = DurableActor.load(runtime, `loop:${loopId}`);
+async function grow(runtime: Runtime, clock: SimulatedClock, loopId: string, count: number): Promise<void> {
+  const actor = await DurableActor.load(runtime, `loop:${loopId}`);
   for (let i = 1; i <= count; ) {
-    runtime.log.batch(() => {
+    await runtime.log.batch(async (batch) => {
       for (const end = Math.min(count, i + 999); i <= end; i++) {
-        actor.record('slot.skipped', { slot: iso(T0 + i * 10 * SEC), fireAt: iso(T0 + i * 10 * SEC), reason: 'overlap', blockedBy: 'run_x', nextRunAt: iso(T0 + (i + 1) * 10 * SEC) });
+        await actor.record('slot.skipped', { slot: iso(T0 + i * 10 * SEC), fireAt: iso(T0 + i * 10 * SEC), reason: 'overlap', blockedBy: 'run_x', nextRunAt: iso(T0 + (i + 1) * 10 * SEC) }, { batch });
       }
     });
   }
@@ -47,10 +47,10 @@ function grow(runtime: Runtime, clock: SimulatedClock, loopId: string, count: nu
 async function setup(): Promise<{ clock: SimulatedClock; runtime: Runtime; old: string; fresh: string }> {
   const clock = new SimulatedClock(T0);
   const runtime = await useRuntime({ clock, runnerId: 'test-host:1:grow' });
-  const old = createCommandLoop(runtime, { name: 'old', command: 'true', schedule: { every: '10s', tz: 'UTC' } }).id;
-  grow(runtime, clock, old, EVENTS);
+  const old = (await createCommandLoop(runtime, { name: 'old', command: 'true', schedule: { every: '10s', tz: 'UTC' } })).id;
+  await grow(runtime, clock, old, EVENTS);
   // A loop created one interval before its first slot; both are due then.
-  const fresh = createCommandLoop(runtime, { name: 'fresh', command: 'true', schedule: { every: '10s', tz: 'UTC' } }).id;
+  const fresh = (await createCommandLoop(runtime, { name: 'fresh', command: 'true', schedule: { every: '10s', tz: 'UTC' } })).id;
   clock.jumpWall(10 * SEC);
   return { clock, runtime, old, fresh };
 }
@@ -67,7 +67,7 @@ async function coldTickCost(first: Runtime, clock: SimulatedClock): Promise<{ fo
 describe('the cost of a pass does not grow with the loop stream', () => {
   it(`a loop with ${EVENTS.toLocaleString('en')} events: a cold tick folds fewer than ${SNAPSHOT_EVERY} of them; the stream state equals a full fold`, async () => {
     const { clock, runtime, old } = await setup();
-    expect(runtime.log.streamInfo(`loop:${old}`)!.version).toBe(EVENTS + 1);
+    expect((await runtime.log.streamInfo(`loop:${old}`))!.version).toBe(EVENTS + 1);
     const { folded, runs } = await coldTickCost(runtime, clock);
     expect(runs.map((r) => r.loopName).sort()).toEqual(['fresh', 'old']);
     // Each loop: its stream restored (from a snapshot for 'old') and the runs' follow-ups; 'fresh'
@@ -77,8 +77,8 @@ describe('the cost of a pass does not grow with the loop stream', () => {
     // The snapshot is a shortcut, not another truth: restoring through it equals folding everything.
     const reopened = await openRuntime({ dataDir: runtime.dataDir, clock, runnerId: 'test-host:3:check' });
     onTestFinished(() => reopened.close());
-    const viaSnapshot = DurableActor.load(reopened, `loop:${old}`).snapshot;
-    const full = fold(getMachine(currentMachines.loop)!, runtime.log.readStream(`loop:${old}`)).snapshot;
+    const viaSnapshot = (await DurableActor.load(reopened, `loop:${old}`)).snapshot;
+    const full = fold(getMachine(currentMachines.loop)!, await runtime.log.readStream(`loop:${old}`)).snapshot;
     expect(viaSnapshot.value).toEqual(full.value);
     expect(viaSnapshot.context).toEqual(full.context);
     expect(viaSnapshot.status).toEqual(full.status);
@@ -96,7 +96,7 @@ describe('the cost of a pass does not grow with the loop stream', () => {
     };
     const daemon = new Daemon(runtime, { log: () => {}, onRun, spawner: 'inline', watchMs: 500 });
     onTestFinished(() => daemon.stop('test finished'));
-    daemon.start();
+    await daemon.start();
     // Both loops are due now; the first pass runs them.
     await until(2);
     // The next slot of each (10 s later): one pass, counted.

@@ -42,7 +42,8 @@ function specFile(text: string): string {
   return file;
 }
 
-const retentionEvents = (runtime: Runtime) => (runtime.log.streamInfo(OUTPUT_RETENTION_STREAM) ? runtime.log.readStream(OUTPUT_RETENTION_STREAM) : []);
+const retentionEvents = async (runtime: Runtime) =>
+  (await runtime.log.streamInfo(OUTPUT_RETENTION_STREAM)) ? await runtime.log.readStream(OUTPUT_RETENTION_STREAM) : [];
 
 /**
  * Day 0..3: loop `a` runs once a day (4 runs), loop `b` on days 0 and 3, workflow `flow` by hand on
@@ -51,10 +52,10 @@ const retentionEvents = (runtime: Runtime) => (runtime.log.streamInfo(OUTPUT_RET
 async function history() {
   const clock = new SimulatedClock('2026-05-01T00:00:00.000Z');
   const runtime = await useRuntime({ clock });
-  createCommandLoop(runtime, { name: 'a', command: 'echo "a $LOOPS_RUN_ID"; echo err >&2', schedule: manual });
-  createCommandLoop(runtime, { name: 'b', command: 'echo b', schedule: manual });
-  createWorkflow(runtime, specFile('name: flow\nsteps:\n  - id: build\n    run: echo built\n  - id: test\n    needs: build\n    run: echo tested\n'));
-  createWorkflowLoop(runtime, { name: 'wf', workflow: 'flow', schedule: manual });
+  await createCommandLoop(runtime, { name: 'a', command: 'echo "a $LOOPS_RUN_ID"; echo err >&2', schedule: manual });
+  await createCommandLoop(runtime, { name: 'b', command: 'echo b', schedule: manual });
+  await createWorkflow(runtime, specFile('name: flow\nsteps:\n  - id: build\n    run: echo built\n  - id: test\n    needs: build\n    run: echo tested\n'));
+  await createWorkflowLoop(runtime, { name: 'wf', workflow: 'flow', schedule: manual });
   const a: string[] = [];
   const b: string[] = [];
   let wfByHand = '';
@@ -75,7 +76,7 @@ const at = (clock: SimulatedClock, msAgo: number) => new Date(clock.now() - msAg
 describe('prune: selection', () => {
   it('--older-than: the finished runs finished before the cutoff, loop runs and workflow runs, oldest first; a dry run changes nothing', async () => {
     const { clock, runtime, a, b, wfByHand, wfOfLoop } = await history();
-    const head = runtime.log.headPosition();
+    const head = await runtime.log.headPosition();
     // Finished more than 1.5 days ago: a[0], a[1], b[0] (day 0, 1) and the hand-run workflow (day 1).
     const options: PruneOptions = { cutoff: at(clock, 1.5 * DAY), keepLast: null };
     const plan = planPrune(runtime.db, runtime.dataDir, options, clock.now());
@@ -87,16 +88,16 @@ describe('prune: selection', () => {
     expect(plan.bytes).toBeGreaterThan(0);
     // Dry run: nothing removed, nothing recorded.
     for (const r of plan.runs) expect(existsSync(r.path)).toBe(true);
-    expect(runtime.log.headPosition()).toBe(head);
+    expect(await runtime.log.headPosition()).toBe(head);
 
-    const report = prune(runtime, options);
+    const report = await prune(runtime, options);
     expect(report.runs.map((r) => r.id)).toEqual(plan.runs.map((r) => r.id));
     expect(report).toMatchObject({ dryRun: false, pruned: 4, bytes: plan.bytes, failed: [], completed: [] });
     for (const r of plan.runs) expect(existsSync(r.path)).toBe(false);
-    for (const id of [a[2], a[3], b[1], wfOfLoop]) expect(existsSync(runDir(runtime.dataDir, id))).toBe(true);
+    for (const id of [a[2], a[3], b[1], wfOfLoop]) expect(existsSync(runDir(runtime.dataDir, id!))).toBe(true);
 
     // The facts: one event per run on retention:output, projected onto the run rows.
-    const events = retentionEvents(runtime);
+    const events = await retentionEvents(runtime);
     expect(events.map((e) => [e.type, (e.data as { runId?: string; wfRunId?: string }).runId ?? (e.data as { wfRunId: string }).wfRunId])).toEqual(
       plan.runs.map((r) => [r.kind === 'run' ? 'run.output_pruned' : 'wfrun.output_pruned', r.id]),
     );
@@ -108,28 +109,28 @@ describe('prune: selection', () => {
     expect(findWorkflowRun(runtime.db, wfByHand).outputPrunedAt).toBe(now);
     expect(findWorkflowRun(runtime.db, wfOfLoop).outputPrunedAt).toBeNull();
     // The retention stream replays; every invariant holds; the tables rebuild from the log.
-    const replay = replayStream(runtime.log, OUTPUT_RETENTION_STREAM);
+    const replay = await replayStream(runtime.log, OUTPUT_RETENTION_STREAM);
     expect(replay.ok).toBe(true);
     expect(replay.steps.at(-1)!.stateAfter).toBe('keeping');
     expectInvariants(runtime);
     expectLogConsistent(runtime);
 
     // Again: nothing left to prune, nothing recorded.
-    const again = prune(runtime, options);
+    const again = await prune(runtime, options);
     expect(again).toMatchObject({ pruned: 0, bytes: 0, runs: [], completed: [] });
-    expect(retentionEvents(runtime)).toHaveLength(4);
+    expect(await retentionEvents(runtime)).toHaveLength(4);
   });
 
   it('--keep-last N keeps the N newest finished runs of each loop and of each workflow, whatever their age; a workflow loop\'s run is marked with its workflow run', async () => {
     const { clock, runtime, a, b, wfByHand, wfLoopRun, wfOfLoop } = await history();
-    const report = prune(runtime, { cutoff: null, keepLast: 1 });
+    const report = await prune(runtime, { cutoff: null, keepLast: 1 });
     // a keeps a[3]; b keeps b[1]; flow keeps its newest run (the loop's, day 2).
     expect(report.runs.map((r) => r.id).sort()).toEqual([a[0], a[1], a[2], b[0], wfByHand].sort());
     expect(existsSync(runDir(runtime.dataDir, wfOfLoop))).toBe(true);
     // keep-last 0 with a cutoff a day and a half ago: what is left and older goes (nothing: a[2] went already).
-    expect(prune(runtime, { cutoff: at(clock, 1.5 * DAY), keepLast: 0 }).pruned).toBe(0);
+    expect((await prune(runtime, { cutoff: at(clock, 1.5 * DAY), keepLast: 0 })).pruned).toBe(0);
     // Everything finished by now: the newest runs too, and the workflow loop's workflow run.
-    const all = prune(runtime, { cutoff: at(clock, 0), keepLast: null });
+    const all = await prune(runtime, { cutoff: at(clock, 0), keepLast: null });
     expect(all.runs.map((r) => r.id).sort()).toEqual([a[3], b[1], wfOfLoop].sort());
     expect(findRun(runtime.db, wfLoopRun).outputPrunedAt).toBe(new Date(clock.now()).toISOString());
     expect(listRuns(runtime.db).every((r) => r.outputPrunedAt !== null)).toBe(true);
@@ -139,7 +140,7 @@ describe('prune: selection', () => {
 
   it('never prunes a run that is still running, nor a finished run whose lease is live', async () => {
     const { clock, runtime, a } = await history();
-    createCommandLoop(runtime, { name: 'slow', command: 'echo started; sleep 30', schedule: manual });
+    await createCommandLoop(runtime, { name: 'slow', command: 'echo started; sleep 30', schedule: manual });
     const spawned = nextEvent(runtime, 'process.spawned');
     const controller = new AbortController();
     const running = runNow(runtime, 'slow', { signal: controller.signal });
@@ -150,7 +151,7 @@ describe('prune: selection', () => {
       .prepare('INSERT INTO leases (name, holder, token, expires_at) VALUES (?, ?, ?, ?)')
       .run(`run:${a[1]}`, 'someone', 7, new Date(clock.now() + 60_000).toISOString());
 
-    const report = prune(runtime, { cutoff: at(clock, 0), keepLast: null });
+    const report = await prune(runtime, { cutoff: at(clock, 0), keepLast: null });
     const ids = report.runs.map((r) => r.id);
     expect(ids).not.toContain(slowRun);
     expect(ids).not.toContain(a[1]);
@@ -160,7 +161,7 @@ describe('prune: selection', () => {
 
     // Once the lease has expired, the finished run goes; the running one still not.
     clock.advance(61_000);
-    const later = prune(runtime, { cutoff: at(clock, 0), keepLast: null });
+    const later = await prune(runtime, { cutoff: at(clock, 0), keepLast: null });
     expect(later.runs.map((r) => r.id)).toEqual([a[1]]);
     controller.abort();
     expect((await running).status).toBe('cancelled');
@@ -170,18 +171,18 @@ describe('prune: selection', () => {
 
   it('finishes a prune that stopped between the record and the removal, without a second fact', async () => {
     const { clock, runtime, a } = await history();
-    prune(runtime, { cutoff: at(clock, 2.5 * DAY), keepLast: null });
-    expect(retentionEvents(runtime)).toHaveLength(2); // a[0], b[0]
+    await prune(runtime, { cutoff: at(clock, 2.5 * DAY), keepLast: null });
+    expect(await retentionEvents(runtime)).toHaveLength(2); // a[0], b[0]
     // As if the folder had not been removed (a crash right after the commit).
     const dir = runDir(runtime.dataDir, a[0]!);
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'stdout.log'), 'left behind\n');
     const plan = planPrune(runtime.db, runtime.dataDir, { cutoff: at(clock, 2.5 * DAY), keepLast: null }, clock.now());
     expect(plan).toMatchObject({ runs: [], completed: [{ kind: 'run', id: a[0], path: dir, bytes: 12 }], bytes: 12 });
-    const report = prune(runtime, { cutoff: at(clock, 2.5 * DAY), keepLast: null });
+    const report = await prune(runtime, { cutoff: at(clock, 2.5 * DAY), keepLast: null });
     expect(report).toMatchObject({ pruned: 0, completed: [{ id: a[0] }], bytes: 12 });
     expect(existsSync(dir)).toBe(false);
-    expect(retentionEvents(runtime)).toHaveLength(2);
+    expect(await retentionEvents(runtime)).toHaveLength(2);
     expectInvariants(runtime);
   });
 
@@ -193,18 +194,18 @@ describe('prune: selection', () => {
       // The other prune selects, then — just before its append — this one prunes the oldest runs.
       const append = other.log.append.bind(other.log);
       let raced = false;
-      other.log.append = (streamId, events, options) => {
+      other.log.append = async (streamId, events, options) => {
         if (!raced) {
           raced = true;
-          prune(runtime, { cutoff: at(clock, 2.5 * DAY), keepLast: null });
+          await prune(runtime, { cutoff: at(clock, 2.5 * DAY), keepLast: null });
         }
         return append(streamId, events, options);
       };
-      const report = prune(other, { cutoff: at(clock, 1.5 * DAY), keepLast: null });
+      const report = await prune(other, { cutoff: at(clock, 1.5 * DAY), keepLast: null });
       expect(raced).toBe(true);
       // What the first pruned (a[0], b[0]) is not pruned again.
       expect(report.runs.map((r) => r.id).sort()).toEqual([a[1], wfByHand].sort());
-      const recorded = retentionEvents(runtime).map((e) => (e.data as { runId?: string; wfRunId?: string }).runId ?? (e.data as { wfRunId: string }).wfRunId);
+      const recorded = (await retentionEvents(runtime)).map((e) => (e.data as { runId?: string; wfRunId?: string }).runId ?? (e.data as { wfRunId: string }).wfRunId);
       expect(recorded.sort()).toEqual([a[0], a[1], b[0], wfByHand].sort());
     } finally {
       other.close();

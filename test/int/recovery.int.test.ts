@@ -66,7 +66,7 @@ async function setup(): Promise<Setup> {
   };
   onTestFinished(die);
   onTestFinished(() => expectLogConsistent(runtime));
-  const loop = createCommandLoop(runtime, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
+  const loop = await createCommandLoop(runtime, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
   return { clock, runtime, old, die, loop };
 }
 
@@ -77,12 +77,12 @@ type Stage = 'claimed' | 'spawning' | { pid: number; startTime: string | null; b
  * Writes a run the way `executeRun` on runner `old` does — claimed under its lease, the spawn
  * intent, and (for a process) `process.spawned` — and stops there, as if the runner died.
  */
-function strandRun(old: Runtime, loop: LoopView, stage: Stage, ttlMs = TTL, timeoutAt: string | null = null): string {
+async function strandRun(old: Runtime, loop: LoopView, stage: Stage, ttlMs = TTL, timeoutAt: string | null = null): Promise<string> {
   const now = old.clock.now();
   const runId = newId('run', now);
   const streamId = `run:${runId}`;
   const actor = DurableActor.create(old, streamId, 'run', currentMachines.run);
-  actor.record(
+  await actor.record(
     'run.claimed',
     {
       runId,
@@ -100,9 +100,9 @@ function strandRun(old: Runtime, loop: LoopView, stage: Stage, ttlMs = TTL, time
     { guards: [{ kind: 'take-lease', name: streamId, holder: old.runnerId, ttlMs }], meta: { leaseToken: 1 } },
   );
   if (stage === 'claimed') return runId;
-  actor.record('process.spawn_requested', { command: 'sleep 30', args: [], shell: true, cwd: null, envKeys: [], timeoutAt });
+  await actor.record('process.spawn_requested', { command: 'sleep 30', args: [], shell: true, cwd: null, envKeys: [], timeoutAt });
   if (stage === 'spawning') return runId;
-  actor.record('process.spawned', { pid: stage.pid, pgid: stage.pid, startTime: stage.startTime, bootId: stage.bootId === undefined ? bootId() : stage.bootId });
+  await actor.record('process.spawned', { pid: stage.pid, pgid: stage.pid, startTime: stage.startTime, bootId: stage.bootId === undefined ? bootId() : stage.bootId });
   return runId;
 }
 
@@ -143,8 +143,8 @@ async function zombieProcess(): Promise<{ pid: number; startTime: string | null 
 }
 
 /** recoverRuns, reduced to what this file is about (abandoned, orphaned). */
-function recover(runtime: Runtime): { abandoned: string[]; orphaned: Array<{ runId: string; pid: number }> } {
-  const { abandoned, orphaned } = recoverRuns(runtime);
+async function recover(runtime: Runtime): Promise<{ abandoned: string[]; orphaned: Array<{ runId: string; pid: number }> }> {
+  const { abandoned, orphaned } = await recoverRuns(runtime);
   return { abandoned, orphaned: orphaned.map(({ runId, pid }) => ({ runId, pid })) };
 }
 
@@ -160,8 +160,8 @@ const leaseOf = (runtime: Runtime, runId: string) =>
     | { holder: string; token: number; expires_at: string }
     | undefined;
 
-function expectAbandoned(runtime: Runtime, runId: string, reason: RegExp): StoredEvent {
-  const events = runtime.log.readStream(`run:${runId}`);
+async function expectAbandoned(runtime: Runtime, runId: string, reason: RegExp): Promise<StoredEvent> {
+  const events = await runtime.log.readStream(`run:${runId}`);
   const last = events[events.length - 1]!;
   expect(last.type).toBe('run.abandoned');
   expect((last.data as { reason: string }).reason).toMatch(reason);
@@ -176,62 +176,63 @@ function expectAbandoned(runtime: Runtime, runId: string, reason: RegExp): Store
 describe('recoverRuns: the runner is gone (its lease expired)', () => {
   it('claimed, never spawned: abandoned, naming the runner', async () => {
     const { clock, runtime, old, die, loop } = await setup();
-    const runId = strandRun(old, loop, 'claimed');
+    const runId = await strandRun(old, loop, 'claimed');
     die();
     clock.advance(TTL + 1);
-    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped before the process was started$`));
+    expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped before the process was started$`));
     expect(eventTypes(runtime.log, `run:${runId}`)).toEqual(['run.claimed', 'run.abandoned']);
   });
 
   it('spawn requested, no process recorded, none found by its wrapper, no status file: abandoned', async () => {
     const { clock, runtime, old, die, loop } = await setup();
-    const runId = strandRun(old, loop, 'spawning');
+    const runId = await strandRun(old, loop, 'spawning');
     die();
     clock.advance(TTL + 1);
-    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    expectAbandoned(runtime, runId, new RegExp(`runner ${OLD} stopped before the process was started`));
+    expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    await expectAbandoned(runtime, runId, new RegExp(`runner ${OLD} stopped before the process was started`));
   });
 
   it('running, its process gone: abandoned, naming the runner and the pid; the old lease is fenced out', async () => {
     const { clock, runtime, old, die, loop } = await setup();
     const proc = await deadProcess();
-    const runId = strandRun(old, loop, proc);
+    const runId = await strandRun(old, loop, proc);
     die();
     clock.advance(TTL + 1);
-    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${proc.pid}\\) is gone; its exit status is unknown$`));
+    expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${proc.pid}\\) is gone; its exit status is unknown$`));
     expect(findRun(runtime.db, runId)).toMatchObject({ status: 'abandoned', pid: proc.pid, runnerId: OLD });
     // The old runner, should it come back, can no longer record anything under its lease.
     const stale = { name: `run:${runId}`, holder: OLD, token: 1, expiresAt: T0 + TTL };
-    expect(() =>
+    const expectedVersion = (await runtime.log.streamInfo(`run:${runId}`))!.version;
+    await expect(
       runtime.log.append(`run:${runId}`, [{ type: 'run.cancel_requested', data: { reason: null }, at: new Date(clock.now()).toISOString() }], {
-        expectedVersion: runtime.log.streamInfo(`run:${runId}`)!.version,
+        expectedVersion,
         guards: [{ kind: 'lease-held', ...stale }],
       }),
-    ).toThrow(LeaseLostError);
+    ).rejects.toThrow(LeaseLostError);
     expect(findLoop(runtime.db, loop.id).status).toBe('active');
   });
 
   it('running, its pid now belongs to another process (different start time): abandoned', async () => {
     const { clock, runtime, old, die, loop } = await setup();
     const other = liveProcess();
-    const runId = strandRun(old, loop, { pid: other.pid, startTime: `${Number(other.startTime) - 1}` });
+    const runId = await strandRun(old, loop, { pid: other.pid, startTime: `${Number(other.startTime) - 1}` });
     die();
     clock.advance(TTL + 1);
-    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    expectAbandoned(runtime, runId, new RegExp(`pid ${other.pid}\\) is gone`));
+    expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    await expectAbandoned(runtime, runId, new RegExp(`pid ${other.pid}\\) is gone`));
     expect(isAlive(other.pid), 'the unrelated process is not touched').toBe(true);
   });
 
   it('running, its process exited but was never reaped (a zombie): abandoned, not orphaned', async () => {
     const { clock, runtime, old, die, loop } = await setup();
     const zombie = await zombieProcess();
-    const runId = strandRun(old, loop, zombie);
+    const runId = await strandRun(old, loop, zombie);
     die();
     clock.advance(TTL + 1);
-    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    expectAbandoned(runtime, runId, new RegExp(`pid ${zombie.pid}\\) is gone`));
+    expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    await expectAbandoned(runtime, runId, new RegExp(`pid ${zombie.pid}\\) is gone`));
   });
 
   it('running, its pid alive now but recorded on another boot (same pid and start time): abandoned, saying so; that process is not signalled', async () => {
@@ -240,11 +241,11 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     // the same start time. The boot id tells them apart.
     const other = liveProcess();
     expect(bootId(), 'this test needs a boot id (Linux)').not.toBeNull();
-    const runId = strandRun(old, loop, { pid: other.pid, startTime: other.startTime, bootId: 'a-boot-before-this-one' });
+    const runId = await strandRun(old, loop, { pid: other.pid, startTime: other.startTime, bootId: 'a-boot-before-this-one' });
     die();
     clock.advance(TTL + 1);
-    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    expectAbandoned(
+    expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    await expectAbandoned(
       runtime,
       runId,
       new RegExp(`^runner ${OLD} stopped and its process identity could not be confirmed \\(it was recorded on another boot .*\\): pid ${other.pid} is alive but may be another process, so it was not signalled; its exit status is unknown$`),
@@ -255,36 +256,36 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
   it('running, no start time recorded, its pid alive: abandoned as unconfirmed, not adopted; that process is not signalled', async () => {
     const { clock, runtime, old, die, loop } = await setup();
     const other = liveProcess();
-    const runId = strandRun(old, loop, { pid: other.pid, startTime: null });
+    const runId = await strandRun(old, loop, { pid: other.pid, startTime: null });
     die();
     clock.advance(TTL + 1);
-    const report = recoverRuns(runtime);
+    const report = await recoverRuns(runtime);
     expect(report).toMatchObject({ abandoned: [runId], orphaned: [], unconfirmed: [{ runId, pid: other.pid, reason: 'no start time was recorded' }] });
-    expectAbandoned(runtime, runId, new RegExp(`its process identity could not be confirmed \\(no start time was recorded\\): pid ${other.pid} is alive`));
+    await expectAbandoned(runtime, runId, new RegExp(`its process identity could not be confirmed \\(no start time was recorded\\): pid ${other.pid} is alive`));
     expect(isAlive(other.pid)).toBe(true);
   });
 
   it('running, identity unconfirmed, but its status file is there: the real exit is recorded (the wrapper wrote it, so the process ended)', async () => {
     const { clock, runtime, old, die, loop } = await setup();
     const other = liveProcess();
-    const runId = strandRun(old, loop, { pid: other.pid, startTime: other.startTime, bootId: 'a-boot-before-this-one' });
+    const runId = await strandRun(old, loop, { pid: other.pid, startTime: other.startTime, bootId: 'a-boot-before-this-one' });
     mkdirSync(runDir(runtime.dataDir, runId), { recursive: true });
     writeFileSync(join(runDir(runtime.dataDir, runId), 'exit-status'), `exit 4\npid ${other.pid}\n`);
     die();
     clock.advance(TTL + 1);
-    expect(recoverRuns(runtime)).toMatchObject({ exited: [runId], abandoned: [], orphaned: [] });
+    expect(await recoverRuns(runtime)).toMatchObject({ exited: [runId], abandoned: [], orphaned: [] });
     expect(findRun(runtime.db, runId)).toMatchObject({ status: 'failed', exitCode: 4, signal: null });
     expect(isAlive(other.pid)).toBe(true);
   });
 
   it('no lease row at all: treated as expired', async () => {
     const { runtime, old, die, loop } = await setup();
-    const runId = strandRun(old, loop, 'claimed');
+    const runId = await strandRun(old, loop, 'claimed');
     die();
     runtime.db.prepare('DELETE FROM leases WHERE name = ?').run(`run:${runId}`);
     // Not a second later: the missing lease alone makes the run stale.
-    expect(recoverRuns(runtime).abandoned).toEqual([runId]);
-    expectAbandoned(runtime, runId, new RegExp(`runner ${OLD}`));
+    expect((await recoverRuns(runtime)).abandoned).toEqual([runId]);
+    await expectAbandoned(runtime, runId, new RegExp(`runner ${OLD}`));
   });
 });
 
@@ -295,9 +296,9 @@ describe('recoverRuns: an agent run whose process ended while no runner watched'
     const path = process.env.PATH;
     process.env.PATH = `${fakes}:${path ?? ''}`;
     onTestFinished(() => void (process.env.PATH = path));
-    const agent = createAgentLoop(runtime, { name: 'fixer', provider: 'claude', prompt: 'fix it', schedule: { manual: true } });
+    const agent = await createAgentLoop(runtime, { name: 'fixer', provider: 'claude', prompt: 'fix it', schedule: { manual: true } });
     const proc = await deadProcess();
-    const runId = strandRun(old, agent, proc);
+    const runId = await strandRun(old, agent, proc);
     // What the CLI wrote while its runner was gone: the head (init: session, model) kept at the
     // first rotation, then only the end of the output, with the result line.
     const session = '7f3c2a9e-5d41-4b8e-9c6a-2e1f0b3d4a55';
@@ -322,7 +323,7 @@ describe('recoverRuns: an agent run whose process ended while no runner watched'
     writeFileSync(join(dir, 'exit-status'), 'exit 0\n');
     die();
     clock.advance(TTL + 1);
-    expect(recoverRuns(runtime).exited).toEqual([runId]);
+    expect((await recoverRuns(runtime)).exited).toEqual([runId]);
     const run = findRun(runtime.db, runId);
     expect(run).toMatchObject({ status: 'succeeded', exitCode: 0 });
     expect(run.agent).toMatchObject({ provider: 'claude', sessionId: session, model: 'claude-sonnet-4-5', turns: 4, costUsd: 0.25, finalMessage: 'Done.' });
@@ -334,58 +335,58 @@ describe('recoverRuns: nothing to record', () => {
   it('a process still alive (same pid and start time) is reported orphaned; nothing is appended, nothing killed', async () => {
     const { clock, runtime, old, die, loop } = await setup();
     const proc = liveProcess();
-    const runId = strandRun(old, loop, proc);
+    const runId = await strandRun(old, loop, proc);
     die();
     clock.advance(TTL + 1);
-    const head = runtime.log.headPosition();
+    const head = await runtime.log.headPosition();
     const leaseBefore = leaseOf(runtime, runId);
-    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid: proc.pid }] });
-    expect(runtime.log.headPosition()).toBe(head);
+    expect(await recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid: proc.pid }] });
+    expect(await runtime.log.headPosition()).toBe(head);
     expect(runRow(runtime, runId).status).toBe('running');
     expect(leaseOf(runtime, runId)).toEqual(leaseBefore);
     expect(isAlive(proc.pid)).toBe(true);
     // Asked again, the same answer.
-    expect(recover(runtime).orphaned).toEqual([{ runId, pid: proc.pid }]);
-    expect(runtime.log.headPosition()).toBe(head);
+    expect((await recover(runtime)).orphaned).toEqual([{ runId, pid: proc.pid }]);
+    expect(await runtime.log.headPosition()).toBe(head);
   });
 
   it('a run whose lease is still live is untouched, even with its process gone', async () => {
     const { clock, runtime, old, die, loop } = await setup();
     const proc = await deadProcess();
-    const runId = strandRun(old, loop, proc);
-    const claimedOnly = strandRun(old, loop, 'claimed');
+    const runId = await strandRun(old, loop, proc);
+    const claimedOnly = await strandRun(old, loop, 'claimed');
     die();
     clock.advance(TTL - 1);
-    const head = runtime.log.headPosition();
-    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [] });
-    expect(runtime.log.headPosition()).toBe(head);
+    const head = await runtime.log.headPosition();
+    expect(await recover(runtime)).toEqual({ abandoned: [], orphaned: [] });
+    expect(await runtime.log.headPosition()).toBe(head);
     expect(runRow(runtime, runId).status).toBe('running');
     expect(runRow(runtime, claimedOnly).status).toBe('claimed');
     expect(leaseOf(runtime, runId)).toMatchObject({ holder: OLD, token: 1 });
 
     // Once it expires, the next recovery records both.
     clock.advance(2);
-    expect(recoverRuns(runtime).abandoned.sort()).toEqual([runId, claimedOnly].sort());
+    expect((await recoverRuns(runtime)).abandoned.sort()).toEqual([runId, claimedOnly].sort());
   });
 
   it('finished runs and runs with a live lease of this runner are left alone; a second recovery finds nothing', async () => {
     const { clock, runtime, old, die, loop } = await setup();
-    const done = createCommandLoop(runtime, { name: 'quick', command: 'true', schedule: { manual: true } });
+    const done = await createCommandLoop(runtime, { name: 'quick', command: 'true', schedule: { manual: true } });
     const finished = await runNow(runtime, done.id);
     expect(finished.status).toBe('succeeded');
-    const stale = strandRun(old, loop, 'claimed');
+    const stale = await strandRun(old, loop, 'claimed');
     die();
     clock.advance(TTL + 1);
-    const mine = strandRun(runtime, loop, 'claimed'); // this runner, live lease
-    expect(recover(runtime)).toEqual({ abandoned: [stale], orphaned: [] });
-    const head = runtime.log.headPosition();
-    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [] });
-    expect(runtime.log.headPosition()).toBe(head);
+    const mine = await strandRun(runtime, loop, 'claimed'); // this runner, live lease
+    expect(await recover(runtime)).toEqual({ abandoned: [stale], orphaned: [] });
+    const head = await runtime.log.headPosition();
+    expect(await recover(runtime)).toEqual({ abandoned: [], orphaned: [] });
+    expect(await runtime.log.headPosition()).toBe(head);
     expect(runRow(runtime, mine).status).toBe('claimed');
     expect(runRow(runtime, finished.id).status).toBe('succeeded');
     // Let this runner's own stranded claim end so the log stays tidy.
     clock.advance(TTL + 1);
-    expect(recoverRuns(runtime).abandoned).toEqual([mine]);
+    expect((await recoverRuns(runtime)).abandoned).toEqual([mine]);
   });
 });
 
@@ -404,32 +405,32 @@ describe('recoverRuns: the runner died after the fork, before it recorded the pi
 
   it('a process still running is found by its wrapper, recorded as spawned under a taken-over lease, and reported for adoption', async () => {
     const { clock, runtime, old, die, loop } = await setup();
-    const runId = strandRun(old, loop, 'spawning');
+    const runId = await strandRun(old, loop, 'spawning');
     const { pid } = startUnrecorded(runtime, runId, 'sleep 30');
     await waitFor(() => processStartTime(pid) !== null, 5000, 'the process');
     die();
     clock.advance(TTL + 1);
-    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid }] });
-    const events = runtime.log.readStream(`run:${runId}`);
+    expect(await recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid }] });
+    const events = await runtime.log.readStream(`run:${runId}`);
     expect(events.map((e) => e.type)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned']);
     expect(events[2]!.data).toMatchObject({ pid, pgid: pid, startTime: processStartTime(pid) });
     expect(events[2]!.meta).toMatchObject({ runnerId: NEW });
     expect(runRow(runtime, runId).status).toBe('running');
     // Recovered once: the next pass sees a run with a known, living pid.
-    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid }] });
-    expect(runtime.log.readStream(`run:${runId}`)).toHaveLength(3);
+    expect(await recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid }] });
+    expect(await runtime.log.readStream(`run:${runId}`)).toHaveLength(3);
   });
 
   it('a process that ended since is recorded with its real exit (its wrapper wrote its pid), not abandoned and run again', async () => {
     const { clock, runtime, old, die, loop } = await setup();
-    const runId = strandRun(old, loop, 'spawning');
+    const runId = await strandRun(old, loop, 'spawning');
     const { child, pid } = startUnrecorded(runtime, runId, 'echo out; exit 3');
     await once(child, 'exit');
     die();
     clock.advance(TTL + 1);
-    const report = recoverRuns(runtime);
+    const report = await recoverRuns(runtime);
     expect(report).toMatchObject({ exited: [runId], abandoned: [], orphaned: [] });
-    const events = runtime.log.readStream(`run:${runId}`);
+    const events = await runtime.log.readStream(`run:${runId}`);
     expect(events.map((e) => e.type)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned', 'process.exited']);
     expect(events[2]!.data).toMatchObject({ pid, pgid: pid });
     expect(events[3]!.data).toMatchObject({ exitCode: 3, stdout: 'out\n' });
@@ -438,9 +439,9 @@ describe('recoverRuns: the runner died after the fork, before it recorded the pi
 
   it('from the status file, exit 137 is exit code 137, not SIGKILL; a command killed by a signal is recorded with that signal', async () => {
     const { clock, runtime, old, die, loop } = await setup();
-    const exited137 = strandRun(old, loop, 'spawning');
-    const termed = strandRun(old, loop, 'spawning');
-    const killed = strandRun(old, loop, 'spawning');
+    const exited137 = await strandRun(old, loop, 'spawning');
+    const termed = await strandRun(old, loop, 'spawning');
+    const killed = await strandRun(old, loop, 'spawning');
     const a = startUnrecorded(runtime, exited137, 'exit 137');
     const b = startUnrecorded(runtime, termed, 'echo started; sleep 30');
     // Its own SIGKILL (the sh wrapper, without perl, would be killed itself: $$ is the wrapper there).
@@ -448,10 +449,10 @@ describe('recoverRuns: the runner died after the fork, before it recorded the pi
     await waitFor(() => existsSync(join(dirname(b.statusFile), 'stdout.log')) && readFileSync(join(dirname(b.statusFile), 'stdout.log'), 'utf8') === 'started\n', 5000, 'started');
     process.kill(-b.pid, 'SIGTERM'); // what a timeout sends the group
     if (wrapperKind() !== 'perl') process.kill(-c.pid, 'SIGKILL');
-    await Promise.all([a, b, c].map(({ child }) => (child.exitCode !== null || child.signalCode !== null ? null : once(child, 'exit'))));
+    await Promise.all([a, b, c].map(({ child }) => (child.exitCode !== null || child.signalCode !== null ? Promise.resolve(null) : once(child, 'exit'))));
     die();
     clock.advance(TTL + 1);
-    const report = recoverRuns(runtime);
+    const report = await recoverRuns(runtime);
     expect(report.exited.sort()).toEqual((wrapperKind() === 'perl' ? [exited137, termed, killed] : [exited137, termed]).sort());
     expect(findRun(runtime.db, exited137)).toMatchObject({ status: 'failed', exitCode: 137, signal: null });
     expect(runRow(runtime, exited137).error).toMatch(/^exited with code 137 \(recorded from its exit-status file/);
@@ -466,8 +467,8 @@ describe('recoverRuns: the runner died after the fork, before it recorded the pi
 describe('adoption takes the one attempt path: the recorded deadline and --kill-grace are enforced', () => {
   it('a process that ignores SIGTERM, adopted past its deadline: SIGTERM, SIGKILL after its 300 ms grace, recorded timed_out under process.adopted', async () => {
     const { clock, runtime, old, die } = await setup();
-    const bounded = createCommandLoop(runtime, { name: 'bounded', command: 'sleep 30', timeout: '10s', killGrace: '300ms', schedule: { manual: true } });
-    const runId = strandRun(old, bounded, 'spawning', TTL, new Date(T0 + 10_000).toISOString());
+    const bounded = await createCommandLoop(runtime, { name: 'bounded', command: 'sleep 30', timeout: '10s', killGrace: '300ms', schedule: { manual: true } });
+    const runId = await strandRun(old, bounded, 'spawning', TTL, new Date(T0 + 10_000).toISOString());
     // Its process, under the exit-status wrapper: it ignores SIGTERM (so does its child).
     const statusFile = join(runDir(runtime.dataDir, runId), 'exit-status');
     mkdirSync(dirname(statusFile), { recursive: true });
@@ -478,7 +479,7 @@ describe('adoption takes the one attempt path: the recorded deadline and --kill-
     await waitFor(() => processStartTime(pid) !== null, 5000, 'the process');
     die();
     clock.advance(TTL + 1); // the old runner's lease ran out; the run's deadline passed long ago
-    const report = recoverRuns(runtime);
+    const report = await recoverRuns(runtime);
     expect(report.orphaned.map((o) => o.runId)).toEqual([runId]);
     const adopted = adoptRun(runtime, runId, report.orphaned[0]!);
     // The adopter's clock drives the deadline, the grace and its look at the process.
@@ -492,7 +493,7 @@ describe('adoption takes the one attempt path: the recorded deadline and --kill-
     expect(run).toMatchObject({ status: 'timed_out', timedOut: true, runnerId: NEW });
     expect(run.error).toMatch(/^timed out after 10s \(/);
     expect(isAlive(pid)).toBe(false);
-    const events = runtime.log.readStream(`run:${runId}`);
+    const events = await runtime.log.readStream(`run:${runId}`);
     expect(events.map((e) => e.type)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned', 'process.adopted', 'process.exited']);
     const token = (events[3]!.data as { leaseToken: number }).leaseToken;
     expect(events[3]!.data).toMatchObject({ runnerId: NEW, pid });
@@ -525,10 +526,10 @@ describe('a runner dies in the middle of executeRun', () => {
     expect(runRow(runtime, runId).status).toBe('running');
 
     // Before the lease expires: untouched.
-    expect(recover(runtime)).toEqual({ abandoned: [], orphaned: [] });
+    expect(await recover(runtime)).toEqual({ abandoned: [], orphaned: [] });
     clock.advance(TTL + 1);
-    expect(recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${pid}\\) is gone`));
+    expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
+    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${pid}\\) is gone`));
     expect(eventTypes(runtime.log, `run:${runId}`)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned', 'run.abandoned']);
   });
 });
@@ -540,11 +541,11 @@ describe('Daemon.start() recovers first', () => {
     const daemonProc = await deadProcess();
     // What a daemon killed with -9 leaves behind: its pid file, its live daemon lease, a run
     // under a live lease of its runner.
-    old.leases.take('daemon', OLD, 15_000, clock.now());
-    const runId = strandRun(old, loop, gone);
+    await old.leases.take('daemon', OLD, 15_000, clock.now());
+    const runId = await strandRun(old, loop, gone);
     const unrelated = await openRuntime({ dataDir: runtime.dataDir, clock, runnerId: 'cli-host:333:run-now' });
     onTestFinished(() => unrelated.close());
-    const otherRunner = strandRun(unrelated, loop, 'claimed'); // another runner's run, lease live
+    const otherRunner = await strandRun(unrelated, loop, 'claimed'); // another runner's run, lease live
     writeFileSync(
       pidFile(runtime.dataDir),
       JSON.stringify({ pid: daemonProc.pid, startTime: daemonProc.startTime, bootId: bootId(), runnerId: OLD, version: '0.1.0', startedAt: new Date(T0).toISOString(), dataDir: runtime.dataDir }),
@@ -555,10 +556,10 @@ describe('Daemon.start() recovers first', () => {
     const lines: string[] = [];
     const daemon = new Daemon(runtime, { log: (l) => lines.push(l) });
     onTestFinished(() => daemon.stop());
-    daemon.start();
+    await daemon.start();
     expect(runningDaemon(runtime.dataDir)).toMatchObject({ pid: process.pid, runnerId: NEW });
     expect(leaseOf(runtime, runId)).toBeUndefined();
-    expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${gone.pid}\\) is gone`));
+    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${gone.pid}\\) is gone`));
     expect(lines.some((l) => l.endsWith(`recovered run ${runId}: abandoned (its runner stopped and its process is gone)`))).toBe(true);
     // Only the dead daemon's leases were expired: another runner's live run is untouched.
     expect(runRow(runtime, otherRunner).status).toBe('claimed');
@@ -567,7 +568,7 @@ describe('Daemon.start() recovers first', () => {
     expect(daemonLease).toEqual({ holder: NEW, token: 2 });
     await daemon.stop();
     clock.advance(TTL);
-    expect(recover(runtime).abandoned).toEqual([otherRunner]);
+    expect((await recover(runtime)).abandoned).toEqual([otherRunner]);
   });
 
 
@@ -576,14 +577,14 @@ describe('Daemon.start() recovers first', () => {
     const otherBoot = liveProcess();
     const noStart = liveProcess();
     const past = new Date(T0).toISOString();
-    const a = strandRun(old, loop, { pid: otherBoot.pid, startTime: otherBoot.startTime, bootId: 'a-boot-before-this-one' }, TTL, past);
-    const b = strandRun(old, loop, { pid: noStart.pid, startTime: null }, TTL, past);
+    const a = await strandRun(old, loop, { pid: otherBoot.pid, startTime: otherBoot.startTime, bootId: 'a-boot-before-this-one' }, TTL, past);
+    const b = await strandRun(old, loop, { pid: noStart.pid, startTime: null }, TTL, past);
     die();
     clock.advance(TTL + 1);
     const lines: string[] = [];
     const daemon = new Daemon(runtime, { log: (l) => lines.push(l) });
     onTestFinished(() => daemon.stop());
-    daemon.start();
+    await daemon.start();
     expect(runRow(runtime, a).status).toBe('abandoned');
     expect(runRow(runtime, b).status).toBe('abandoned');
     // Long past the timeout an adopter would enforce (SIGTERM, then SIGKILL after 5 s).
@@ -598,14 +599,14 @@ describe('Daemon.start() recovers first', () => {
     const { clock, runtime, old, die, loop } = await setup();
     const gone = await deadProcess();
     const alive = liveProcess();
-    const abandoned = strandRun(old, loop, gone);
-    const orphan = strandRun(old, loop, alive);
+    const abandoned = await strandRun(old, loop, gone);
+    const orphan = await strandRun(old, loop, alive);
     die();
     clock.advance(TTL + 1);
     const lines: string[] = [];
     const daemon = new Daemon(runtime, { log: (l) => lines.push(l) });
     onTestFinished(() => daemon.stop());
-    daemon.start();
+    await daemon.start();
     expect(lines.some((l) => l.endsWith(`recovered run ${abandoned}: abandoned (its runner stopped and its process is gone)`))).toBe(true);
     // Left running (reported, or adopted and watched): never killed, never recorded as ended.
     expect(lines.some((l) => l.includes(`run ${orphan}: its runner stopped but its process ${alive.pid} is still running`))).toBe(true);

@@ -22,7 +22,7 @@ async function setup(input: Partial<CreateCommandLoopInput>) {
   const clock = new SimulatedClock(T0);
   const runtime = await useRuntime({ clock });
   onTestFinished(() => expectLogConsistent(runtime));
-  createCommandLoop(runtime, { name: 'flaky', command: 'exit 1', schedule: { every: '1h', tz: 'UTC' }, ...input });
+  await createCommandLoop(runtime, { name: 'flaky', command: 'exit 1', schedule: { every: '1h', tz: 'UTC' }, ...input });
   return { clock, runtime };
 }
 
@@ -94,10 +94,10 @@ describe('retries', () => {
     const { clock, runtime } = await setup({ attempts: 2, retryDelay: '1m' });
     clock.jumpWall(HOUR + 1000);
     await tick(runtime);
-    changeLoopState(runtime, 'flaky', 'pause');
+    await changeLoopState(runtime, 'flaky', 'pause');
     clock.jumpWall(5 * MIN);
     expect((await tick(runtime)).runs).toEqual([]);
-    changeLoopState(runtime, 'flaky', 'resume');
+    await changeLoopState(runtime, 'flaky', 'resume');
     expect((await tick(runtime)).runs.map((r) => r.attempt)).toEqual([2]);
   });
 });

@@ -28,7 +28,7 @@ const leaseRows = (runtime: Runtime) => runtime.db.prepare('SELECT * FROM leases
 describe('runNow: outcomes', () => {
   it('echo hi succeeds; the run, its events, the loop summary and the output files agree', async () => {
     const runtime = await useRuntime();
-    const created = loop(runtime, { command: 'echo hi' });
+    const created = await loop(runtime, { command: 'echo hi' });
     let claimedId: string | null = null;
     const run = await runNow(runtime, 'job', { onClaimed: (id) => (claimedId = id) });
 
@@ -52,8 +52,8 @@ describe('runNow: outcomes', () => {
     expect(run.startedAt).not.toBeNull();
     expect(run.finishedAt).not.toBeNull();
     expect(eventTypes(runtime.log, `run:${run.id}`)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned', 'process.exited']);
-    expect(runtime.log.readStream(`run:${run.id}`).map((e) => e.state)).toEqual(['claimed', 'spawning', 'running', 'succeeded']);
-    expect(runtime.log.readStream(`run:${run.id}`).every((e) => e.meta.runnerId === runtime.runnerId && e.meta.leaseToken === 1)).toBe(true);
+    expect((await runtime.log.readStream(`run:${run.id}`)).map((e) => e.state)).toEqual(['claimed', 'spawning', 'running', 'succeeded']);
+    expect((await runtime.log.readStream(`run:${run.id}`)).every((e) => e.meta.runnerId === runtime.runnerId && e.meta.leaseToken === 1)).toBe(true);
     expect(findLoop(runtime.db, 'job')).toMatchObject({ runCount: 1, lastRun: { id: run.id, status: 'succeeded' } });
     expect(leaseRows(runtime)).toEqual([]);
     const dir = runDir(runtime.dataDir, run.id);
@@ -65,7 +65,7 @@ describe('runNow: outcomes', () => {
 
   it('exit 3 in shell form fails with exit code 3', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: 'echo bad >&2; exit 3' });
+    await loop(runtime, { command: 'echo bad >&2; exit 3' });
     const run = await runNow(runtime, 'job');
     expect(run).toMatchObject({ status: 'failed', exitCode: 3, error: 'exited with code 3', stderr: 'bad\n' });
     expect(findLoop(runtime.db, 'job').lastRun?.status).toBe('failed');
@@ -76,12 +76,12 @@ describe('runNow: outcomes', () => {
   it('exit 137, 130 and 143 are exit codes, not signals: failed with that code; a command killed by SIGKILL is recorded with the signal', async () => {
     const runtime = await useRuntime();
     for (const code of [137, 130, 143]) {
-      loop(runtime, { name: `exit-${code}`, command: `echo before; exit ${code}` });
+      await loop(runtime, { name: `exit-${code}`, command: `echo before; exit ${code}` });
       const run = await runNow(runtime, `exit-${code}`);
       expect(run).toMatchObject({ status: 'failed', exitCode: code, signal: null, error: `exited with code ${code}`, stdout: 'before\n' });
-      expect(runtime.log.readStream(`run:${run.id}`).at(-1)!.data).toMatchObject({ exitCode: code, signal: null });
+      expect((await runtime.log.readStream(`run:${run.id}`)).at(-1)!.data).toMatchObject({ exitCode: code, signal: null });
     }
-    loop(runtime, { name: 'killed', command: 'kill -KILL $$' });
+    await loop(runtime, { name: 'killed', command: 'kill -KILL $$' });
     const killed = await runNow(runtime, 'killed');
     expect(killed).toMatchObject({ status: 'failed', exitCode: null, signal: 'SIGKILL', error: 'killed by signal SIGKILL' });
     expectLogConsistent(runtime);
@@ -89,7 +89,7 @@ describe('runNow: outcomes', () => {
 
   it('the exit-status file is 0600, like every file of the data directory', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: 'exit 3' });
+    await loop(runtime, { command: 'exit 3' });
     const run = await runNow(runtime, 'job');
     const file = join(runDir(runtime.dataDir, run.id), 'exit-status');
     expect(readFileSync(file, 'utf8')).toBe(`exit 3\npid ${run.pid}\n`);
@@ -100,7 +100,7 @@ describe('runNow: outcomes', () => {
     const runtime = await useRuntime();
     const cwd = tempDir();
     const args = ['$HOME', 'a;b', '$(id)', 'two words'];
-    loop(runtime, {
+    await loop(runtime, {
       command: fixture('report.mjs'),
       args,
       shell: false,
@@ -119,7 +119,7 @@ describe('runNow: outcomes', () => {
       LOOPS_ATTEMPT: '1',
       LOOPS_IDEMPOTENCY_KEY: `loop:${run.loopId}:${run.slot}:1`,
     });
-    const requested = runtime.log.readStream(`run:${run.id}`).find((e) => e.type === 'process.spawn_requested')!;
+    const requested = (await runtime.log.readStream(`run:${run.id}`)).find((e) => e.type === 'process.spawn_requested')!;
     expect(requested.data).toMatchObject({ command: fixture('report.mjs'), args, shell: false, cwd });
     expect((requested.data as { envKeys: string[] }).envKeys).toEqual(
       ['LOOPS_ATTEMPT', 'LOOPS_IDEMPOTENCY_KEY', 'LOOPS_LOOP_ID', 'LOOPS_LOOP_NAME', 'LOOPS_RUN_ID', 'LOOPS_SCHEDULED_FOR', 'REPORT_ENV', 'SECRET_TOKEN'],
@@ -130,7 +130,7 @@ describe('runNow: outcomes', () => {
 
   it('stdin is not a pipe: a command reading stdin finishes at once', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: fixture('read-stdin.mjs'), shell: false, timeout: '10s' });
+    await loop(runtime, { command: fixture('read-stdin.mjs'), shell: false, timeout: '10s' });
     const run = await runNow(runtime, 'job');
     expect(run.status).toBe('succeeded');
     expect(JSON.parse(run.stdout)).toMatchObject({ eof: true, bytes: 0, fifo: false });
@@ -139,7 +139,7 @@ describe('runNow: outcomes', () => {
 
   it('output larger than the tail cap keeps the last bytes in the run', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: fixture('big-output.mjs'), args: ['200000'], shell: false });
+    await loop(runtime, { command: fixture('big-output.mjs'), args: ['200000'], shell: false });
     const run = await runNow(runtime, 'job', { tailBytes: 2048 });
     expect(run.status).toBe('succeeded');
     expect(Buffer.byteLength(run.stdout)).toBe(2048);
@@ -150,7 +150,7 @@ describe('runNow: outcomes', () => {
 
   it('sleep 30 with a 1 s timeout is timed_out quickly', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: 'sleep 30', timeout: '1s', killGrace: '2s' });
+    await loop(runtime, { command: 'sleep 30', timeout: '1s', killGrace: '2s' });
     const started = performance.now();
     const run = await runNow(runtime, 'job');
     expect(performance.now() - started).toBeLessThan(5000);
@@ -158,19 +158,19 @@ describe('runNow: outcomes', () => {
     expect(run.error).toMatch(/^timed out after 1s/);
     await waitForGroupGone(run.pid!);
     expect(findLoop(runtime.db, 'job').lastRun?.status).toBe('timed_out');
-    const requested = runtime.log.readStream(`run:${run.id}`)[1]!;
+    const requested = (await runtime.log.readStream(`run:${run.id}`))[1]!;
     expect(Date.parse((requested.data as { timeoutAt: string }).timeoutAt) - Date.parse(requested.at)).toBe(1000);
     expectLogConsistent(runtime);
   });
 
   it('a nonexistent executable (argv form) fails through process.spawn_failed with a clear error', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: 'no-such-program-loops-test', shell: false, preflight: false });
+    await loop(runtime, { command: 'no-such-program-loops-test', shell: false, preflight: false });
     const run = await runNow(runtime, 'job');
     expect(run).toMatchObject({ status: 'failed', exitCode: null, pid: null });
     expect(run.error).toMatch(/^command not found: no-such-program-loops-test/);
     expect(eventTypes(runtime.log, `run:${run.id}`)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawn_failed']);
-    expect(runtime.log.readStream(`run:${run.id}`)[2]!.data).toMatchObject({ code: 'ENOENT' });
+    expect((await runtime.log.readStream(`run:${run.id}`))[2]!.data).toMatchObject({ code: 'ENOENT' });
     expect(leaseRows(runtime)).toEqual([]);
     expectLogConsistent(runtime);
   });
@@ -180,7 +180,7 @@ describe('runNow: cancellation', () => {
   it('aborting the signal while running cancels the run; a TERM-ignoring tree is SIGKILLed after the grace', async () => {
     const runtime = await useRuntime();
     const pidFile = join(tempDir(), 'grandchild.pid');
-    loop(runtime, { command: fixture('ignore-term.sh'), args: [pidFile], shell: false, killGrace: 300 });
+    await loop(runtime, { command: fixture('ignore-term.sh'), args: [pidFile], shell: false, killGrace: 300 });
     const controller = new AbortController();
     let grandchild = 0;
     let aliveWhenReady = false;
@@ -203,7 +203,7 @@ describe('runNow: cancellation', () => {
       'run.cancel_requested',
       'process.exited',
     ]);
-    expect(runtime.log.readStream(`run:${run.id}`)[4]!.data).toMatchObject({ cancelled: true, timedOut: false });
+    expect((await runtime.log.readStream(`run:${run.id}`))[4]!.data).toMatchObject({ cancelled: true, timedOut: false });
     await waitForGroupGone(run.pid!);
     expect(grandchild).toBeGreaterThan(0);
     expect(isAlive(grandchild)).toBe(false);
@@ -213,7 +213,7 @@ describe('runNow: cancellation', () => {
 
   it('an already-aborted signal cancels before anything is spawned', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: 'echo should-not-run' });
+    await loop(runtime, { command: 'echo should-not-run' });
     const controller = new AbortController();
     controller.abort('changed my mind');
     const run = await runNow(runtime, 'job', { signal: controller.signal });
@@ -225,7 +225,7 @@ describe('runNow: cancellation', () => {
 
   it('a listener on events$ may cancel the run as soon as it is spawned', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: 'sleep 30' });
+    await loop(runtime, { command: 'sleep 30' });
     const controller = new AbortController();
     const sub = runtime.log.events$.subscribe((e) => {
       if (e.type === 'process.spawned') controller.abort();
@@ -242,7 +242,7 @@ describe('runNow: leases', () => {
   it('a runner whose lease was stolen cannot record the outcome (LeaseLostError, nothing appended)', async () => {
     const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
     const runtime = await useRuntime({ clock });
-    loop(runtime, { command: 'sleep', args: ['30'], shell: false });
+    await loop(runtime, { command: 'sleep', args: ['30'], shell: false });
     const spawned = nextEvent(runtime, 'process.spawned');
     const outcome = runNow(runtime, 'job', { leaseTtlMs: 30_000 }).then(
       () => null,
@@ -254,18 +254,18 @@ describe('runNow: leases', () => {
 
     // Another runner takes over after forcing the lease to expire.
     runtime.db.prepare('UPDATE leases SET expires_at = ? WHERE name = ?').run('2026-05-01T09:00:00.000Z', streamId);
-    const stolen = runtime.leases.take(streamId, 'thief', 30_000, clock.now());
+    const stolen = await runtime.leases.take(streamId, 'thief', 30_000, clock.now());
     expect(stolen.token).toBe(2);
-    const versionBefore = runtime.log.streamInfo(streamId)!.version;
-    const headBefore = runtime.log.headPosition();
+    const versionBefore = (await runtime.log.streamInfo(streamId))!.version;
+    const headBefore = await runtime.log.headPosition();
 
     process.kill(-pid, 'SIGTERM'); // the run's process group (its leader is the exit-status wrapper)
     const error = await outcome;
     expect(error).toBeInstanceOf(LeaseLostError);
     expect(error).toMatchObject({ code: 'lease_lost' });
     expect((error as Error).message).toMatch(/no longer held by test-host:1:runner \(token 1\)/);
-    expect(runtime.log.streamInfo(streamId)!.version).toBe(versionBefore);
-    expect(runtime.log.headPosition()).toBe(headBefore);
+    expect((await runtime.log.streamInfo(streamId))!.version).toBe(versionBefore);
+    expect(await runtime.log.headPosition()).toBe(headBefore);
     expect(eventTypes(runtime.log, streamId).at(-1)).toBe('process.spawned');
     expect(findRun(runtime.db, streamId.slice(4)).status).toBe('running');
     expect(runtime.db.prepare('SELECT holder, token FROM leases').all()).toEqual([{ holder: 'thief', token: 2 }]);
@@ -275,7 +275,7 @@ describe('runNow: leases', () => {
   it('the heartbeat renews the lease on the injected clock while the run executes', async () => {
     const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
     const runtime = await useRuntime({ clock });
-    loop(runtime, { command: 'sleep', args: ['30'], shell: false });
+    await loop(runtime, { command: 'sleep', args: ['30'], shell: false });
     const spawned = nextEvent(runtime, 'process.spawned');
     const controller = new AbortController();
     const done = runNow(runtime, 'job', { leaseTtlMs: 9000, signal: controller.signal });
@@ -295,36 +295,36 @@ describe('runNow: leases', () => {
 
   it('a run leased by another runner cannot be claimed twice', async () => {
     const runtime = await useRuntime();
-    const lease = runtime.leases.take('run:x', 'a', 10_000, Date.now());
+    const lease = await runtime.leases.take('run:x', 'a', 10_000, Date.now());
     expect(lease.token).toBe(1);
-    expect(() => runtime.leases.take('run:x', 'b', 10_000, Date.now())).toThrow(/run:x is leased by a until/);
+    await expect(runtime.leases.take('run:x', 'b', 10_000, Date.now())).rejects.toThrow(/run:x is leased by a until/);
     // The same holder may re-acquire; the token moves on.
-    expect(runtime.leases.take('run:x', 'a', 10_000, Date.now()).token).toBe(2);
+    expect((await runtime.leases.take('run:x', 'a', 10_000, Date.now())).token).toBe(2);
     // After expiry anyone may take it.
-    expect(runtime.leases.take('run:x', 'b', 10_000, Date.now() + 20_000)).toMatchObject({ holder: 'b', token: 3 });
+    expect(await runtime.leases.take('run:x', 'b', 10_000, Date.now() + 20_000)).toMatchObject({ holder: 'b', token: 3 });
   });
 });
 
 describe('runNow: refusals', () => {
   it('an archived loop cannot run; a removed loop is not found; nothing is appended', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: 'true', name: 'old' });
-    changeLoopState(runtime, 'old', 'archive');
-    const head = runtime.log.headPosition();
+    await loop(runtime, { command: 'true', name: 'old' });
+    await changeLoopState(runtime, 'old', 'archive');
+    const head = await runtime.log.headPosition();
     await expect(runNow(runtime, 'old')).rejects.toBeInstanceOf(InvalidTransitionError);
-    changeLoopState(runtime, 'old', 'remove');
+    await changeLoopState(runtime, 'old', 'remove');
     await expect(runNow(runtime, 'old')).rejects.toBeInstanceOf(NotFoundError);
-    expect(runtime.log.headPosition()).toBe(head + 1);
+    expect(await runtime.log.headPosition()).toBe(head + 1);
     expect(leaseRows(runtime)).toEqual([]);
     expectLogConsistent(runtime);
   });
 
   it('paused and stopped loops can still be run by hand', async () => {
     const runtime = await useRuntime();
-    loop(runtime, { command: 'true', name: 'p' });
-    changeLoopState(runtime, 'p', 'pause');
+    await loop(runtime, { command: 'true', name: 'p' });
+    await changeLoopState(runtime, 'p', 'pause');
     expect((await runNow(runtime, 'p')).status).toBe('succeeded');
-    changeLoopState(runtime, 'p', 'stop');
+    await changeLoopState(runtime, 'p', 'stop');
     expect((await runNow(runtime, 'p')).status).toBe('succeeded');
     expect(findLoop(runtime.db, 'p')).toMatchObject({ status: 'stopped', runCount: 2 });
     expectLogConsistent(runtime);

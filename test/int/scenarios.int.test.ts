@@ -423,7 +423,7 @@ async function prepare(s: Scenario, runnerId: string, context?: () => string): P
   const clock = new SimulatedClock(T0);
   const runtime = await useRuntime({ clock, runnerId });
   const gate = join(runtime.root, 'gate');
-  const loop = createCommandLoop(runtime, {
+  const loop = await createCommandLoop(runtime, {
     name: 'job',
     command: s.gated === undefined ? 'true' : gateCommand(s.gated),
     ...s.loop,
@@ -464,7 +464,7 @@ interface DecisionRow {
 }
 
 /** The outcome, read from the log's projections and the loop's stream (see `Outcome`). */
-function observe(runtime: Runtime, loopId: string): Outcome {
+async function observe(runtime: Runtime, loopId: string): Promise<Outcome> {
   const runs = runtime.db
     .prepare('SELECT id, slot, attempt, status, claimed_at, finished_at FROM loop_runs WHERE loop_id = ? ORDER BY claimed_position')
     .all(loopId) as Array<{ id: string; slot: string; attempt: number; status: string; claimed_at: string; finished_at: string | null }>;
@@ -494,8 +494,7 @@ function observe(runtime: Runtime, loopId: string): Outcome {
         return `${d.decision} ${range} → ${ref(d.run_id)} (${named(d.reason ?? '')}) ${when}`;
     }
   });
-  const loopEvents = runtime.log
-    .readStream(`loop:${loopId}`)
+  const loopEvents = (await runtime.log.readStream(`loop:${loopId}`))
     .filter((e) => e.type !== 'loop.created' && !e.type.startsWith('slot.'))
     .map((e) => {
       const data = e.data as { reason?: string; nextRunAt?: string; after?: string | null };
@@ -533,7 +532,7 @@ const viaTick: Driver = async (s) => {
     await h.flight.settle();
   }
   await Promise.all(passes);
-  return { outcome: observe(h.runtime, h.loopId), runtime: h.runtime, settledAt: h.clock.now() };
+  return { outcome: await observe(h.runtime, h.loopId), runtime: h.runtime, settledAt: h.clock.now() };
 };
 
 /**
@@ -547,7 +546,7 @@ const viaDaemon: Driver = async (s) => {
   const daemon = new Daemon(h.runtime, { log: (l) => lines.push(l), onRun: h.flight.onRun });
   // After useRuntime's hook, so it runs first (vitest runs onTestFinished hooks in reverse order).
   onTestFinished(() => daemon.stop('test finished'));
-  daemon.start();
+  await daemon.start();
   await h.flight.settle();
   for (const step of s.steps) {
     if (step.jump) h.clock.jumpWall(step.jump);
@@ -563,7 +562,7 @@ const viaDaemon: Driver = async (s) => {
   await daemon.stop('scenario over');
   // Nothing went wrong inside the daemon (a pass, a claim, a run that could not be executed).
   expect(readDaemonState(h.runtime.dataDir)?.lastError ?? null, lines.join('\n')).toBeNull();
-  return { outcome: observe(h.runtime, h.loopId), runtime: h.runtime, settledAt: h.clock.now() };
+  return { outcome: await observe(h.runtime, h.loopId), runtime: h.runtime, settledAt: h.clock.now() };
 };
 
 const DRIVERS: Array<[string, Driver]> = [

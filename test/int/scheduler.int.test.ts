@@ -52,7 +52,7 @@ async function secondRuntime(first: Runtime, clock: SimulatedClock, runnerId = '
   return other;
 }
 
-function hourly(runtime: Runtime, input: Partial<CreateCommandLoopInput> = {}, schedule: CreateCommandLoopInput['schedule'] = {}): LoopView {
+function hourly(runtime: Runtime, input: Partial<CreateCommandLoopInput> = {}, schedule: CreateCommandLoopInput['schedule'] = {}): Promise<LoopView> {
   return createCommandLoop(runtime, { name: 'job', command: 'true', ...input, schedule: { every: '1h', tz: 'UTC', ...schedule } });
 }
 
@@ -108,15 +108,15 @@ function auditSlots(runtime: Runtime, loopId: string): { decided: string[]; fire
 
 const types = (result: TickResult) => result.decisions.map((d) => d.type);
 
-function positionsOf(runtime: Runtime, runId: string): { first: number; last: number } {
-  const events = runtime.log.readStream(`run:${runId}`);
+async function positionsOf(runtime: Runtime, runId: string): Promise<{ first: number; last: number }> {
+  const events = await runtime.log.readStream(`run:${runId}`);
   return { first: events[0]!.position, last: events[events.length - 1]!.position };
 }
 
 describe('tick: catch-up after the wall clock jumps 3 days and 30 minutes (between two slots)', () => {
   it('catch-up latest: exactly one run, of the last slot; the older 71 are coalesced into it', async () => {
     const { clock, runtime } = await setup();
-    const loop = hourly(runtime, { catchUp: 'latest' });
+    const loop = await hourly(runtime, { catchUp: 'latest' });
     expect(loop.nextRunAt).toBe(slotH(1));
     clock.jumpWall(3 * DAY + 30 * MIN);
     const result = await tick(runtime);
@@ -130,7 +130,7 @@ describe('tick: catch-up after the wall clock jumps 3 days and 30 minutes (betwe
     expect(findLoop(runtime.db, 'job')).toMatchObject({ status: 'active', nextRunAt: slotH(73), scheduledRuns: 1, runCount: 1 });
     expect(auditSlots(runtime, loop.id).decided).toHaveLength(72);
     // The decisions are one append on the loop stream.
-    const loopEvents = runtime.log.readStream(`loop:${loop.id}`);
+    const loopEvents = await runtime.log.readStream(`loop:${loop.id}`);
     expect(loopEvents.map((e) => e.type)).toEqual(['loop.created', 'slot.coalesced', 'slot.fired']);
     expect(loopEvents[2]!.position - loopEvents[1]!.position).toBe(1);
 
@@ -140,7 +140,7 @@ describe('tick: catch-up after the wall clock jumps 3 days and 30 minutes (betwe
 
   it('catch-up none: no run; all 72 slots are missed', async () => {
     const { clock, runtime } = await setup();
-    const loop = hourly(runtime, { catchUp: 'none' });
+    const loop = await hourly(runtime, { catchUp: 'none' });
     clock.jumpWall(3 * DAY + 30 * MIN);
     const result = await tick(runtime);
     expect(result.decisions).toEqual([
@@ -164,7 +164,7 @@ describe('tick: catch-up after the wall clock jumps 3 days and 30 minutes (betwe
 
   it('catch-up all with a 5 h window: only the 5 slots inside it run, one after another, oldest first', async () => {
     const { clock, runtime } = await setup();
-    const loop = hourly(runtime, { catchUp: 'all', catchUpWindow: '5h' });
+    const loop = await hourly(runtime, { catchUp: 'all', catchUpWindow: '5h' });
     clock.jumpWall(3 * DAY + 30 * MIN);
     const claimedWhileRunning: string[][] = [];
     const sub = runtime.log.events$.pipe(filter((e: StoredEvent) => e.type === 'run.claimed')).subscribe(() => {
@@ -182,7 +182,7 @@ describe('tick: catch-up after the wall clock jumps 3 days and 30 minutes (betwe
     // One after another: each run ended (in the log, and in time) before the next one was claimed,
     // and when each was claimed no other run of the loop was going.
     for (let i = 1; i < runs.length; i++) {
-      expect(positionsOf(runtime, runs[i]!.id).first).toBeGreaterThan(positionsOf(runtime, runs[i - 1]!.id).last);
+      expect((await positionsOf(runtime, runs[i]!.id)).first).toBeGreaterThan((await positionsOf(runtime, runs[i - 1]!.id)).last);
       expect(Date.parse(runs[i]!.started_at!)).toBeGreaterThan(Date.parse(runs[i - 1]!.finished_at!));
     }
     expect(claimedWhileRunning).toEqual(runs.map((r) => [r.id]));
@@ -192,7 +192,7 @@ describe('tick: catch-up after the wall clock jumps 3 days and 30 minutes (betwe
 
   it('catch-up all with a limit: the most recent slots run, the older ones are over the limit', async () => {
     const { clock, runtime } = await setup();
-    const loop = hourly(runtime, { catchUp: 'all', catchUpLimit: 2 });
+    const loop = await hourly(runtime, { catchUp: 'all', catchUpLimit: 2 });
     clock.jumpWall(5 * HOUR + 30 * MIN);
     const result = await tick(runtime);
     expect(types(result)).toEqual(['slot.missed', 'slot.fired', 'slot.fired']);
@@ -205,7 +205,7 @@ describe('tick: catch-up after the wall clock jumps 3 days and 30 minutes (betwe
 describe('tick: wall-clock jumps, pause', () => {
   it('a jump backward then forward never runs a slot twice, and the schedule resumes', async () => {
     const { clock, runtime } = await setup();
-    const loop = hourly(runtime, { catchUp: 'latest' });
+    const loop = await hourly(runtime, { catchUp: 'latest' });
     clock.jumpWall(HOUR);
     expect((await tick(runtime)).runs.map((r) => r.slot)).toEqual([slotH(1)]);
 
@@ -229,12 +229,12 @@ describe('tick: wall-clock jumps, pause', () => {
 
   it('a paused loop is not ticked; after resume the slots of the pause are not caught up', async () => {
     const { clock, runtime } = await setup();
-    const loop = hourly(runtime, { catchUp: 'all' });
+    const loop = await hourly(runtime, { catchUp: 'all' });
     clock.jumpWall(30 * MIN);
-    changeLoopState(runtime, 'job', 'pause');
+    await changeLoopState(runtime, 'job', 'pause');
     clock.jumpWall(5 * HOUR);
     expect(await tick(runtime)).toMatchObject({ decisions: [], runs: [] });
-    changeLoopState(runtime, 'job', 'resume'); // at T0 + 5h30
+    await changeLoopState(runtime, 'job', 'resume'); // at T0 + 5h30
     expect(findLoop(runtime.db, 'job').nextRunAt).toBe(slotH(6));
     expect(await tick(runtime)).toMatchObject({ decisions: [], runs: [] });
     clock.jumpWall(30 * MIN);
@@ -246,7 +246,7 @@ describe('tick: wall-clock jumps, pause', () => {
 describe('tick: racing passes decide each slot once', () => {
   it('two passes started together in one process: one decides, the other finds nothing due', async () => {
     const { clock, runtime } = await setup();
-    const loop = hourly(runtime, { catchUp: 'all', catchUpWindow: '3h' });
+    const loop = await hourly(runtime, { catchUp: 'all', catchUpWindow: '3h' });
     clock.jumpWall(3 * HOUR + 10 * MIN);
     const [a, b] = await Promise.all([tick(runtime), tick(runtime)]);
     expect(a.runs.length + b.runs.length).toBe(3);
@@ -258,8 +258,8 @@ describe('tick: racing passes decide each slot once', () => {
   it('two runtimes (two runners) on the same data directory: each slot decided once, one run per slot', async () => {
     const { clock, runtime } = await setup();
     const other = await secondRuntime(runtime, clock);
-    const loop = hourly(runtime, { catchUp: 'all' });
-    hourly(runtime, { name: 'job2', catchUp: 'latest' });
+    const loop = await hourly(runtime, { catchUp: 'all' });
+    await hourly(runtime, { name: 'job2', catchUp: 'latest' });
     clock.jumpWall(2 * HOUR + 10 * MIN);
     const [a, b] = await Promise.all([tick(runtime), tick(other)]);
     const all = [...a.runs, ...b.runs];
@@ -273,14 +273,27 @@ describe('tick: racing passes decide each slot once', () => {
   it('a pass whose due loop another pass decided meanwhile decides nothing and runs nothing; the winner runs the slot once', async () => {
     const { clock, runtime } = await setup();
     const other = await secondRuntime(runtime, clock);
-    const loop = hourly(runtime, { catchUp: 'latest' });
+    const loop = await hourly(runtime, { catchUp: 'latest' });
     clock.jumpWall(HOUR);
     // Runner B has found the loop due when runner A's whole pass (decide, claim) slips in. B decides
     // inside one transaction (the stream read and the append together), so it finds the slot decided;
     // a store without that transaction would lose the compare-and-set instead (a conflict).
+    // A's pass is asynchronous: B's next transaction (its decisions) waits until A's pass is over.
     let winner: Promise<TickResult> | null = null;
     const raced: Runtime = {
       ...other,
+      log: new Proxy(other.log, {
+        get(target, prop) {
+          if (prop === 'batch') {
+            return async (...args: Parameters<typeof target.batch>) => {
+              if (winner) await winner;
+              return target.batch(...args);
+            };
+          }
+          const v = Reflect.get(target, prop, target);
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      }),
       db: new Proxy(other.db, {
         get(target, prop) {
           if (prop === 'prepare') {
@@ -314,7 +327,7 @@ describe('tick: racing passes decide each slot once', () => {
     expect(won.runs.map((r) => [r.slot, r.status])).toEqual([[slotH(1), 'succeeded']]);
     expect(auditSlots(runtime, loop.id).fired).toEqual([slotH(1)]);
     // The loser's decideLoop, retried, finds nothing left to decide.
-    expect(decideLoop(other, loop.id, clock.now())).toEqual({ events: [], fired: [] });
+    expect(await decideLoop(other, loop.id, clock.now())).toEqual({ events: [], fired: [] });
   });
 });
 
@@ -325,7 +338,7 @@ describe('tick: overlap', () => {
   async function firstRunGoing(overlap: 'skip' | 'allow') {
     const { clock, runtime } = await setup();
     const other = await secondRuntime(runtime, clock);
-    const loop = hourly(runtime, { command: SLOW_FIRST, overlap });
+    const loop = await hourly(runtime, { command: SLOW_FIRST, overlap });
     clock.jumpWall(HOUR);
     const cancel = new AbortController();
     const spawned = firstValueFrom(runtime.log.events$.pipe(filter((e) => e.type === 'process.spawned')));
@@ -377,7 +390,7 @@ describe('tick: overlap', () => {
   it('a run whose lease lapsed (its runner suspended) is taken over by the next pass: adopted, the slot due meanwhile skipped, the suspended runner fenced out', async () => {
     const { clock, runtime } = await setup();
     const other = await secondRuntime(runtime, clock);
-    const loop = hourly(runtime, { command: SLOW_FIRST, overlap: 'skip' });
+    const loop = await hourly(runtime, { command: SLOW_FIRST, overlap: 'skip' });
     clock.jumpWall(HOUR);
     const spawned = firstValueFrom(runtime.log.events$.pipe(filter((e) => e.type === 'process.spawned')));
     const first = tick(runtime).then(
@@ -416,7 +429,7 @@ describe('tick: overlap', () => {
 describe('tick: the end of a schedule', () => {
   it('max-runs 2: after two fired slots the loop is expired and fires no more', async () => {
     const { clock, runtime } = await setup();
-    const loop = hourly(runtime, {}, { maxRuns: 2 });
+    const loop = await hourly(runtime, {}, { maxRuns: 2 });
     clock.jumpWall(HOUR);
     expect(types(await tick(runtime))).toEqual(['slot.fired']);
     clock.jumpWall(HOUR);
@@ -430,13 +443,13 @@ describe('tick: the end of a schedule', () => {
     expect(auditSlots(runtime, loop.id).fired).toEqual([slotH(1), slotH(2)]);
     await expect(runNow(runtime, 'job')).rejects.toBeInstanceOf(InvalidTransitionError);
     // Expired loops can be archived.
-    changeLoopState(runtime, 'job', 'archive');
+    await changeLoopState(runtime, 'job', 'archive');
     expect(eventTypes(runtime.log, `loop:${loop.id}`)).toEqual(['loop.created', 'slot.fired', 'slot.fired', 'loop.expired', 'loop.archived']);
   });
 
   it('max-runs 2 after a long downtime with catch-up all: two fire, the rest are missed, the loop expires', async () => {
     const { clock, runtime } = await setup();
-    const loop = hourly(runtime, { catchUp: 'all' }, { maxRuns: 2 });
+    const loop = await hourly(runtime, { catchUp: 'all' }, { maxRuns: 2 });
     clock.jumpWall(4 * HOUR + 30 * MIN);
     const result = await tick(runtime);
     expect(types(result)).toEqual(['slot.missed', 'slot.fired', 'slot.fired', 'loop.expired']);
@@ -448,7 +461,7 @@ describe('tick: the end of a schedule', () => {
 
   it('--at fires once, then the loop is expired', async () => {
     const { clock, runtime } = await setup();
-    const loop = createCommandLoop(runtime, { name: 'once', command: 'true', schedule: { at: slotH(1), tz: 'UTC' } });
+    const loop = await createCommandLoop(runtime, { name: 'once', command: 'true', schedule: { at: slotH(1), tz: 'UTC' } });
     expect(loop.nextRunAt).toBe(slotH(1));
     clock.jumpWall(HOUR - 1);
     expect(await tick(runtime)).toMatchObject({ decisions: [], runs: [] });
@@ -465,7 +478,7 @@ describe('tick: the end of a schedule', () => {
 
   it('--expires-at: the last slot before it fires and the loop expires (reason expires-at)', async () => {
     const { clock, runtime } = await setup();
-    const loop = hourly(runtime, {}, { expiresAt: iso(T0 + 2 * HOUR + 30 * MIN) });
+    const loop = await hourly(runtime, {}, { expiresAt: iso(T0 + 2 * HOUR + 30 * MIN) });
     clock.jumpWall(HOUR);
     expect(types(await tick(runtime))).toEqual(['slot.fired']);
     clock.jumpWall(HOUR);
@@ -478,7 +491,7 @@ describe('tick: the end of a schedule', () => {
 
   it('manual loops are never ticked', async () => {
     const { clock, runtime } = await setup();
-    createCommandLoop(runtime, { name: 'man', command: 'true', schedule: { manual: true, tz: 'UTC' } });
+    await createCommandLoop(runtime, { name: 'man', command: 'true', schedule: { manual: true, tz: 'UTC' } });
     clock.jumpWall(30 * DAY);
     expect(await tick(runtime)).toMatchObject({ decisions: [], runs: [], conflicts: [] });
   });

@@ -185,7 +185,9 @@ describe('spawnProcess through the spawner', () => {
     await spawner.ready();
     // Set after the helper started: what the runner's environment is now counts.
     process.env.LOOPS_SPAWNER_TEST_SECRET = 'inherited';
-    onTestFinished(() => delete process.env.LOOPS_SPAWNER_TEST_SECRET);
+    onTestFinished(() => {
+      delete process.env.LOOPS_SPAWNER_TEST_SECRET;
+    });
     const read = await start(spawner, fileSpec(dir, { command: fixture('read-stdin.mjs'), shell: false, stdin: 'a prompt' }));
     expect(JSON.parse((await read.exited).stdout)).toMatchObject({ eof: true, bytes: 8 });
     const dir2 = tempDir();

@@ -71,12 +71,12 @@ describe('runStats over real runs', () => {
     withEnv(fakesFirst());
     const runtime = await useRuntime();
     const manual = { manual: true, tz: 'UTC' };
-    createCommandLoop(runtime, { name: 'ok', command: 'echo hi', schedule: manual });
-    createCommandLoop(runtime, { name: 'bad', command: 'echo oops >&2; exit 3', schedule: manual });
-    createCommandLoop(runtime, { name: 'slow', command: 'sleep 10', schedule: manual, timeout: '300ms', killGrace: '200ms' });
-    createAgentLoop(runtime, { name: 'review', provider: 'claude', prompt: 'review the diff', schedule: manual });
-    createAgentLoop(runtime, { name: 'fix', provider: 'codex', prompt: 'fix the tests', schedule: manual, model: 'gpt-5-codex' });
-    createCommandLoop(runtime, { name: 'idle', command: 'true', schedule: manual });
+    await createCommandLoop(runtime, { name: 'ok', command: 'echo hi', schedule: manual });
+    await createCommandLoop(runtime, { name: 'bad', command: 'echo oops >&2; exit 3', schedule: manual });
+    await createCommandLoop(runtime, { name: 'slow', command: 'sleep 10', schedule: manual, timeout: '300ms', killGrace: '200ms' });
+    await createAgentLoop(runtime, { name: 'review', provider: 'claude', prompt: 'review the diff', schedule: manual });
+    await createAgentLoop(runtime, { name: 'fix', provider: 'codex', prompt: 'fix the tests', schedule: manual, model: 'gpt-5-codex' });
+    await createCommandLoop(runtime, { name: 'idle', command: 'true', schedule: manual });
 
     for (let i = 0; i < 3; i++) expect((await runNow(runtime, 'ok')).status).toBe('succeeded');
     expect((await runNow(runtime, 'bad')).status).toBe('failed');
@@ -196,10 +196,10 @@ type Outcome =
 const report = agentReport;
 
 /** A run of `loop` claimed now, ended as told (the clock moves by the run's duration). */
-function recordRun(runtime: Runtime, clock: SimulatedClock, loop: LoopView, outcome: Outcome): string {
+async function recordRun(runtime: Runtime, clock: SimulatedClock, loop: LoopView, outcome: Outcome): Promise<string> {
   const runId = newId('run', clock.now());
   const actor = DurableActor.create(runtime, `run:${runId}`, 'run', currentMachines.run);
-  actor.record('run.claimed', {
+  await actor.record('run.claimed', {
     runId,
     loopId: loop.id,
     loopName: loop.name,
@@ -213,15 +213,15 @@ function recordRun(runtime: Runtime, clock: SimulatedClock, loop: LoopView, outc
     leaseToken: 1,
   });
   if (outcome.end === 'cancelled-before-start') {
-    actor.record('run.cancel_requested', { reason: 'not now' });
+    await actor.record('run.cancel_requested', { reason: 'not now' });
     return runId;
   }
-  actor.record('process.spawn_requested', { command: 'x', args: [], shell: true, cwd: null, envKeys: [], timeoutAt: null });
-  actor.record('process.spawned', { pid: 4242, pgid: 4242, startTime: null, bootId: null });
+  await actor.record('process.spawn_requested', { command: 'x', args: [], shell: true, cwd: null, envKeys: [], timeoutAt: null });
+  await actor.record('process.spawned', { pid: 4242, pgid: 4242, startTime: null, bootId: null });
   if (outcome.end === 'running') return runId;
   if (outcome.end === 'abandoned') {
     clock.advance(outcome.afterMs);
-    actor.record('run.abandoned', { reason: 'runner gone' });
+    await actor.record('run.abandoned', { reason: 'runner gone' });
     return runId;
   }
   clock.advance(outcome.durationMs);
@@ -237,7 +237,7 @@ function recordRun(runtime: Runtime, clock: SimulatedClock, loop: LoopView, outc
     durationMs: outcome.durationMs,
     error: outcome.exitCode === 0 ? null : 'exited',
   };
-  actor.recordAll([
+  await actor.recordAll([
     ...(outcome.agent ? [{ type: 'run.agent_reported', data: report(outcome.agent) }] : []),
     { type: 'process.exited', data: exited },
   ]);
@@ -250,40 +250,40 @@ describe('runStats: windows and outcomes (simulated clock)', () => {
     const clock = new SimulatedClock(T0);
     const runtime = await useRuntime({ clock });
     const manual = { manual: true, tz: 'UTC' };
-    const job = createCommandLoop(runtime, { name: 'job', command: 'true', schedule: manual });
-    const agent = createAgentLoop(runtime, { name: 'agent', provider: 'claude', prompt: 'x', schedule: manual, model: 'claude-opus-4-1' });
-    const gone = createCommandLoop(runtime, { name: 'gone', command: 'true', schedule: manual });
+    const job = await createCommandLoop(runtime, { name: 'job', command: 'true', schedule: manual });
+    const agent = await createAgentLoop(runtime, { name: 'agent', provider: 'claude', prompt: 'x', schedule: manual, model: 'claude-opus-4-1' });
+    const gone = await createCommandLoop(runtime, { name: 'gone', command: 'true', schedule: manual });
     return { clock, runtime, job, agent, gone };
   }
 
   it('counts every outcome, takes medians of ended runs, and cuts the window at --since', async () => {
     const { clock, runtime, job, agent, gone } = await setup();
     // Day 0: an old run of `gone`, which is then removed, and two old job runs.
-    recordRun(runtime, clock, gone, { end: 'exit', exitCode: 0, durationMs: 5000 });
-    changeLoopState(runtime, 'gone', 'remove');
-    recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 100_000 });
-    recordRun(runtime, clock, job, { end: 'exit', exitCode: 1, durationMs: 100_000 });
+    await recordRun(runtime, clock, gone, { end: 'exit', exitCode: 0, durationMs: 5000 });
+    await changeLoopState(runtime, 'gone', 'remove');
+    await recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 100_000 });
+    await recordRun(runtime, clock, job, { end: 'exit', exitCode: 1, durationMs: 100_000 });
     clock.advance(2 * DAY);
     const cut = clock.now();
     // Day 2 on: the window.
-    recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 100 });
-    recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 300 });
-    recordRun(runtime, clock, job, { end: 'exit', exitCode: 2, durationMs: 200 });
-    recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 1000, timedOut: true });
-    recordRun(runtime, clock, job, { end: 'abandoned', afterMs: 400 });
-    recordRun(runtime, clock, job, { end: 'cancelled-before-start' });
-    recordRun(runtime, clock, job, { end: 'running' });
+    await recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 100 });
+    await recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 300 });
+    await recordRun(runtime, clock, job, { end: 'exit', exitCode: 2, durationMs: 200 });
+    await recordRun(runtime, clock, job, { end: 'exit', exitCode: 0, durationMs: 1000, timedOut: true });
+    await recordRun(runtime, clock, job, { end: 'abandoned', afterMs: 400 });
+    await recordRun(runtime, clock, job, { end: 'cancelled-before-start' });
+    await recordRun(runtime, clock, job, { end: 'running' });
     const full = { input: 1000, output: 200, cacheRead: 5000, cacheWrite: 300 };
-    recordRun(runtime, clock, agent, { end: 'exit', exitCode: 0, durationMs: 60_000, agent: { model: 'claude-opus-4-1', turns: 4, tokens: full, costUsd: 0.1 } });
-    recordRun(runtime, clock, agent, { end: 'exit', exitCode: 0, durationMs: 30_000, agent: { model: 'claude-opus-4-1', turns: 2, tokens: full, costUsd: 0.2 } });
-    recordRun(runtime, clock, agent, {
+    await recordRun(runtime, clock, agent, { end: 'exit', exitCode: 0, durationMs: 60_000, agent: { model: 'claude-opus-4-1', turns: 4, tokens: full, costUsd: 0.1 } });
+    await recordRun(runtime, clock, agent, { end: 'exit', exitCode: 0, durationMs: 30_000, agent: { model: 'claude-opus-4-1', turns: 2, tokens: full, costUsd: 0.2 } });
+    await recordRun(runtime, clock, agent, {
       end: 'exit',
       exitCode: 0,
       durationMs: 90_000,
       agent: { model: 'claude-sonnet-4-5', turns: 3, tokens: { ...full, cacheWrite: null }, costUsd: null },
     });
-    recordRun(runtime, clock, agent, { end: 'exit', exitCode: 1, durationMs: 10_000, agent: {} }); // no JSON: all null
-    recordRun(runtime, clock, agent, { end: 'running' }); // no report yet
+    await recordRun(runtime, clock, agent, { end: 'exit', exitCode: 1, durationMs: 10_000, agent: {} }); // no JSON: all null
+    await recordRun(runtime, clock, agent, { end: 'running' }); // no report yet
 
     const all = runStats(runtime.db);
     expect(all.loops.map((l) => [l.name, l.status, l.runs])).toEqual([
@@ -369,7 +369,7 @@ describe('runStats: windows and outcomes (simulated clock)', () => {
     const { clock, runtime, job } = await setup();
     const runId = newId('run', clock.now());
     const actor = DurableActor.create(runtime, `run:${runId}`, 'run', currentMachines.run);
-    actor.record('run.claimed', {
+    await actor.record('run.claimed', {
       runId,
       loopId: job.id,
       loopName: job.name,
@@ -385,7 +385,7 @@ describe('runStats: windows and outcomes (simulated clock)', () => {
     clock.advance(1000);
     const since = new Date(clock.now()).toISOString();
     expect(runStats(runtime.db, { since }).total.runs).toBe(0); // claimed before, not started yet
-    actor.record('process.spawn_requested', { command: 'x', args: [], shell: true, cwd: null, envKeys: [], timeoutAt: null });
+    await actor.record('process.spawn_requested', { command: 'x', args: [], shell: true, cwd: null, envKeys: [], timeoutAt: null });
     expect(runStats(runtime.db, { since }).total).toMatchObject({ runs: 1, running: 1 });
   });
 });
@@ -445,7 +445,7 @@ describe('runStats: workflow loops with agent steps (real runs)', () => {
     withEnv(fakesFirst());
     const runtime = await useRuntime();
     const manual = { manual: true, tz: 'UTC' };
-    createWorkflow(
+    await createWorkflow(
       runtime,
       specFile(`name: review-flow
 steps:
@@ -459,9 +459,9 @@ steps:
     agent: { provider: codex, prompt: fix the build, model: gpt-5-codex }
 `),
     );
-    createWorkflowLoop(runtime, { name: 'flow', workflow: 'review-flow', schedule: manual });
-    createAgentLoop(runtime, { name: 'solo', provider: 'claude', prompt: 'x', schedule: manual });
-    createCommandLoop(runtime, { name: 'plain', command: 'true', schedule: manual });
+    await createWorkflowLoop(runtime, { name: 'flow', workflow: 'review-flow', schedule: manual });
+    await createAgentLoop(runtime, { name: 'solo', provider: 'claude', prompt: 'x', schedule: manual });
+    await createCommandLoop(runtime, { name: 'plain', command: 'true', schedule: manual });
 
     expect((await runNow(runtime, 'flow')).status).toBe('succeeded');
     expect((await runNow(runtime, 'flow')).status).toBe('succeeded');
@@ -542,17 +542,17 @@ steps:
  * moving as it goes: `build` (a command) runs first, then each attempt of `review` (an agent step)
  * as told — `null` when it is still running.
  */
-function recordWorkflowRun(
+async function recordWorkflowRun(
   runtime: Runtime,
   clock: SimulatedClock,
   pinned: { workflowId: string; workflowName: string; version: number; spec: EventData<'wfrun.started'>['spec'] },
   loopId: string | null,
   review: Array<{ report: Report | null; exitCode: number } | 'abandoned' | null>,
-): string {
+): Promise<string> {
   const wfRunId = newId('wfrun', clock.now());
   // The runner records each retry decision with the attempt's end (the intents are recorded below).
   const actor = DurableActor.create(runtime, `wfrun:${wfRunId}`, 'wfrun', currentMachines.workflowRun, decisionEffects);
-  actor.record('wfrun.started', {
+  await actor.record('wfrun.started', {
     wfRunId,
     ...pinned,
     inputs: {},
@@ -565,17 +565,17 @@ function recordWorkflowRun(
     leaseToken: 1,
     decisions: 'recorded',
   });
-  const attempt = (stepId: string, n: number, end: { report: Report | null; exitCode: number } | 'abandoned' | null) => {
-    if (n > 1) actor.record('step.retry_due', { stepId, attempt: n });
-    actor.record('step.spawn_requested', { stepId, attempt: n, command: 'x', args: [], shell: false, cwd: null, envKeys: [], timeoutAt: null });
-    actor.record('step.spawned', { stepId, attempt: n, pid: 4242, pgid: 4242, startTime: null, bootId: null });
+  const attempt = async (stepId: string, n: number, end: { report: Report | null; exitCode: number } | 'abandoned' | null) => {
+    if (n > 1) await actor.record('step.retry_due', { stepId, attempt: n });
+    await actor.record('step.spawn_requested', { stepId, attempt: n, command: 'x', args: [], shell: false, cwd: null, envKeys: [], timeoutAt: null });
+    await actor.record('step.spawned', { stepId, attempt: n, pid: 4242, pgid: 4242, startTime: null, bootId: null });
     clock.advance(60_000);
     if (end === null) return;
     if (end === 'abandoned') {
-      actor.record('step.abandoned', { stepId, attempt: n, reason: 'runner gone' });
+      await actor.record('step.abandoned', { stepId, attempt: n, reason: 'runner gone' });
       return;
     }
-    actor.record('step.exited', {
+    await actor.record('step.exited', {
       stepId,
       attempt: n,
       exitCode: end.exitCode,
@@ -592,8 +592,8 @@ function recordWorkflowRun(
       ...(end.report ? { agent: end.report } : {}),
     });
   };
-  attempt('build', 1, { report: null, exitCode: 0 });
-  review.forEach((end, i) => attempt('review', i + 1, end));
+  await attempt('build', 1, { report: null, exitCode: 0 });
+  for (const [i, end] of review.entries()) await attempt('review', i + 1, end);
   return wfRunId;
 }
 
@@ -602,7 +602,7 @@ describe('runStats: workflow loops with agent steps (simulated clock)', () => {
     withEnv(fakesFirst());
     const clock = new SimulatedClock(T0);
     const runtime = await useRuntime({ clock });
-    const { workflow } = createWorkflow(
+    const { workflow } = await createWorkflow(
       runtime,
       specFile(`name: reviewed
 steps:
@@ -615,24 +615,24 @@ steps:
 `),
     );
     const pinned = { workflowId: workflow.id, workflowName: workflow.name, version: 1, spec: workflowVersion(runtime.db, workflow.id, 1).spec };
-    const loop = createWorkflowLoop(runtime, { name: 'reviewed', workflow: 'reviewed', schedule: { manual: true, tz: 'UTC' } });
+    const loop = await createWorkflowLoop(runtime, { name: 'reviewed', workflow: 'reviewed', schedule: { manual: true, tz: 'UTC' } });
     const full = { input: 1000, output: 200, cacheRead: 5000, cacheWrite: 300 };
 
     // Day 0: a failed attempt and its retry — both reported, both count.
-    recordWorkflowRun(runtime, clock, pinned, loop.id, [
+    await recordWorkflowRun(runtime, clock, pinned, loop.id, [
       { report: report({ model: 'claude-opus-4-1', turns: 4, tokens: full, costUsd: 0.1 }), exitCode: 1 },
       { report: report({ model: 'claude-sonnet-4-5', turns: 2, tokens: full, costUsd: 0.2 }), exitCode: 0 },
     ]);
     clock.advance(2 * DAY);
     // Started a moment before the window, its agent attempt (a minute later) inside it: out of the window with its run.
     const early = clock.now();
-    recordWorkflowRun(runtime, clock, pinned, loop.id, [{ report: report({ turns: 1, tokens: full, costUsd: 0.4 }), exitCode: 0 }]);
+    await recordWorkflowRun(runtime, clock, pinned, loop.id, [{ report: report({ turns: 1, tokens: full, costUsd: 0.4 }), exitCode: 0 }]);
     const cut = early + 1;
     // In the window: an abandoned attempt (no report), then one whose CLI printed no JSON (all null).
-    recordWorkflowRun(runtime, clock, pinned, loop.id, ['abandoned', { report: report({}), exitCode: 1 }]);
+    await recordWorkflowRun(runtime, clock, pinned, loop.id, ['abandoned', { report: report({}), exitCode: 1 }]);
     // Still running: not counted. By hand (no loop): not counted.
-    recordWorkflowRun(runtime, clock, pinned, loop.id, [null]);
-    recordWorkflowRun(runtime, clock, pinned, null, [{ report: report({ turns: 9, tokens: full, costUsd: 1 }), exitCode: 0 }]);
+    await recordWorkflowRun(runtime, clock, pinned, loop.id, [null]);
+    await recordWorkflowRun(runtime, clock, pinned, null, [{ report: report({ turns: 9, tokens: full, costUsd: 1 }), exitCode: 0 }]);
 
     const all = runStats(runtime.db);
     expect(all.loops.map((l) => l.name)).toEqual(['reviewed']);

@@ -21,7 +21,7 @@ const T0 = Date.parse('2026-03-01T00:00:00.000Z');
 /** A second runner on the same data directory that decides and then dies before claiming anything. */
 async function decideAndDie(first: Runtime, clock: SimulatedClock): Promise<string> {
   const doomed = await openRuntime({ dataDir: first.dataDir, clock, runnerId: 'doomed-host:9:pass' });
-  const { decisions } = decide(doomed, clock.now());
+  const { decisions } = await decide(doomed, clock.now());
   doomed.close(); // kill -9: its runner lease is left to run out, its fired slot to wait
   const fired = decisions.find((d) => d.type === 'slot.fired');
   expect(fired).toBeDefined();
@@ -31,7 +31,7 @@ async function decideAndDie(first: Runtime, clock: SimulatedClock): Promise<stri
 async function setup(catchUp: 'none' | 'latest') {
   const clock = new SimulatedClock(T0);
   const runtime = await useRuntime({ clock, runnerId: 'test-host:1:tick' });
-  const loop = createCommandLoop(runtime, { name: 'job', command: 'true', catchUp, schedule: { every: '1h', tz: 'UTC' } });
+  const loop = await createCommandLoop(runtime, { name: 'job', command: 'true', catchUp, schedule: { every: '1h', tz: 'UTC' } });
   clock.jumpWall(60 * MIN + 1000);
   return { clock, runtime, loop };
 }
@@ -78,11 +78,11 @@ describe('a fired slot whose runner died before claiming it', () => {
     const { clock, runtime } = await setup('none');
     const alive = await openRuntime({ dataDir: runtime.dataDir, clock, runnerId: 'alive-host:8:pass' });
     onTestFinished(() => alive.close());
-    const { decisions } = decide(alive, clock.now());
+    const { decisions } = await decide(alive, clock.now());
     const runId = (decisions.find((d) => d.type === 'slot.fired')!.data as { runId: string }).runId;
     clock.jumpWall(5 * MIN); // late, but its runner's lease (30 s) is renewed by its dispatcher: here, take it again
-    alive.leases.take(`runner:${alive.runnerId}`, alive.runnerId, 30_000, clock.now());
-    const other = decide(runtime, clock.now());
+    await alive.leases.take(`runner:${alive.runnerId}`, alive.runnerId, 30_000, clock.now());
+    const other = await decide(runtime, clock.now());
     expect(other.decisions).toEqual([]);
     expect(runtime.db.prepare('SELECT run_id AS runId FROM run_queue').all()).toEqual([{ runId }]);
   });
@@ -92,7 +92,7 @@ describe('stopping a loop gives up its queued work, on the record', () => {
   it('a pending retry is dropped with the stop; why tells the retry and the drop', async () => {
     const clock = new SimulatedClock(T0);
     const runtime = await useRuntime({ clock, runnerId: 'test-host:1:tick' });
-    const loop = createCommandLoop(runtime, { name: 'flaky', command: 'exit 1', attempts: 3, retryDelay: '10m', schedule: { every: '1h', tz: 'UTC' } });
+    const loop = await createCommandLoop(runtime, { name: 'flaky', command: 'exit 1', attempts: 3, retryDelay: '10m', schedule: { every: '1h', tz: 'UTC' } });
     clock.jumpWall(60 * MIN + 1000);
     const first = await tick(runtime);
     expect(first.runs.map((r) => r.status)).toEqual(['failed']);
@@ -101,9 +101,9 @@ describe('stopping a loop gives up its queued work, on the record', () => {
     expect(explainSlot(runtime.db, findLoop(runtime.db, loop.id), T0 + 60 * MIN, clock.now()).explanation).toMatch(
       new RegExp(`the run failed \\(decided [^)]*\\); retried — attempt 2 after run_\\S+ failed: exited with code 1: ${retry.runId} is due at `),
     );
-    changeLoopState(runtime, 'flaky', 'stop', { reason: 'enough' });
+    await changeLoopState(runtime, 'flaky', 'stop', { reason: 'enough' });
     expect(eventTypes(runtime.log, `loop:${loop.id}`).slice(-2)).toEqual(['slot.dropped', 'loop.stopped']);
-    expect(runtime.log.readStream(`loop:${loop.id}`).at(-2)!.data).toMatchObject({ runId: retry.runId, attempt: 2, reason: 'loop stopped before it started' });
+    expect((await runtime.log.readStream(`loop:${loop.id}`)).at(-2)!.data).toMatchObject({ runId: retry.runId, attempt: 2, reason: 'loop stopped before it started' });
     expect(runtime.db.prepare('SELECT count(*) AS n FROM run_queue').get()).toEqual({ n: 0 });
     clock.jumpWall(30 * MIN);
     expect((await tick(runtime)).runs).toEqual([]);

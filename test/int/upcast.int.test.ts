@@ -41,7 +41,7 @@ describe('an old log (v1 events)', () => {
       const loop = findLoop(runtime.db, 'old');
       expect(loop.timing).toEqual({ tz: 'UTC', jitterMs: null, startsAt: null, expiresAt: null, maxRuns: null });
       expect(loop.policies).toMatchObject({ overlap: 'skip', catchUp: 'latest', attempts: 1 });
-      expect(replayStream(runtime.log, 'loop:loop_old').ok).toBe(true);
+      expect((await replayStream(runtime.log, 'loop:loop_old')).ok).toBe(true);
       const run = await runNow(runtime, 'old');
       expect(run.status).toBe('succeeded');
       expect(listRuns(runtime.db, {})).toHaveLength(1);

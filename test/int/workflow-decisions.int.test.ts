@@ -56,7 +56,7 @@ describe('recorded decisions, through the runner', () => {
         '',
       ].join('\n'),
     );
-    createWorkflow(runtime, spec);
+    await createWorkflow(runtime, spec);
     // The row of a step whose retry is recorded, read as soon as that append committed.
     let waiting: Row | null = null;
     const sub = runtime.log.events$.subscribe((e: StoredEvent) => {
@@ -76,14 +76,14 @@ describe('recorded decisions, through the runner', () => {
     expect(workflowRunSteps(runtime.db, wfRunId).find((s) => s.stepId === 'after-fail')!.status).toBe('skipped');
 
     // The skip was recorded right after the exit that caused it, in the same append (same instant, next position).
-    const stream = runtime.log.readStream(`wfrun:${wfRunId}`);
+    const stream = await runtime.log.readStream(`wfrun:${wfRunId}`);
     const failExit = stream.findIndex((e) => e.type === 'step.exited' && (e.data as { stepId: string }).stepId === 'fail');
     expect(stream[failExit + 1]).toMatchObject({ type: 'step.skipped', data: { stepId: 'after-fail', reason: 'needs fail which failed' }, at: stream[failExit]!.at });
     expect(stream[failExit + 1]!.position).toBe(stream[failExit]!.position + 1);
 
     // flaky failed once: its retry decision follows its exit, with the delay and the attempt that failed.
     await waitFor(() => stepRow(runtime.db, wfRunId, 'flaky').status === 'succeeded', 10_000, 'flaky retried');
-    const flaky = runtime.log.readStream(`wfrun:${wfRunId}`).filter((e) => (e.data as { stepId?: string }).stepId === 'flaky');
+    const flaky = (await runtime.log.readStream(`wfrun:${wfRunId}`)).filter((e) => (e.data as { stepId?: string }).stepId === 'flaky');
     expect(flaky.map((e) => e.type)).toEqual([
       'step.spawn_requested',
       'step.spawned',
@@ -135,20 +135,20 @@ describe('recorded decisions, through the runner', () => {
         '',
       ].join('\n'),
     );
-    createWorkflow(runtime, spec);
+    await createWorkflow(runtime, spec);
     const spawned = firstValueFrom(runtime.log.events$.pipe(filter((e) => e.type === 'step.spawned')));
     const done = runWorkflow(runtime, 'to-cancel');
     const wfRunId = (await spawned).streamId.slice('wfrun:'.length);
 
     const other = await openRuntime({ dataDir: runtime.dataDir, runnerId: 'cli-host:2:cancel' });
     try {
-      expect(requestWorkflowCancel(other, wfRunId, 'enough').outcome).toBe('requested');
+      expect((await requestWorkflowCancel(other, wfRunId, 'enough')).outcome).toBe('requested');
     } finally {
       other.close();
     }
     const { run } = await done;
     expect(run.status).toBe('cancelled');
-    const stream = runtime.log.readStream(`wfrun:${wfRunId}`);
+    const stream = await runtime.log.readStream(`wfrun:${wfRunId}`);
     // The cancel was appended by the other process, without the runner's effects; the skips it
     // decided were recorded by the runner as it caught up, right after it.
     const cancel = stream.findIndex((e) => e.type === 'wfrun.cancel_requested');

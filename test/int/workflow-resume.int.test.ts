@@ -32,7 +32,7 @@ describe('resumeWorkflowRun: a step forked but never recorded', () => {
       spec,
       ['name: held', 'steps:', '  - id: wait', `    run: "while [ ! -e ${go} ]; do sleep 0.05; done; echo done; exit 4"`, ''].join('\n'),
     );
-    createWorkflow(runtime, spec);
+    await createWorkflow(runtime, spec);
 
     // The old runner: its steps are forked by a helper that never answers.
     const old = await openRuntime({ dataDir: runtime.dataDir, runnerId: 'old-host:1:gone' });
@@ -70,7 +70,7 @@ describe('resumeWorkflowRun: a step forked but never recorded', () => {
     expect(types.filter((t) => t === 'step.spawn_requested')).toHaveLength(1);
     expect(types.filter((t) => t === 'step.spawned')).toHaveLength(1);
     expect(types).not.toContain('step.abandoned');
-    const exited = runtime.log.readStream(`wfrun:${wfRunId}`).find((e) => e.type === 'step.exited')!;
+    const exited = (await runtime.log.readStream(`wfrun:${wfRunId}`)).find((e) => e.type === 'step.exited')!;
     // Its output, written after the old runner died, is in its file.
     expect(exited.data).toMatchObject({ stepId: 'wait', exitCode: 4, stdout: 'done\n' });
     expect(existsSync(statusFile)).toBe(true);
@@ -83,7 +83,7 @@ describe('resumeWorkflowRun: a step whose recorded process cannot be confirmed',
     const dir = tempDir();
     const spec = join(dir, 'wf.yaml');
     writeFileSync(spec, ['name: held', 'steps:', '  - id: wait', '    run: "sleep 30"', ''].join('\n'));
-    createWorkflow(runtime, spec);
+    await createWorkflow(runtime, spec);
 
     // The old runner forks the step (through a helper that never answers); the step's process is
     // killed, leaving no status file, and the runner dies.
@@ -111,7 +111,7 @@ describe('resumeWorkflowRun: a step whose recorded process cannot be confirmed',
     const other = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
     onTestFinished(() => killGroupIfAlive(other.pid!));
     const startTime = processStartTime(other.pid!);
-    DurableActor.load(runtime, `wfrun:${wfRunId}`).record('step.spawned', {
+    await (await DurableActor.load(runtime, `wfrun:${wfRunId}`)).record('step.spawned', {
       stepId: 'wait',
       attempt: 1,
       pid: other.pid!,

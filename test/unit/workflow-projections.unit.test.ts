@@ -727,7 +727,7 @@ describe('against the machine (property)', () => {
             let version = 0;
             for (const group of groups) {
               // One append per transaction of the runner: the event and the decisions recorded with it.
-              eventLog.append(
+              eventLog.appendSync(
                 'wfrun:wfrun_1',
                 group.map((event, i) => ({ type: event.type, at: event.at, data: event.data, state: stateOf(steps[version + i]!.after) })),
                 { expectedVersion: version, kind: 'wfrun' },
@@ -783,13 +783,13 @@ describe('against the machine (property)', () => {
       const specEvents = [workflowEv.created(), workflowEv.updated(), workflowEv.archived('done', at(5000))];
       const { steps } = fold(workflowMachine, specEvents);
       specEvents.forEach((e, i) =>
-        eventLog.append('workflow:wf_1', [{ ...e, state: stateOf(steps[i]!.after) }], { expectedVersion: i, kind: 'workflow' }),
+        eventLog.appendSync('workflow:wf_1', [{ ...e, state: stateOf(steps[i]!.after) }], { expectedVersion: i, kind: 'workflow' }),
       );
       // a fails: b, c and then d are skipped, each recorded after the event that decided it.
       const runEvents = recordDecisions([wfrunEv.started({}, at(100)), ...runStep('a', 110, { exitCode: 1 })]).events;
       const folded = fold(workflowRunMachine, runEvents).steps;
       runEvents.forEach((e, i) =>
-        eventLog.append('wfrun:wfrun_1', [{ ...e, state: stateOf(folded[i]!.after) }], { expectedVersion: i, kind: 'wfrun' }),
+        eventLog.appendSync('wfrun:wfrun_1', [{ ...e, state: stateOf(folded[i]!.after) }], { expectedVersion: i, kind: 'wfrun' }),
       );
       const verify = verifyProjections(log);
       expect(verify.ok).toBe(true);

@@ -42,7 +42,7 @@ const add: CliCommand = {
     if (!tool || !dir) throw new UsageError('loops accounts add: --tool and --dir are required', { hint: 'e.g. loops accounts add work --tool claude --dir ~/.claude-work' });
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     try {
-      const account = addAccount(runtime, { name: positionals[0]!, tool, dir });
+      const account = await addAccount(runtime, { name: positionals[0]!, tool, dir });
       if (ctx.json) printJson(ctx, account);
       else ctx.out.write(`added account ${account.name} for ${account.tool}: ${account.dir}\n`);
       return EXIT.ok;
@@ -73,7 +73,7 @@ const remove: CliCommand = {
   async run({ values, positionals }, ctx) {
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     try {
-      const account = removeAccount(runtime, positionals[0]!, (values.reason as string | undefined) ?? null);
+      const account = await removeAccount(runtime, positionals[0]!, (values.reason as string | undefined) ?? null);
       if (ctx.json) printJson(ctx, account);
       else ctx.out.write(`removed account ${account.name}\n`);
       return EXIT.ok;

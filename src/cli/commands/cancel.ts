@@ -40,7 +40,8 @@ const cancelCommand: CliCommand = {
     try {
       // Check every id first, so a typo in the second one cancels nothing.
       const ids = positionals.map((id) => findRun(runtime.db, id).id);
-      const results = ids.map((id) => requestCancel(runtime, id, (values.reason as string | undefined) ?? null));
+      const results = [];
+      for (const id of ids) results.push(await requestCancel(runtime, id, (values.reason as string | undefined) ?? null));
       if (ctx.json) printJson(ctx, results.length === 1 ? results[0] : results);
       else for (const r of results) ctx.out.write(`${describe(r)}\n`);
       return 0;

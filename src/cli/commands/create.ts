@@ -160,10 +160,10 @@ function loopOptions(values: Record<string, unknown>) {
 }
 
 /** Opens the runtime, creates the loop, prints it (or its JSON). */
-async function createAndPrint(ctx: CliContext, create: (runtime: Runtime) => LoopView): Promise<number> {
+async function createAndPrint(ctx: CliContext, create: (runtime: Runtime) => Promise<LoopView>): Promise<number> {
   const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
   try {
-    printCreated(ctx, create(runtime), runtime.clock.now());
+    printCreated(ctx, await create(runtime), runtime.clock.now());
     return EXIT.ok;
   } finally {
     runtime.close();

@@ -69,7 +69,7 @@ const run: CliCommand = {
       void daemon.stop(`${signal} received`);
     };
     try {
-      daemon.start();
+      await daemon.start();
       process.on('SIGTERM', onSignal);
       process.on('SIGINT', onSignal);
       await daemon.done;

@@ -1,6 +1,7 @@
 import type { Db } from '../../events/db.js';
 import { NotFoundError } from '../../events/errors.js';
 import { SqliteEventLog } from '../../events/sqlite-log.js';
+import type { EventStore } from '../../events/types.js';
 import { streamIdsWithPrefix } from '../../events/sqlite-reads.js';
 import { findLoop, findRun } from '../../runtime/queries/loops.js';
 import { determinismError, replayStream } from '../../runtime/admin/replay.js';
@@ -11,9 +12,9 @@ import { EXIT } from '../exit-codes.js';
 import { paint, printJson, statusColor, table, truncate } from '../render.js';
 
 /** A run or workflow run id (or unique prefix), a loop name or id, or a raw stream id (`run:…`, `loop:…`, `wfrun:…`, `workflow:…`, `account:…`, `retention:output`). */
-export function resolveStream(db: Db, log: SqliteEventLog, arg: string): string {
+export async function resolveStream(db: Db, log: EventStore, arg: string): Promise<string> {
   if (/^(run|loop|wfrun|workflow|account|retention):/.test(arg)) {
-    if (!log.streamInfo(arg)) throw new NotFoundError(`no stream ${arg} in the log`);
+    if (!(await log.streamInfo(arg))) throw new NotFoundError(`no stream ${arg} in the log`);
     return arg;
   }
   if (arg.startsWith('run_')) return `run:${findRun(db, arg).id}`;
@@ -64,8 +65,8 @@ const events: CliCommand = {
     const reader = await openReader(ctx.dataDir);
     const log = new SqliteEventLog(reader.db);
     try {
-      const streamId = resolveStream(reader.db, log, positionals[0]!);
-      const list = log.readStream(streamId);
+      const streamId = await resolveStream(reader.db, log, positionals[0]!);
+      const list = await log.readStream(streamId);
       if (ctx.json) {
         printJson(ctx, list);
         return EXIT.ok;
@@ -110,7 +111,7 @@ function valueText(v: unknown): string {
   return truncate(typeof v === 'string' ? JSON.stringify(v) : (JSON.stringify(v) ?? 'undefined'), 70);
 }
 
-function renderReplay(ctx: CliContext, result: ReturnType<typeof replayStream>): void {
+function renderReplay(ctx: CliContext, result: Awaited<ReturnType<typeof replayStream>>): void {
   const c = ctx.color;
   ctx.out.write(
     `${paint(c, 'bold', result.streamId)} on ${result.machine.id}@${result.machine.version}: ${result.steps.length} event(s)\n\n`,
@@ -143,8 +144,8 @@ const replay: CliCommand = {
     const reader = await openReader(ctx.dataDir);
     const log = new SqliteEventLog(reader.db);
     try {
-      const streamId = resolveStream(reader.db, log, positionals[0]!);
-      const result = replayStream(log, streamId);
+      const streamId = await resolveStream(reader.db, log, positionals[0]!);
+      const result = await replayStream(log, streamId);
       if (ctx.json) printJson(ctx, result.steps);
       else renderReplay(ctx, result);
       if (!result.ok) throw determinismError(result);

@@ -207,7 +207,7 @@ function stateCommand(command: StateCommand): CliCommand {
       ]);
       const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
       try {
-        const loop = changeLoopState(runtime, positionals[0]!, command, {
+        const loop = await changeLoopState(runtime, positionals[0]!, command, {
           reason: (values.reason as string | undefined) ?? null,
         });
         if (ctx.json) printJson(ctx, loop);

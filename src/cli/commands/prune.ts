@@ -64,7 +64,7 @@ const prune: CliCommand = {
       const { openRuntime } = await import('../../runtime/runtime.js');
       const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
       try {
-        report = pruneOutputs(runtime, options);
+        report = await pruneOutputs(runtime, options);
       } finally {
         runtime.close();
       }

@@ -216,7 +216,7 @@ const createCommand: CliCommand = {
   async run({ positionals }, ctx) {
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     try {
-      const { workflow, warnings } = createWorkflow(runtime, positionals[0]!);
+      const { workflow, warnings } = await createWorkflow(runtime, positionals[0]!);
       warn(ctx, warnings);
       if (ctx.json) printJson(ctx, workflow);
       else ctx.out.write(`created workflow ${workflow.name} (${workflow.id}), version 1\n`);
@@ -232,7 +232,7 @@ const updateCommand: CliCommand = {
   async run({ positionals }, ctx) {
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     try {
-      const { workflow, warnings, unchanged } = updateWorkflow(runtime, positionals[0]!, positionals[1]!);
+      const { workflow, warnings, unchanged } = await updateWorkflow(runtime, positionals[0]!, positionals[1]!);
       warn(ctx, warnings);
       if (ctx.json) printJson(ctx, { ...workflow, unchanged });
       else ctx.out.write(unchanged ? `workflow ${workflow.name}: unchanged, still version ${workflow.version}\n` : `workflow ${workflow.name}: version ${workflow.version}\n`);
@@ -248,7 +248,7 @@ const archiveCommand: CliCommand = {
   async run({ values, positionals }, ctx) {
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     try {
-      const workflow = archiveWorkflow(runtime, positionals[0]!, (values.reason as string | undefined) ?? null);
+      const workflow = await archiveWorkflow(runtime, positionals[0]!, (values.reason as string | undefined) ?? null);
       if (ctx.json) printJson(ctx, workflow);
       else ctx.out.write(`archived workflow ${workflow.name}\n`);
       return 0;
@@ -264,7 +264,7 @@ const cancelCommand: CliCommand = {
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     try {
       const id = findWorkflowRun(runtime.db, positionals[0]!).id;
-      const result = requestWorkflowCancel(runtime, id, (values.reason as string | undefined) ?? null);
+      const result = await requestWorkflowCancel(runtime, id, (values.reason as string | undefined) ?? null);
       if (ctx.json) printJson(ctx, result);
       else
         ctx.out.write(

@@ -295,7 +295,7 @@ function remove(path: string): string | null {
  * Prunes: records each removal on `retention:output` (in chunks), then removes the folders; then
  * removes the folders earlier prunes recorded but left behind.
  */
-export function prune(runtime: Runtime, options: PruneOptions): PruneReport {
+export async function prune(runtime: Runtime, options: PruneOptions): Promise<PruneReport> {
   const { db, dataDir, clock } = runtime;
   const done: PruneCandidate[] = [];
   const failed: PruneReport['failed'] = [];
@@ -304,8 +304,8 @@ export function prune(runtime: Runtime, options: PruneOptions): PruneReport {
   for (;;) {
     // The stream's version is read before the selection: an append made meanwhile by another prune
     // makes ours conflict, and we select again.
-    const actor = runtime.log.streamInfo(OUTPUT_RETENTION_STREAM)
-      ? DurableActor.load(runtime, OUTPUT_RETENTION_STREAM)
+    const actor = (await runtime.log.streamInfo(OUTPUT_RETENTION_STREAM))
+      ? await DurableActor.load(runtime, OUTPUT_RETENTION_STREAM)
       : DurableActor.create(runtime, OUTPUT_RETENTION_STREAM, 'retention', currentMachines.retention);
     const candidates = candidatesOf(db, dataDir, options, nowIso());
     if (candidates.length === 0) break;
@@ -316,7 +316,7 @@ export function prune(runtime: Runtime, options: PruneOptions): PruneReport {
         // The retention stream's compare-and-set is the guard: its version was read before the
         // selection, so a prune that recorded meanwhile makes this append conflict and we select
         // again; a finished run never becomes running again.
-        actor.recordAll(chunk.map((c) => eventOf(c, options)));
+        await actor.recordAll(chunk.map((c) => eventOf(c, options)));
       } catch (error) {
         if (!(error instanceof ConcurrencyConflictError) && !(error instanceof Reselect)) throw error;
         if (++conflicts > 5) {

@@ -4,7 +4,7 @@
  * Actions produced while folding are listed, never executed.
  */
 import { DeterminismError, NotFoundError } from '../../events/errors.js';
-import type { EventLog, Json } from '../../events/types.js';
+import type { EventStore, Json, StoredEvent, StreamInfo } from '../../events/types.js';
 import { fold, stateOf } from '../../machines/fold.js';
 import { getMachine } from '../../machines/registry.js';
 
@@ -38,8 +38,17 @@ export interface ReplayResult {
   firstMismatch: number | null;
 }
 
-export function replayStream(log: EventLog, streamId: string): ReplayResult {
-  const info = log.streamInfo(streamId);
+export async function replayStream(log: EventStore, streamId: string): Promise<ReplayResult> {
+  const info = await log.streamInfo(streamId);
+  return replayEvents(streamId, info, info ? await log.readStream(streamId) : []);
+}
+
+/**
+ * The replay of a stream whose owner (`info`, undefined when there is no such stream) and events
+ * were read by the caller: folds them through the machine that wrote them and checks every
+ * replayed state against the recorded one. Runs nothing.
+ */
+export function replayEvents(streamId: string, info: StreamInfo | undefined, events: readonly StoredEvent[]): ReplayResult {
   if (!info) throw new NotFoundError(`no stream ${streamId} in the log`);
   if (info.machineId === null || info.machineVersion === null) {
     throw new NotFoundError(`stream ${streamId} has no machine to replay it with`);
@@ -51,8 +60,7 @@ export function replayStream(log: EventLog, streamId: string): ReplayResult {
       hint: 'upgrade loops to replay it',
     });
   }
-  const events = log.readStream(streamId);
-  const { steps } = fold(machine, events);
+  const { steps } = fold(machine, [...events]);
   const result: ReplayStep[] = steps.map((s, i) => {
     const event = events[i]!;
     const stateAfter = stateOf(s.after);

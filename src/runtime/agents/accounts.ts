@@ -51,7 +51,7 @@ export function findAccount(db: Db, name: string): AccountView | null {
   return row ? view(row) : null;
 }
 
-export function addAccount(runtime: Runtime, input: { name: string; tool: string; dir: string }): AccountView {
+export async function addAccount(runtime: Runtime, input: { name: string; tool: string; dir: string }): Promise<AccountView> {
   if (!NAME_RE.test(input.name)) {
     throw new ValidationError(`invalid account name ${JSON.stringify(input.name)}`, { hint: 'use letters, digits, . _ @ -, starting with a letter or digit' });
   }
@@ -67,7 +67,7 @@ export function addAccount(runtime: Runtime, input: { name: string; tool: string
     throw new AlreadyExistsError(`an account named ${JSON.stringify(input.name)} already exists`, { hint: `loops accounts remove ${input.name} first` });
   }
   const accountId = newId('acct', runtime.clock.now());
-  DurableActor.create(runtime, `account:${accountId}`, 'account', currentMachines.account).record('account.added', {
+  await DurableActor.create(runtime, `account:${accountId}`, 'account', currentMachines.account).record('account.added', {
     accountId,
     name: input.name,
     tool: input.tool,
@@ -76,12 +76,12 @@ export function addAccount(runtime: Runtime, input: { name: string; tool: string
   return findAccount(runtime.db, input.name)!;
 }
 
-export function removeAccount(runtime: Runtime, name: string, reason: string | null): AccountView {
+export async function removeAccount(runtime: Runtime, name: string, reason: string | null): Promise<AccountView> {
   const account = findAccount(runtime.db, name);
   if (!account) throw new NotFoundError(`no account named ${JSON.stringify(name)}`, { hint: 'loops accounts list shows them' });
-  const actor = DurableActor.load(runtime, `account:${account.id}`);
+  const actor = await DurableActor.load(runtime, `account:${account.id}`);
   if (actor.state !== 'active') throw new InvalidTransitionError(`account ${name} is ${actor.state}`);
-  actor.record('account.removed', { reason });
+  await actor.record('account.removed', { reason });
   return { ...account, status: 'removed' };
 }
 

@@ -159,7 +159,7 @@ export class Daemon {
   }
 
   /** Takes the data directory's daemon lease (refusing when another live daemon holds it), recovers, starts the loop. */
-  start(): void {
+  async start(): Promise<void> {
     const { runtime } = this;
     const previous = readPidFile(runtime.dataDir);
     const other = previous && processRunning(previous) ? previous : null;
@@ -174,7 +174,7 @@ export class Daemon {
     // start (and recovery) until they run out. Without a pid file (removed by hand, or left by a
     // build that wrote it after the lease), a holder on this host whose pid no process has is dead
     // as surely.
-    const holder = runtime.leases.get(DAEMON_LEASE);
+    const holder = await runtime.leases.get(DAEMON_LEASE);
     const dead =
       previous && !other && previous.runnerId !== runtime.runnerId
         ? previous.runnerId
@@ -195,9 +195,9 @@ export class Daemon {
     let wrote = false;
     try {
       const now = runtime.clock.now();
-      this.lease = writeTransaction(runtime.db, () => {
-          if (dead) runtime.leases.expireHolder(dead, now);
-          const lease = runtime.leases.take(DAEMON_LEASE, runtime.runnerId, ttl, now);
+      this.lease = await runtime.log.batch(async (batch) => {
+          if (dead) await runtime.leases.expireHolder(dead, now, batch);
+          const lease = await runtime.leases.take(DAEMON_LEASE, runtime.runnerId, ttl, now, batch);
           // The pid file is written while the write lock is held, before the lease commits: a
           // daemon killed at any point leaves either no lease, or a lease and a pid file that names
           // its (dead) process — never a lease nobody can prove dead.
@@ -234,7 +234,7 @@ export class Daemon {
     this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
     // `loops cancel` (and other writers) nudge the daemon with SIGUSR2: look at the log now.
     process.on('SIGUSR2', this.onNudge);
-    this.recover();
+    await this.recover();
     this.heartbeat(ttl);
     this.stopped = this.loop();
   }
@@ -243,14 +243,18 @@ export class Daemon {
     const timer = this.runtime.clock.setTimeout(() => {
       this.timers.delete(timer);
       if (this.stopping || !this.lease) return;
-      try {
-        this.lease = this.runtime.leases.renew(this.lease, ttl, this.runtime.clock.now());
-        this.heartbeat(ttl);
-      } catch (error) {
-        this.state.lastError = `lost the daemon lease: ${(error as Error).message}`;
-        this.log(this.state.lastError);
-        void this.stop('lost the daemon lease');
-      }
+      this.heartbeat(ttl); // armed now: the beats keep their rhythm whatever the store's latency
+      this.runtime.leases.renew(this.lease, ttl, this.runtime.clock.now()).then(
+        (lease) => {
+          if (this.stopping || !this.lease || lease.expiresAt <= this.lease.expiresAt) return;
+          this.lease = lease;
+        },
+        (error: unknown) => {
+          this.state.lastError = `lost the daemon lease: ${(error as Error).message}`;
+          this.log(this.state.lastError);
+          void this.stop('lost the daemon lease');
+        },
+      );
     }, Math.floor(ttl / 3));
     this.timers.add(timer);
   }
@@ -297,14 +301,14 @@ export class Daemon {
     while (!this.stopping) {
       const passMs = this.runtime.clock.now();
       try {
-        this.pass();
+        await this.pass();
       } catch (error) {
         this.state.lastError = (error as Error).message;
         this.log(`pass failed: ${this.state.lastError}`);
       }
       // Sleep until the earliest due time, at most maxSleep, waking every `watch` to see whether
       // someone else changed the log (then re-plan at once).
-      const head = this.runtime.log.headPosition();
+      const head = await this.runtime.log.headPosition();
       const next = this.nextDue(passMs);
       this.state.nextFireAt = next === null ? null : new Date(next).toISOString();
       let wait = next === null ? maxSleep : Math.min(maxSleep, next - this.runtime.clock.now());
@@ -333,7 +337,7 @@ export class Daemon {
         const left = deadline - this.runtime.clock.monotonic();
         if (left <= 0) break;
         await this.sleep(Math.min(left, watch));
-        if (this.runtime.log.headPosition() !== head) break;
+        if ((await this.runtime.log.headPosition()) !== head) break;
         // A wall-clock jump (or suspend) can make something due early: check the due time again.
         const due = this.nextDue(passMs);
         if (due !== null && due <= this.runtime.clock.now()) break;
@@ -346,8 +350,8 @@ export class Daemon {
    * daemon runs leaves one whose lease runs out later): their real end recorded, or taken over
    * by the dispatcher (adopted processes, resumed workflow runs); said in the log.
    */
-  private recover(): void {
-    const report = this.dispatcher.recover();
+  private async recover(): Promise<void> {
+    const report = await this.dispatcher.recover();
     const unconfirmed = new Map(report.unconfirmed.map((u) => [u.runId, u]));
     for (const id of report.abandoned) {
       const u = unconfirmed.get(id);
@@ -364,11 +368,11 @@ export class Daemon {
   }
 
   /** One pass: recover what runners left behind, decide what is due, start the queued work that may start. */
-  pass(): void {
+  async pass(): Promise<void> {
     const { runtime } = this;
     const now = runtime.clock.now();
-    this.recover();
-    decide(runtime, now, {
+    await this.recover();
+    await decide(runtime, now, {
       onError: (loopName, error) => {
         this.state.lastError = `${loopName}: ${error.message}`;
         this.log(`deciding ${loopName} failed: ${error.message}`);
@@ -416,8 +420,9 @@ export class Daemon {
     for (const timer of this.timers) this.runtime.clock.clearTimeout(timer);
     this.timers.clear();
     process.off('SIGUSR2', this.onNudge);
-    if (this.lease) this.runtime.leases.release(this.lease);
+    const lease = this.lease;
     this.lease = null;
+    if (lease) await this.runtime.leases.release(lease).catch(() => undefined); // it runs out by itself
     const mine = runningDaemon(this.runtime.dataDir);
     if (!mine || mine.pid === process.pid) rmSync(pidFile(this.runtime.dataDir), { force: true });
     this.saveState();

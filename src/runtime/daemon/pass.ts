@@ -13,10 +13,10 @@
  * process died before starting it is not lost: whoever passes next claims it.
  */
 import { setMaxListeners } from 'node:events';
-import { cached, writeTransaction } from '../../events/db.js';
+import { cached } from '../../events/db.js';
 import { OVERLAP, type OverlapPolicy } from '../../events/policies.js';
 import { ClaimLostError, ConcurrencyConflictError, LeaseLostError } from '../../events/errors.js';
-import type { StoredEvent } from '../../events/types.js';
+import type { Batch, StoredEvent } from '../../events/types.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import type { TimerHandle } from '../clock.js';
@@ -62,7 +62,7 @@ export interface DecideResult {
  * runners that are gone, in one transaction (one fsync for a hundred loops due at once), each
  * loop in its own savepoint. Takes this runner's lease in the same transaction.
  */
-export function decide(runtime: Runtime, nowMs: number, options: DecideOptions = {}): DecideResult {
+export async function decide(runtime: Runtime, nowMs: number, options: DecideOptions = {}): Promise<DecideResult> {
   const result: DecideResult = { decisions: [], conflicts: [] };
   const recorded: Array<{ loopName: string; event: StoredEvent }> = [];
   const note = (loopId: string, loopName: string, events: StoredEvent[]) => {
@@ -71,7 +71,7 @@ export function decide(runtime: Runtime, nowMs: number, options: DecideOptions =
       recorded.push({ loopName, event });
     }
   };
-  for (const event of repairFixedDelay(runtime, nowMs)) {
+  for (const event of await repairFixedDelay(runtime, nowMs)) {
     const loopId = event.streamId.slice('loop:'.length);
     note(loopId, findLoop(runtime.db, loopId, { includeRemoved: true }).name, [event]);
   }
@@ -82,11 +82,11 @@ export function decide(runtime: Runtime, nowMs: number, options: DecideOptions =
     .all(new Date(nowMs).toISOString());
   const stranded = strandedWork(runtime, nowMs);
   if (due.length === 0 && stranded.length === 0) return result;
-  runtime.log.batch(() => {
-    holdRunnerLease(runtime);
+  await runtime.log.batch(async (batch) => {
+    await holdRunnerLease(runtime, RUNNER_LEASE_TTL_MS, batch);
     for (const loop of due) {
       try {
-        const { events } = decideLoop(runtime, loop.id, nowMs, options.lateGraceMs === undefined ? {} : { lateGraceMs: options.lateGraceMs });
+        const { events } = await decideLoop(runtime, loop.id, nowMs, options.lateGraceMs === undefined ? { batch } : { lateGraceMs: options.lateGraceMs, batch });
         note(loop.id, loop.name, events);
       } catch (error) {
         if (error instanceof ConcurrencyConflictError) result.conflicts.push(loop.name);
@@ -98,7 +98,7 @@ export function decide(runtime: Runtime, nowMs: number, options: DecideOptions =
     for (const item of stranded) byLoop.set(item.loopId, [...(byLoop.get(item.loopId) ?? []), item]);
     for (const [loopId, items] of byLoop) {
       try {
-        note(loopId, items[0]!.loopName, judgeStranded(runtime, loopId, items, nowMs, options.lateGraceMs ?? 60_000));
+        note(loopId, items[0]!.loopName, await judgeStranded(runtime, loopId, items, nowMs, options.lateGraceMs ?? 60_000, batch));
       } catch (error) {
         if (error instanceof ConcurrencyConflictError) continue; // claimed or decided meanwhile: the next pass looks again
         if (options.onError) options.onError(items[0]!.loopName, error as Error);
@@ -127,8 +127,8 @@ function strandedWork(runtime: Runtime, nowMs: number): QueueItem[] {
  * too late now (catch-up none past the grace, outside the catch-up window, or — catch-up latest —
  * a later slot fired since); those are recorded `slot.dropped`, with why.
  */
-function judgeStranded(runtime: Runtime, loopId: string, items: QueueItem[], nowMs: number, graceMs: number): StoredEvent[] {
-  const actor = DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
+async function judgeStranded(runtime: Runtime, loopId: string, items: QueueItem[], nowMs: number, graceMs: number, batch: Batch): Promise<StoredEvent[]> {
+  const actor = await DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
   const c = actor.context;
   if (!c.policies) return [];
   const drops: Array<{ type: 'slot.dropped'; data: { runId: string; slot: string; attempt: number; reason: string } }> = [];
@@ -145,7 +145,7 @@ function judgeStranded(runtime: Runtime, loopId: string, items: QueueItem[], now
     });
   }
   if (drops.length === 0) return [];
-  return actor.recordAll(drops, { guards: drops.map((d) => ({ kind: 'queued' as const, runId: d.data.runId })) });
+  return actor.recordAll(drops, { guards: drops.map((d) => ({ kind: 'queued' as const, runId: d.data.runId })), batch });
 }
 
 /** A loop's overlap rule (an unknown name, from a newer loops, is treated as the default). */
@@ -241,8 +241,8 @@ export class Dispatcher {
    * terminate, same recording as a run started here) and workflow loop runs whose workflow run
    * went on. Both then count as this dispatcher's runs. Returns what recovery found.
    */
-  recover(): RecoveryReport {
-    const report = recoverRuns(this.runtime, this.options.runOptions?.leaseTtlMs);
+  async recover(): Promise<RecoveryReport> {
+    const report = await recoverRuns(this.runtime, this.options.runOptions?.leaseTtlMs);
     if (this.closed || this.options.signal?.aborted) return report;
     const signal = this.options.signal ? { signal: this.options.signal } : {};
     const ttl = this.options.runOptions?.leaseTtlMs !== undefined ? { leaseTtlMs: this.options.runOptions.leaseTtlMs } : {};
@@ -255,9 +255,9 @@ export class Dispatcher {
     for (const runId of report.workflows) {
       if (this.inFlight.has(runId)) continue;
       const run = findRun(this.runtime.db, runId);
-      const resumed = recoverWorkflowLoopRun(this.runtime, runId, { ...signal, ...ttl }).then(() => {
+      const resumed = recoverWorkflowLoopRun(this.runtime, runId, { ...signal, ...ttl }).then(async () => {
         const ended = findRun(this.runtime.db, runId);
-        afterScheduledRun(this.runtime, ended.loopId, ended);
+        await afterScheduledRun(this.runtime, ended.loopId, ended);
         return ended;
       });
       this.track(runId, run.loopId, run.loopName, null, resumed);
@@ -275,7 +275,7 @@ export class Dispatcher {
       return false;
     }
     options.onStart?.(item);
-    // executeRun claims synchronously (before its first await): a lost claim rejects at once.
+    // A lost claim rejects, silently (track).
     const done = executeRun(runtime, loop, {
       runId: item.runId,
       slot: item.slot,
@@ -339,11 +339,8 @@ export class Dispatcher {
     const beat = () => {
       this.heartbeat = clock.setTimeout(() => {
         if (this.closed) return;
-        try {
-          writeTransaction(this.runtime.db, () => holdRunnerLease(this.runtime, ttlMs));
-        } catch {
-          // busy: the next beat tries again, well within the lease
-        }
+        // busy: the next beat tries again, well within the lease
+        holdRunnerLease(this.runtime, ttlMs).catch(() => undefined);
         beat();
       }, Math.floor(ttlMs / 3));
     };
@@ -355,11 +352,8 @@ export class Dispatcher {
     this.closed = true;
     if (this.heartbeat !== null) this.runtime.clock.clearTimeout(this.heartbeat);
     this.heartbeat = null;
-    try {
-      this.runtime.leases.releaseByHolder(runnerLeaseName(this.runtime.runnerId), this.runtime.runnerId);
-    } catch {
-      // best effort: it expires by itself
-    }
+    // best effort: it expires by itself
+    this.runtime.leases.releaseByHolder(runnerLeaseName(this.runtime.runnerId), this.runtime.runnerId).catch(() => undefined);
   }
 }
 
@@ -417,8 +411,8 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
   });
   // What runners that are gone left behind first (its retries are queued work of this pass), then
   // the decisions, then everything due.
-  dispatcher.recover();
-  const decided = decide(runtime, nowMs, {
+  await dispatcher.recover();
+  const decided = await decide(runtime, nowMs, {
     ...(options.lateGraceMs !== undefined ? { lateGraceMs: options.lateGraceMs } : {}),
     ...(options.onDecision ? { onDecision: options.onDecision } : {}),
   });

@@ -56,11 +56,11 @@ function staleRuns(runtime: Runtime, nowIso: string): string[] {
     .map((r) => r.id);
 }
 
-export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryReport {
+export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): Promise<RecoveryReport> {
   const now = runtime.clock.now();
   const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [], workflows: [], unconfirmed: [] };
   for (const runId of staleRuns(runtime, new Date(now).toISOString())) {
-    const actor = DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
+    const actor = await DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
     if (actor.snapshot.status === 'done') continue;
     const context = actor.context;
     if (context.target?.kind === 'workflow' && actor.state === 'running') {
@@ -90,12 +90,12 @@ export function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): RecoveryRepo
       if (found) {
         // Under the run's lease, taken over (fencing the dead runner) and given back: the adopter takes it next.
         const lease = new HeldLease(runtime, `run:${runId}`, leaseTtlMs);
-        actor.record('process.spawned', { pid: found.pid, pgid: found.pid, startTime: found.startTime, bootId: found.bootId }, lease.takeOverIn({ release: true }));
+        await actor.record('process.spawned', { pid: found.pid, pgid: found.pid, startTime: found.startTime, bootId: found.bootId }, lease.takeOverIn({ release: true }));
         report.orphaned.push({ runId, ...found, timeoutAt: context.timeoutAt });
         continue;
       }
     }
-    const ended = finishStaleRun(runtime, runId, { leaseTtlMs, unconfirmed });
+    const ended = await finishStaleRun(runtime, runId, { leaseTtlMs, unconfirmed });
     (ended.outcome === 'exited' ? report.exited : report.abandoned).push(runId);
     report.retried.push(...ended.followUp.flatMap((e) => (e.type === 'slot.retry_scheduled' ? [(e.data as { runId: string }).runId] : [])));
   }

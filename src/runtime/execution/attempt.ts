@@ -103,22 +103,12 @@ async function superviseRun(
   const runId = actor.streamId.slice('run:'.length);
   lease.keepAlive();
   // Cancel requests from anywhere (loops cancel, overlap cancel-other) reach this runner here.
-  const unwatch = watchCancel(runtime, actor.streamId, () => {
-    try {
-      actor.refresh();
-    } catch (error) {
-      actor.fail(error);
-    }
-  });
+  const unwatch = watchCancel(runtime, actor.streamId, () => void actor.refreshOrFail());
   options.onClaimed?.(runId);
   const onAbort = () => {
     const reason = abortReason(options.signal);
     if (actor.snapshot.status === 'done' || actor.context.cancelRequested) return;
-    try {
-      actor.record('run.cancel_requested', { reason }, lease.fence());
-    } catch (error) {
-      actor.fail(error);
-    }
+    void actor.recordOrFail([{ type: 'run.cancel_requested', data: { reason } }], lease.fence());
   };
   if (options.signal?.aborted) onAbort();
   else options.signal?.addEventListener('abort', onAbort, { once: true });
@@ -130,23 +120,18 @@ async function superviseRun(
     options.signal?.removeEventListener('abort', onAbort);
   }
   const run = findRun(runtime.db, runId);
-  if (options.trigger === 'schedule') afterScheduledRun(runtime, options.loopId, run);
+  if (options.trigger === 'schedule') await afterScheduledRun(runtime, options.loopId, run);
   return run;
 }
 
 /** Records a process's end on the run: its agent report first, then its exit, in one transaction. */
-function recordExit(actor: DurableActor<typeof runMachine>, lease: HeldLease, exit: ExitInfo, agent: EventData<'run.agent_reported'> | null): void {
-  try {
-    actor.recordAll([...(agent ? [{ type: 'run.agent_reported', data: agent }] : []), { type: 'process.exited', data: exit }], lease.fence());
-  } catch (error) {
-    actor.fail(error);
-  }
+function recordExit(actor: DurableActor<typeof runMachine>, lease: HeldLease, exit: ExitInfo, agent: EventData<'run.agent_reported'> | null): Promise<void> {
+  return actor.recordOrFail([...(agent ? [{ type: 'run.agent_reported', data: agent }] : []), { type: 'process.exited', data: exit }], lease.fence());
 }
 
 /**
- * Executes one run of `loop` in this process, claim to follow-up (see the module comment). The
- * claim is made synchronously, before the first await: a claim that loses to another runner
- * rejects with a `ClaimLostError` and records nothing.
+ * Executes one run of `loop` in this process, claim to follow-up (see the module comment). A claim
+ * that loses to another runner rejects with a `ClaimLostError` and records nothing.
  */
 export async function executeRun(runtime: Runtime, loop: LoopView, options: ExecuteRunOptions): Promise<RunView> {
   const { db, clock } = runtime;
@@ -234,7 +219,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       } catch (error) {
         ended = { wfRunId: params.wfRunId, status: 'failed', error: `the workflow could not run: ${(error as Error).message}` };
       }
-      actor.record('run.workflow_ended', ended, lease.fence());
+      await actor.record('run.workflow_ended', ended, lease.fence());
     },
     spawn: async (_params, actor) => {
       if (actor.snapshot.value !== 'spawning') return;
@@ -254,7 +239,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
         ...(options.onOutput ? { onOutput: options.onOutput } : {}),
       });
       if (!prepared.ok) {
-        actor.record('process.spawn_failed', { error: prepared.error, code: prepared.code }, lease.fence());
+        await actor.record('process.spawn_failed', { error: prepared.error, code: prepared.code }, lease.fence());
         return;
       }
       let handle;
@@ -262,13 +247,13 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
         handle = await spawnProcess(prepared.spec, clock, runtime.spawner);
       } catch (error) {
         if (error instanceof SpawnFailedError) {
-          actor.record('process.spawn_failed', { error: error.message, code: error.code }, lease.fence());
+          await actor.record('process.spawn_failed', { error: error.message, code: error.code }, lease.fence());
           return;
         }
         throw error;
       }
       running = handle;
-      actor.record('process.spawned', { pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId }, lease.fence());
+      await actor.record('process.spawned', { pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId }, lease.fence());
       if (actor.context.cancelRequested) handle.cancel(cancelReason(actor));
       void handle.exited.then((exit) => recordExit(actor, lease, exit, agentEnd(prepared)));
     },
@@ -297,7 +282,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
   };
   try {
     // Another claim of this run id is a lost race, not something to catch up with (no retry).
-    actor.record('run.claimed', claimed, lease.takeNew(options.queued ? [{ kind: 'queued', runId }] : []));
+    await actor.record('run.claimed', claimed, lease.takeNew(options.queued ? [{ kind: 'queued', runId }] : []));
   } catch (error) {
     if (error instanceof ClaimLostError) throw error;
     if (error instanceof ConcurrencyConflictError) throw new ClaimLostError(runId, 'another runner claimed it first');
@@ -346,7 +331,7 @@ export async function adoptRun(runtime: Runtime, runId: string, identity: Proces
   const streamId = `run:${runId}`;
   let watched: AdoptedProcess | null = null;
   const lease = new HeldLease(runtime, streamId, options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS);
-  const actor = DurableActor.load(
+  const actor = await DurableActor.load(
     runtime,
     streamId,
     {
@@ -360,8 +345,8 @@ export async function adoptRun(runtime: Runtime, runId: string, identity: Proces
   const previous = context.runnerId;
   // The lease first, with a new token (a runner holding it live refuses: one adopter only); then
   // the fact, fenced by it. A crash between the two leaves a lease that runs out: recovery again.
-  lease.takeOver();
-  actor.record(
+  await lease.takeOver();
+  await actor.record(
     'process.adopted',
     { runnerId: runtime.runnerId, leaseToken: lease.token!, pid: identity.pid, reason: `its runner ${previous} stopped while its process went on` },
     lease.fence(),
@@ -384,20 +369,14 @@ export async function adoptRun(runtime: Runtime, runId: string, identity: Proces
   const release = () => {
     released = true;
     watched?.release();
-    lease.release();
+    void lease.release().catch(() => undefined); // best effort: it runs out by itself
     actor.fail(new Error('released'));
   };
   if (options.release?.aborted) release();
   else options.release?.addEventListener('abort', release, { once: true });
   void watched.ended.then((end) => {
-    if (end.kind === 'exited') recordExit(actor, lease, end.end.exit, end.end.agent);
-    else {
-      try {
-        actor.record('run.abandoned', { reason: `runner ${previous} stopped; ${end.reason}` }, lease.fence());
-      } catch (error) {
-        actor.fail(error);
-      }
-    }
+    if (end.kind === 'exited') return recordExit(actor, lease, end.end.exit, end.end.agent);
+    return actor.recordOrFail([{ type: 'run.abandoned', data: { reason: `runner ${previous} stopped; ${end.reason}` } }], lease.fence());
   });
   try {
     return await superviseRun(runtime, actor, lease, {
@@ -419,12 +398,12 @@ export async function adoptRun(runtime: Runtime, runId: string, identity: Proces
  * `run.abandoned` — with the lease taken over in the same transaction (a new fencing token) — and
  * then what follows it (a retry, when the loop's policy allows one).
  */
-export function finishStaleRun(
+export async function finishStaleRun(
   runtime: Runtime,
   runId: string,
   options: { leaseTtlMs?: number; unconfirmed?: string | null } = {},
-): { outcome: 'exited' | 'abandoned'; run: RunView; followUp: StoredEvent[] } {
-  const actor = DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
+): Promise<{ outcome: 'exited' | 'abandoned'; run: RunView; followUp: StoredEvent[] }> {
+  const actor = await DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
   if (actor.snapshot.status === 'done') return { outcome: 'exited', run: findRun(runtime.db, runId), followUp: [] };
   const context = actor.context;
   const lease = new HeldLease(runtime, `run:${runId}`, options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS);
@@ -444,7 +423,7 @@ export function finishStaleRun(
       : [];
   let outcome: 'exited' | 'abandoned';
   if (found && (context.pid !== null || unrecorded.length) && (unrecorded.length || actor.accepts('process.exited', {}))) {
-    actor.recordAll([...unrecorded, ...(found.agent ? [{ type: 'run.agent_reported', data: found.agent }] : []), { type: 'process.exited', data: found.exit }], takeOver);
+    await actor.recordAll([...unrecorded, ...(found.agent ? [{ type: 'run.agent_reported', data: found.agent }] : []), { type: 'process.exited', data: found.exit }], takeOver);
     outcome = 'exited';
   } else {
     const reason =
@@ -453,11 +432,11 @@ export function finishStaleRun(
         : options.unconfirmed
           ? `runner ${context.runnerId} stopped and its process identity could not be confirmed (${options.unconfirmed}): pid ${context.pid} is alive but may be another process, so it was not signalled; its exit status is unknown`
           : `runner ${context.runnerId} stopped and the process (pid ${context.pid}) is gone; its exit status is unknown`;
-    actor.record('run.abandoned', { reason }, takeOver);
+    await actor.record('run.abandoned', { reason }, takeOver);
     outcome = 'abandoned';
   }
   const run = findRun(runtime.db, runId);
-  const followUp = context.trigger === 'schedule' ? afterScheduledRun(runtime, run.loopId, run) : [];
+  const followUp = context.trigger === 'schedule' ? await afterScheduledRun(runtime, run.loopId, run) : [];
   return { outcome, run, followUp };
 }
 

@@ -16,6 +16,7 @@ import { DurableActor } from '../actor.js';
 import type { TimerHandle } from '../clock.js';
 import { runningDaemon } from '../daemon/daemon-info.js';
 import type { Runtime } from '../runtime.js';
+import type { Batch } from '../../events/types.js';
 import { streamsWithEvents } from '../../events/sqlite-reads.js';
 
 export type CancelOutcome =
@@ -36,8 +37,8 @@ export interface CancelResult {
 }
 
 /** Asks for the run to be cancelled (see the module comment). Never kills anything itself. */
-export function requestCancel(runtime: Runtime, runId: string, reason: string | null): CancelResult {
-  const actor = DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
+export async function requestCancel(runtime: Runtime, runId: string, reason: string | null, batch?: Batch): Promise<CancelResult> {
+  const actor = await DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
   const status = actor.state;
   const holder =
     cached<[string, string], { holder: string }>(runtime.db, 'SELECT holder FROM leases WHERE name = ? AND expires_at > ?').get(
@@ -46,14 +47,15 @@ export function requestCancel(runtime: Runtime, runId: string, reason: string | 
     )?.holder ?? null;
   if (actor.snapshot.status === 'done') return { runId, outcome: 'ended', status, holder };
   if (actor.context.cancelRequested) return { runId, outcome: 'already requested', status, holder };
-  actor.record('run.cancel_requested', { reason }, { retryOnConflict: true });
-  notifyRunners(runtime, holder);
+  await actor.record('run.cancel_requested', { reason }, { retryOnConflict: true, ...(batch ? { batch } : {}) });
+  // Inside a batch, the runners are told once it commits (before, they would not see the request).
+  runtime.log.afterCommit(() => notifyRunners(runtime, holder), batch);
   return { runId, outcome: 'requested', status, holder };
 }
 
 /** Tells the run's runner now: in this process directly; a daemon holding it by SIGUSR2. */
 function notifyRunners(runtime: Runtime, holder: string | null): void {
-  watchOf(runtime)?.check();
+  void watchOf(runtime)?.check();
   if (holder === null || holder === runtime.runnerId) return;
   const daemon = runningDaemon(runtime.dataDir);
   if (daemon && daemon.runnerId === holder) {
@@ -83,9 +85,9 @@ export function watchCancel(runtime: Runtime, streamId: string, onCancel: () => 
 }
 
 /** Asks for a workflow run to be cancelled: its runner stops the running steps' process groups. */
-export function requestWorkflowCancel(runtime: Runtime, wfRunId: string, reason: string | null): CancelResult {
+export async function requestWorkflowCancel(runtime: Runtime, wfRunId: string, reason: string | null): Promise<CancelResult> {
   const streamId = `wfrun:${wfRunId}`;
-  const actor = DurableActor.load(runtime, streamId);
+  const actor = await DurableActor.load(runtime, streamId);
   const status = actor.state;
   const holder =
     cached<[string, string], { holder: string }>(runtime.db, 'SELECT holder FROM leases WHERE name = ? AND expires_at > ?').get(
@@ -94,26 +96,34 @@ export function requestWorkflowCancel(runtime: Runtime, wfRunId: string, reason:
     )?.holder ?? null;
   if (actor.snapshot.status === 'done') return { runId: wfRunId, outcome: 'ended', status, holder };
   if ((actor.snapshot.context as { cancelRequested: boolean }).cancelRequested) return { runId: wfRunId, outcome: 'already requested', status, holder };
-  actor.record('wfrun.cancel_requested', { reason }, { retryOnConflict: true });
+  await actor.record('wfrun.cancel_requested', { reason }, { retryOnConflict: true });
   notifyRunners(runtime, holder);
   return { runId: wfRunId, outcome: 'requested', status, holder };
 }
 
 /** Checks for new cancel requests now (e.g. on SIGUSR2), instead of at the next look. */
 export function checkCancelRequests(runtime: Runtime): void {
-  watchOf(runtime)?.check();
+  void watchOf(runtime)?.check();
 }
 
 class CancelWatch {
   private readonly runs = new Map<string, () => void>();
+  /** The log's head when last looked at; -1 until the first look, once watching starts. */
   private position = 0;
   private timer: TimerHandle | null = null;
+  private checking: Promise<void> | null = null;
 
   constructor(private readonly runtime: Runtime) {}
 
   add(streamId: string, onCancel: () => void): () => void {
     if (this.runs.size === 0) {
-      this.position = this.runtime.log.headPosition();
+      this.position = -1;
+      void this.runtime.log.headPosition().then(
+        (head) => {
+          if (this.position === -1) this.position = head;
+        },
+        () => undefined,
+      );
       this.arm();
     }
     this.runs.set(streamId, onCancel);
@@ -132,17 +142,28 @@ class CancelWatch {
       // A runtime closed while it still ran something (its process going away) looks no more.
       if (!this.runtime.db.open) this.runs.clear();
       if (this.runs.size === 0) return;
-      this.check();
-      if (this.runs.size > 0 && this.timer === null) this.arm();
+      void this.check().finally(() => {
+        if (this.runs.size > 0 && this.timer === null) this.arm();
+      });
     }, 250);
   }
 
-  check(): void {
-    if (this.runs.size === 0) return;
-    const head = this.runtime.log.headPosition();
-    if (head === this.position) return;
-    const streams = streamsWithEvents(this.runtime.db, this.position, head, ['run.cancel_requested', 'wfrun.cancel_requested']);
-    this.position = head;
-    for (const stream of streams) this.runs.get(stream)?.();
+  /** Looks for cancel requests appended since the last look (one look at a time; never rejects). */
+  check(): Promise<void> {
+    if (this.runs.size === 0 || this.position < 0) return Promise.resolve();
+    this.checking ??= this.look().finally(() => (this.checking = null));
+    return this.checking;
+  }
+
+  private async look(): Promise<void> {
+    try {
+      const head = await this.runtime.log.headPosition();
+      if (head === this.position || this.position < 0) return;
+      const streams = streamsWithEvents(this.runtime.db, this.position, head, ['run.cancel_requested', 'wfrun.cancel_requested']);
+      this.position = head;
+      for (const stream of streams) this.runs.get(stream)?.();
+    } catch {
+      // a closed or busy database: the next look tries again
+    }
   }
 }

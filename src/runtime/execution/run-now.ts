@@ -5,7 +5,7 @@
  */
 import { ClaimLostError, InvalidTransitionError } from '../../events/errors.js';
 import { newId } from '../ids.js';
-import { holdRunnerLease } from '../leases.js';
+import { holdRunnerLease, RUNNER_LEASE_TTL_MS } from '../leases.js';
 import { decideLoop } from '../loops/decisions.js';
 import { findLoop, type RunView } from '../queries/loops.js';
 import type { Runtime } from '../runtime.js';
@@ -25,9 +25,9 @@ export async function runNow(runtime: Runtime, idOrName: string, options: RunNow
   // or tick racing for it loses the compare-and-set), so the slot never gets two runs — and claims
   // what fired like any pass (a runner that claims one of them first runs it instead).
   if (loop.status === 'active' && loop.nextRunAt !== null && Date.parse(loop.nextRunAt) <= now) {
-    const { fired } = runtime.log.batch(() => {
-      holdRunnerLease(runtime);
-      return decideLoop(runtime, loop.id, now);
+    const { fired } = await runtime.log.batch(async (batch) => {
+      await holdRunnerLease(runtime, RUNNER_LEASE_TTL_MS, batch);
+      return decideLoop(runtime, loop.id, now, { batch });
     });
     let last: RunView | null = null;
     for (const f of fired) {

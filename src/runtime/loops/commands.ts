@@ -217,7 +217,7 @@ export function assertCommandStarts(target: Target, baseDir = process.cwd()): vo
   }
 }
 
-export function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): LoopView {
+export async function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): Promise<LoopView> {
   const target = buildCommandTarget(input);
   // Checked once every input is valid, right before anything is recorded.
   return createLoop(runtime, input, target, input.preflight === false ? undefined : () => assertCommandStarts(target));
@@ -338,7 +338,7 @@ function asFlagError(error: unknown): unknown {
 }
 
 /** A loop whose runs run an AI coding-agent CLI (`loops create agent`). */
-export function createAgentLoop(runtime: Runtime, input: CreateAgentLoopInput): LoopView {
+export async function createAgentLoop(runtime: Runtime, input: CreateAgentLoopInput): Promise<LoopView> {
   const target = buildAgentTarget(input);
   // The profile must resolve now (registered, or through an external accounts command).
   if (target.account !== null && input.preflight !== false) resolveAccountEnv(runtime.db, target.provider, target.account);
@@ -351,12 +351,12 @@ export type CreateWorkflowLoopInput = Omit<CreateCommandLoopInput, 'command' | '
 };
 
 /** A loop whose runs are runs of a stored workflow (`loops create workflow`). */
-export function createWorkflowLoop(runtime: Runtime, input: CreateWorkflowLoopInput): LoopView {
+export async function createWorkflowLoop(runtime: Runtime, input: CreateWorkflowLoopInput): Promise<LoopView> {
   const workflow = findWorkflow(runtime.db, input.workflow);
   return createLoop(runtime, { ...input, command: 'unused' }, { kind: 'workflow', workflowId: workflow.id, workflowName: workflow.name });
 }
 
-function createLoop(runtime: Runtime, input: CreateCommandLoopInput, target: Target, preflight?: () => void): LoopView {
+async function createLoop(runtime: Runtime, input: CreateCommandLoopInput, target: Target, preflight?: () => void): Promise<LoopView> {
   const name = validateLoopName(input.name);
   const now = runtime.clock.now();
   const loopId = newId('loop', now);
@@ -377,7 +377,7 @@ function createLoop(runtime: Runtime, input: CreateCommandLoopInput, target: Tar
   };
   const actor = DurableActor.create(runtime, `loop:${loopId}`, 'loop', currentMachines.loop);
   try {
-    actor.record('loop.created', data);
+    await actor.record('loop.created', data);
   } catch (error) {
     // The partial unique index on live names catches a concurrent create of the same name.
     if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('loops.live_name')) {
@@ -412,14 +412,14 @@ const COMMAND_EVENTS: Record<LoopStateCommand, string> = {
 const COMMAND_PAST: Record<'stop' | 'archive' | 'remove', string> = { stop: 'stopped', archive: 'archived', remove: 'removed' };
 
 /** Moves a loop through its lifecycle; an impossible move is an error that appends nothing. */
-export function changeLoopState(
+export async function changeLoopState(
   runtime: Runtime,
   idOrName: string,
   command: LoopStateCommand,
   options: { reason?: string | null } = {},
-): LoopView {
+): Promise<LoopView> {
   const loop = findLoop(runtime.db, idOrName);
-  const actor = DurableActor.load(runtime, `loop:${loop.id}`);
+  const actor = await DurableActor.load(runtime, `loop:${loop.id}`);
   const type = COMMAND_EVENTS[command];
   const reason = options.reason ?? null;
   const data =
@@ -429,28 +429,28 @@ export function changeLoopState(
       hint: hintFor(command, actor.state, loop.name),
     });
   }
-  runtime.log.batch(() => {
+  await runtime.log.batch(async (batch) => {
     // Stopping, archiving or removing gives up the work the loop decided and nobody started (a
     // fired or buffered slot, a scheduled retry): each recorded as dropped, in the same append, so
     // every promised run ends in a run or in a record of why not. A pause keeps it waiting.
     if (command === 'stop' || command === 'archive' || command === 'remove') {
       const queued = queuedWork(runtime, loop.id);
       if (queued.length) {
-        actor.recordAll(
+        await actor.recordAll(
           [
             ...queued.map((q) => ({ type: 'slot.dropped', data: { runId: q.runId, slot: q.slot, attempt: q.attempt, reason: `loop ${COMMAND_PAST[command]} before it started` } })),
             { type, data },
           ],
-          { guards: queued.map((q) => ({ kind: 'queued' as const, runId: q.runId })) },
+          { guards: queued.map((q) => ({ kind: 'queued' as const, runId: q.runId })), batch },
         );
         return;
       }
     }
-    actor.record(type, data);
+    await actor.record(type, data, { batch });
     // Resumed with nothing left to run (a one-shot whose instant, or a schedule whose last slot,
     // passed while it was paused or stopped: those slots are not run late): it expires now, as a
     // pass would decide, instead of staying active with no next run.
-    if (command === 'resume' && data.nextRunAt === null && loop.schedule.kind !== 'manual') decideLoop(runtime, loop.id, runtime.clock.now());
+    if (command === 'resume' && data.nextRunAt === null && loop.schedule.kind !== 'manual') await decideLoop(runtime, loop.id, runtime.clock.now(), { batch });
   });
   return findLoop(runtime.db, loop.id, { includeRemoved: true });
 }

@@ -8,7 +8,7 @@
 import { cached } from '../../events/db.js';
 import { ConcurrencyConflictError } from '../../events/errors.js';
 import { backoffDelay } from '../../events/policies.js';
-import type { StoredEvent } from '../../events/types.js';
+import type { Batch, StoredEvent } from '../../events/types.js';
 import type { LoopContext } from '../../machines/loop.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
@@ -36,13 +36,13 @@ function bufferedCount(runtime: Runtime, loopId: string): number {
 }
 
 /** Decides and records what is due for one loop; returns the runs to execute. */
-export function decideLoop(
+export async function decideLoop(
   runtime: Runtime,
   loopId: string,
   nowMs: number,
-  options: { lateGraceMs?: number } = {},
-): { events: StoredEvent[]; fired: Array<{ runId: string; slot: string; fireAt: string }> } {
-  const actor = DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
+  options: { lateGraceMs?: number; batch?: Batch } = {},
+): Promise<{ events: StoredEvent[]; fired: Array<{ runId: string; slot: string; fireAt: string }> }> {
+  const actor = await DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
   if (actor.state !== 'active') return { events: [], fired: [] };
   const c = actor.context;
   const decisions: Decision[] = decideDue(
@@ -60,12 +60,12 @@ export function decideLoop(
     options.lateGraceMs === undefined ? {} : { lateGraceMs: options.lateGraceMs },
   );
   if (decisions.length === 0) return { events: [], fired: [] };
-  const events = actor.recordAll(decisions);
+  const events = await actor.recordAll(decisions, options.batch ? { batch: options.batch } : {});
   const fired = decisions.flatMap((d) => (d.type === 'slot.fired' ? [{ runId: d.data.runId, slot: d.data.slot, fireAt: d.data.fireAt }] : []));
   // cancel-other: the going runs are asked to stop; the buffered slot runs once they have.
   const cancels = new Map<string, string>();
   for (const d of decisions) if (d.type === 'slot.buffered') for (const id of d.data.cancels) if (!cancels.has(id)) cancels.set(id, d.data.slot);
-  for (const [runId, slot] of cancels) requestCancel(runtime, runId, `overlap cancel-other: slot ${slot} is due`);
+  for (const [runId, slot] of cancels) await requestCancel(runtime, runId, `overlap cancel-other: slot ${slot} is due`, options.batch);
   return { events, fired };
 }
 
@@ -79,14 +79,14 @@ export function retryDelay(policies: { retryDelayMs: number; backoff: number; ma
  * left for that slot, record the retry (its own run id, due after the back-off). A cancelled run is
  * never retried. Returns the recorded events.
  */
-export function scheduleRetry(
+export async function scheduleRetry(
   runtime: Runtime,
   loopId: string,
   run: Pick<RunView, 'id' | 'slot' | 'attempt' | 'trigger' | 'status' | 'error' | 'finishedAt'>,
-): StoredEvent[] {
+): Promise<StoredEvent[]> {
   if (run.trigger !== 'schedule' || !['failed', 'timed_out', 'abandoned'].includes(run.status)) return [];
   for (let tries = 0; ; tries++) {
-    const actor = DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
+    const actor = await DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
     const c = actor.context;
     // An expired loop still retries the slots it fired before it expired.
     if (!['active', 'expired'].includes(actor.state) || !c.policies || run.attempt >= c.policies.attempts) return [];
@@ -101,7 +101,7 @@ export function scheduleRetry(
       reason: `${run.status}${run.error ? `: ${run.error}` : ''}`,
     };
     try {
-      return actor.recordAll([{ type: 'slot.retry_scheduled', data }]);
+      return await actor.recordAll([{ type: 'slot.retry_scheduled', data }]);
     } catch (error) {
       if (error instanceof ConcurrencyConflictError && tries < 3) continue;
       throw error;
@@ -110,8 +110,8 @@ export function scheduleRetry(
 }
 
 /** What follows a scheduled run's end: a retry when one is due by the policy, else (fixed-delay) the next slot. */
-export function afterScheduledRun(runtime: Runtime, loopId: string, run: RunView): StoredEvent[] {
-  const retry = scheduleRetry(runtime, loopId, run);
+export async function afterScheduledRun(runtime: Runtime, loopId: string, run: RunView): Promise<StoredEvent[]> {
+  const retry = await scheduleRetry(runtime, loopId, run);
   return retry.length ? retry : rescheduleAfterRun(runtime, loopId, run);
 }
 
@@ -124,17 +124,17 @@ function isFixedDelay(c: LoopContext): boolean {
  * After a scheduled run of a fixed-delay loop ended: record when the loop is due next (`every`
  * after the finish), or that it expired. Retries on a concurrent append.
  */
-export function rescheduleAfterRun(runtime: Runtime, loopId: string, run: Pick<RunView, 'id' | 'finishedAt'> | null): StoredEvent[] {
+export async function rescheduleAfterRun(runtime: Runtime, loopId: string, run: Pick<RunView, 'id' | 'finishedAt'> | null): Promise<StoredEvent[]> {
   for (let attempt = 0; ; attempt++) {
-    const actor = DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
+    const actor = await DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
     const c = actor.context;
     if (actor.state !== 'active' || !isFixedDelay(c)) return [];
     const finished = run?.finishedAt ? Date.parse(run.finishedAt) : runtime.clock.now();
     const next = fixedDelayNext({ id: loopId, schedule: c.schedule!, timing: c.timing! }, finished);
     try {
       return next === null
-        ? actor.recordAll([{ type: 'loop.expired', data: { reason: 'expires-at' } }])
-        : actor.recordAll([{ type: 'loop.rescheduled', data: { nextRunAt: next, after: run?.id ?? null } }]);
+        ? await actor.recordAll([{ type: 'loop.expired', data: { reason: 'expires-at' } }])
+        : await actor.recordAll([{ type: 'loop.rescheduled', data: { nextRunAt: next, after: run?.id ?? null } }]);
     } catch (error) {
       if (error instanceof ConcurrencyConflictError && attempt < 3) continue;
       throw error;
@@ -146,7 +146,7 @@ export function rescheduleAfterRun(runtime: Runtime, loopId: string, run: Pick<R
  * Fixed-delay loops left without a due time (their runner stopped between firing a slot and
  * recording the run's end): due `every` after their last run finished, or from now.
  */
-export function repairFixedDelay(runtime: Runtime, nowMs: number): StoredEvent[] {
+export async function repairFixedDelay(runtime: Runtime, nowMs: number): Promise<StoredEvent[]> {
   const rows = cached<[], { id: string }>(
     runtime.db,
     `SELECT id FROM loops WHERE status = 'active' AND next_run_at IS NULL
@@ -159,7 +159,7 @@ export function repairFixedDelay(runtime: Runtime, nowMs: number): StoredEvent[]
       runtime.db,
       `SELECT id, finished_at FROM loop_runs WHERE loop_id = ? AND trigger = 'schedule' ORDER BY claimed_position DESC LIMIT 1`,
     ).get(id);
-    out.push(...rescheduleAfterRun(runtime, id, last ? { id: last.id, finishedAt: last.finished_at } : null));
+    out.push(...(await rescheduleAfterRun(runtime, id, last ? { id: last.id, finishedAt: last.finished_at } : null)));
   }
   return out;
 }

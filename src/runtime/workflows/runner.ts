@@ -197,12 +197,9 @@ class WorkflowRunner {
     this.timers.add(timer);
   }
 
-  private record(type: string, data: unknown): void {
-    try {
-      this.actor.record(type, data, this.lease.fence());
-    } catch (error) {
-      this.actor.fail(error);
-    }
+  /** Records under the run's lease; a failure to record ends the run's actor with it (never rejects). */
+  private record(type: string, data: unknown): Promise<void> {
+    return this.actor.recordOrFail([{ type, data }], this.lease.fence());
   }
 
   /** The values masked in steps' output, by the names asked for: read from the environment once per run. */
@@ -230,11 +227,7 @@ class WorkflowRunner {
       const events = this.batch;
       this.batch = [];
       if (this.actor.snapshot.status === 'done') return;
-      try {
-        this.actor.recordAll(events, this.lease.fence());
-      } catch (error) {
-        this.actor.fail(error);
-      }
+      void this.actor.recordOrFail(events, this.lease.fence());
     });
   }
   private lastFlush = 0;
@@ -281,12 +274,12 @@ class WorkflowRunner {
   };
 
   private armRetry(stepId: string, attempt: number, dueAt: string): void {
-    this.later(Date.parse(dueAt), () => this.record('step.retry_due', { stepId, attempt }));
+    this.later(Date.parse(dueAt), () => void this.record('step.retry_due', { stepId, attempt }));
   }
 
   private armTimeout(at: string, timeoutMs: number): void {
     this.later(Date.parse(at), () => {
-      if (this.actor.snapshot.status !== 'done' && !this.context.timedOut) this.record('wfrun.timed_out', { timeoutMs });
+      if (this.actor.snapshot.status !== 'done' && !this.context.timedOut) void this.record('wfrun.timed_out', { timeoutMs });
     });
   }
 
@@ -392,7 +385,7 @@ class WorkflowRunner {
       ...(this.options.tailBytes !== undefined ? { tailBytes: this.options.tailBytes } : {}),
     });
     if (!prepared.ok) {
-      this.record('step.spawn_failed', { stepId, attempt, error: prepared.error, code: prepared.code });
+      await this.record('step.spawn_failed', { stepId, attempt, error: prepared.error, code: prepared.code });
       return;
     }
     let handle: ProcessHandle;
@@ -400,7 +393,7 @@ class WorkflowRunner {
       handle = await spawnProcess(prepared.spec, this.runtime.clock, this.runtime.spawner);
     } catch (error) {
       if (error instanceof SpawnFailedError) {
-        this.record('step.spawn_failed', { stepId, attempt, error: error.message, code: error.code });
+        await this.record('step.spawn_failed', { stepId, attempt, error: error.message, code: error.code });
         return;
       }
       throw error;
@@ -425,11 +418,11 @@ class WorkflowRunner {
   }
 
   /** Records the end of a step attempt whose process ended while nobody watched, from its files. */
-  private recordFromFiles(stepId: string, attempt: number, startedAt: string | null, how: string): boolean {
+  private async recordFromFiles(stepId: string, attempt: number, startedAt: string | null, how: string): Promise<boolean> {
     const dir = this.stepDir(stepId, attempt);
     const found = exitFromFiles(dir, { secrets: this.secrets(this.context.spec!.secrets), startedAt, provider: this.providerOf(stepId), how });
     if (!found) return false;
-    this.record('step.exited', {
+    await this.record('step.exited', {
       stepId,
       attempt,
       ...found.exit,
@@ -440,10 +433,8 @@ class WorkflowRunner {
   }
 
   /** The deadline a step attempt's intent recorded (read back from the log, for an adopted step). */
-  private recordedStepDeadline(stepId: string, attempt: number): Deadline | null {
-    const intent = this.runtime.log
-      .readStream(this.streamId)
-      .findLast((e) => e.type === 'step.spawn_requested' && (e.data as EventData<'step.spawn_requested'>).stepId === stepId && (e.data as EventData<'step.spawn_requested'>).attempt === attempt);
+  private async recordedStepDeadline(stepId: string, attempt: number): Promise<Deadline | null> {
+    const intent = (await this.runtime.log.readStream(this.streamId)).findLast((e) => e.type === 'step.spawn_requested' && (e.data as EventData<'step.spawn_requested'>).stepId === stepId && (e.data as EventData<'step.spawn_requested'>).attempt === attempt);
     const timeoutMs = this.context.spec!.steps.find((s) => s.id === stepId)?.timeoutMs ?? null;
     return intent ? recordedDeadline((intent.data as EventData<'step.spawn_requested'>).timeoutAt, timeoutMs) : null;
   }
@@ -453,11 +444,12 @@ class WorkflowRunner {
    * enforced and cancel through the same terminate routine as a step started here — then records
    * its end from its files.
    */
-  private adopt(stepId: string, attempt: number, identity: ProcessIdentity, startedAt: string | null): void {
+  private async adopt(stepId: string, attempt: number, identity: ProcessIdentity, startedAt: string | null): Promise<void> {
+    const deadline = await this.recordedStepDeadline(stepId, attempt);
     const watched = adoptProcess(this.runtime.clock, {
       identity,
       dir: this.stepDir(stepId, attempt),
-      deadline: this.recordedStepDeadline(stepId, attempt),
+      deadline,
       killGraceMs: null,
       secrets: this.secrets(this.context.spec!.secrets),
       startedAt,
@@ -469,34 +461,32 @@ class WorkflowRunner {
       this.handles.delete(stepId);
       if (this.actor.snapshot.status === 'done') return;
       if (end.kind === 'exited') {
-        this.record('step.exited', {
+        return this.record('step.exited', {
           stepId,
           attempt,
           ...end.end.exit,
           outputs: end.end.exit.cancelled || end.end.exit.timedOut ? {} : readOutputs(join(this.stepDir(stepId, attempt), 'output')),
           ...(end.end.agent ? { agent: end.end.agent } : {}),
         } satisfies EventData<'step.exited'>);
-      } else this.record('step.abandoned', { stepId, attempt, reason: end.reason });
+      }
+      return this.record('step.abandoned', { stepId, attempt, reason: end.reason });
     });
   }
 
   private watchAndWait(): Promise<WorkflowRunView> {
     this.lease.keepAlive();
     const unwatch = watchCancel(this.runtime, this.streamId, () => {
-      try {
-        const before = this.context.cancelRequested;
-        this.actor.refresh();
+      const before = this.context.cancelRequested;
+      void this.actor.refreshOrFail().then(() => {
         // A request from another process: stop the running steps now.
         if (!before && this.context.cancelRequested) for (const h of this.handles.values()) h.cancel(this.context.cancelReason ?? 'cancelled');
-      } catch (error) {
-        this.actor.fail(error);
-      }
+      });
     });
     const { signal } = this.options;
     const onAbort = () => {
       if (this.actor.snapshot.status === 'done' || this.context.cancelRequested) return;
       const reason: unknown = signal?.reason;
-      this.record('wfrun.cancel_requested', { reason: typeof reason === 'string' ? reason : null });
+      void this.record('wfrun.cancel_requested', { reason: typeof reason === 'string' ? reason : null });
     };
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort, { once: true });
@@ -553,7 +543,7 @@ class WorkflowRunner {
       decisions: 'recorded',
     };
     try {
-      this.actor.record('wfrun.started', started, this.lease.takeNew());
+      await this.actor.record('wfrun.started', started, this.lease.takeNew());
     } catch (error) {
       this.sub?.unsubscribe();
       if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('idempotency_key')) {
@@ -569,7 +559,7 @@ class WorkflowRunner {
   async resume(): Promise<WorkflowRunView> {
     const { runtime } = this;
     const { db, clock } = runtime;
-    this.actor = DurableActor.load(runtime, this.streamId, this.effects, currentMachines.workflowRun);
+    this.actor = await DurableActor.load(runtime, this.streamId, this.effects, currentMachines.workflowRun);
     if (this.actor.snapshot.status === 'done') return findWorkflowRun(db, this.wfRunId);
     // Take the run over: only when its lease ran out (its runner is gone) or is ours.
     const now = clock.now();
@@ -582,7 +572,7 @@ class WorkflowRunner {
         retryable: true,
       });
     }
-    this.lease.takeOver();
+    await this.lease.takeOver();
     this.subscribe();
     this.options.onStarted?.(this.wfRunId);
     const c = this.context;
@@ -598,16 +588,16 @@ class WorkflowRunner {
       switch (s.status) {
         case 'starting':
           // Planned, intent never recorded: it never started. Its intent now, then its spawn.
-          if (this.context.steps[step.id]!.status === 'starting') this.record('step.spawn_requested', this.spawnRequest(this.context, step.id, s.attempt));
+          if (this.context.steps[step.id]!.status === 'starting') await this.record('step.spawn_requested', this.spawnRequest(this.context, step.id, s.attempt));
           break;
         case 'skipping':
           // Decided by an event appended without the runner's effects (a cancel from another process), not yet recorded.
-          if (this.context.steps[step.id]!.status === 'skipping') this.record('step.skipped', { stepId: step.id, reason: s.reason ?? 'skipped' });
+          if (this.context.steps[step.id]!.status === 'skipping') await this.record('step.skipped', { stepId: step.id, reason: s.reason ?? 'skipped' });
           break;
         case 'retrying':
           if (s.retryAt !== null) this.armRetry(step.id, s.attempt + 1, s.retryAt);
           // A retry decided but not recorded: recording it arms it (armRetry).
-          else if (s.pendingRetry && this.context.steps[step.id]!.retryAt === null) this.record('step.retry_scheduled', { stepId: step.id, ...s.pendingRetry });
+          else if (s.pendingRetry && this.context.steps[step.id]!.retryAt === null) await this.record('step.retry_scheduled', { stepId: step.id, ...s.pendingRetry });
           break;
         case 'spawning':
         case 'running': {
@@ -616,16 +606,16 @@ class WorkflowRunner {
             // Its runner died after the fork, before it recorded the pid: find the process by its
             // wrapper's argv, record it, and adopt it rather than lose track of it.
             identity = findWrapperProcess(join(this.stepDir(step.id, s.attempt), 'exit-status'), WRAPPER_NAME);
-            if (identity) this.record('step.spawned', { stepId: step.id, attempt: s.attempt, pid: identity.pid, pgid: identity.pid, startTime: identity.startTime, bootId: identity.bootId });
+            if (identity) await this.record('step.spawned', { stepId: step.id, attempt: s.attempt, pid: identity.pid, pgid: identity.pid, startTime: identity.startTime, bootId: identity.bootId });
           }
           // Adopted only when its identity is confirmed: a live pid that cannot be told from another
           // process's (no start time recorded, another boot) is never adopted nor signalled.
           const os = identity === null ? null : processState(identity);
           if (identity !== null && os?.state === 'running') {
-            this.adopt(step.id, s.attempt, identity, s.startedAt);
+            await this.adopt(step.id, s.attempt, identity, s.startedAt);
             if (this.context.cancelRequested || this.context.timedOut) this.handles.get(step.id)!.cancel(this.context.cancelReason);
-          } else if (!this.recordFromFiles(step.id, s.attempt, s.startedAt, 'recorded from its exit-status file after its runner stopped')) {
-            this.record('step.abandoned', {
+          } else if (!(await this.recordFromFiles(step.id, s.attempt, s.startedAt, 'recorded from its exit-status file after its runner stopped'))) {
+            await this.record('step.abandoned', {
               stepId: step.id,
               attempt: s.attempt,
               reason:
@@ -672,18 +662,18 @@ function loopsEnv(c: WorkflowRunContext, step: StepSpec, attempt: number, output
 export async function recoverWorkflowLoopRun(runtime: Runtime, runId: string, options: { leaseTtlMs?: number; signal?: AbortSignal } = {}): Promise<string> {
   const { db } = runtime;
   const streamId = `run:${runId}`;
-  const actor = DurableActor.load(runtime, streamId, {}, currentMachines.run);
+  const actor = await DurableActor.load(runtime, streamId, {}, currentMachines.run);
   const context = actor.context;
-  const started = runtime.log.readStream(streamId).find((e) => e.type === 'run.workflow_started');
+  const started = (await runtime.log.readStream(streamId)).find((e) => e.type === 'run.workflow_started');
   if (!started || actor.snapshot.status === 'done') return actor.state;
   const { wfRunId, idempotencyKey, workflowId } = started.data as EventData<'run.workflow_started'>;
   // The loop run's lease, taken over from the runner that is gone and kept while the workflow runs.
   const lease = new HeldLease(runtime, streamId, options.leaseTtlMs ?? DEFAULT_TTL);
-  lease.takeOver();
+  await lease.takeOver();
   lease.keepAlive();
   let ended: EventData<'run.workflow_ended'>;
   try {
-    const view = runtime.log.streamInfo(`wfrun:${wfRunId}`)
+    const view = (await runtime.log.streamInfo(`wfrun:${wfRunId}`))
       ? await resumeWorkflowRun(runtime, wfRunId, options.signal ? { signal: options.signal } : {})
       : await (async () => {
           const workflow = findWorkflow(db, workflowId);
@@ -709,6 +699,6 @@ export async function recoverWorkflowLoopRun(runtime: Runtime, runId: string, op
   } finally {
     lease.stop();
   }
-  actor.record('run.workflow_ended', ended, lease.fence());
+  await actor.record('run.workflow_ended', ended, lease.fence());
   return actor.state;
 }

@@ -47,7 +47,7 @@ function load(file: string): LoadedWorkflow & { spec: WorkflowSpec } {
 }
 
 /** Stores version 1 of the spec in `file` (its `name` names the workflow). */
-export function createWorkflow(runtime: Runtime, file: string): StoredWorkflow {
+export async function createWorkflow(runtime: Runtime, file: string): Promise<StoredWorkflow> {
   const loaded = load(file);
   const name = loaded.spec.name;
   if (runtime.db.prepare('SELECT id FROM workflows WHERE live_name = ?').get(name)) throw nameTaken(name);
@@ -62,7 +62,7 @@ export function createWorkflow(runtime: Runtime, file: string): StoredWorkflow {
   };
   const actor = DurableActor.create(runtime, `workflow:${workflowId}`, 'workflow', currentMachines.workflow);
   try {
-    actor.record('workflow.created', data);
+    await actor.record('workflow.created', data);
   } catch (error) {
     if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('live_name')) throw nameTaken(name);
     throw error;
@@ -71,7 +71,7 @@ export function createWorkflow(runtime: Runtime, file: string): StoredWorkflow {
 }
 
 /** Stores the spec in `file` as the next version of workflow `idOrName`. */
-export function updateWorkflow(runtime: Runtime, idOrName: string, file: string): StoredWorkflow & { unchanged: boolean } {
+export async function updateWorkflow(runtime: Runtime, idOrName: string, file: string): Promise<StoredWorkflow & { unchanged: boolean }> {
   const current = findWorkflow(runtime.db, idOrName);
   const loaded = load(file);
   if (loaded.spec.name !== current.name) {
@@ -82,24 +82,24 @@ export function updateWorkflow(runtime: Runtime, idOrName: string, file: string)
   if (current.status === 'archived') {
     throw new InvalidTransitionError(`workflow ${current.name} is archived`, { hint: 'archived workflows keep their history only; create a new one' });
   }
-  const actor = DurableActor.load(runtime, `workflow:${current.id}`);
+  const actor = await DurableActor.load(runtime, `workflow:${current.id}`);
   const version = (actor.snapshot.context as { version: number }).version;
   // The same spec again is not a new version.
   if (JSON.stringify((actor.snapshot.context as { spec: WorkflowSpec }).spec) === JSON.stringify(loaded.spec)) {
     return { workflow: current, warnings: loaded.warnings, unchanged: true };
   }
-  actor.record('workflow.updated', { version: version + 1, spec: loaded.spec, sourceFile: resolve(file), sha256: loaded.sha256 });
+  await actor.record('workflow.updated', { version: version + 1, spec: loaded.spec, sourceFile: resolve(file), sha256: loaded.sha256 });
   return { workflow: findWorkflow(runtime.db, current.id), warnings: loaded.warnings, unchanged: false };
 }
 
 /** Hides the workflow from new runs; its versions and runs stay. */
-export function archiveWorkflow(runtime: Runtime, idOrName: string, reason: string | null): WorkflowView {
+export async function archiveWorkflow(runtime: Runtime, idOrName: string, reason: string | null): Promise<WorkflowView> {
   const current = findWorkflow(runtime.db, idOrName, { includeArchived: true });
-  const actor = DurableActor.load(runtime, `workflow:${current.id}`);
+  const actor = await DurableActor.load(runtime, `workflow:${current.id}`);
   if (actor.state !== 'active') {
     throw new InvalidTransitionError(`workflow ${current.name} is already ${actor.state}`);
   }
-  actor.record('workflow.archived', { reason });
+  await actor.record('workflow.archived', { reason });
   return findWorkflow(runtime.db, current.id, { includeArchived: true });
 }
 
