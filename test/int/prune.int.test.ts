@@ -21,7 +21,11 @@ import { SimulatedClock } from '../../src/runtime/clock.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
 import { createCommandLoop, createWorkflowLoop } from '../../src/runtime/loops/commands.js';
 import { runDir } from '../../src/runtime/paths.js';
-import { findRun, listRuns } from '../../src/runtime/queries/loops.js';
+import { runStats } from '../../src/runtime/admin/stats.js';
+import { explainSlot } from '../../src/runtime/admin/why.js';
+import { tick } from '../../src/runtime/daemon/pass.js';
+import { render as renderStats } from '../../src/cli/commands/stats.js';
+import { findLoop, findRun, listRuns } from '../../src/runtime/queries/loops.js';
 import { findWorkflowRun } from '../../src/runtime/queries/workflows.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
 import { runWorkflow } from '../../src/runtime/workflows/runner.js';
@@ -211,6 +215,34 @@ describe('prune: selection', () => {
       other.close();
     }
     expectInvariants(runtime);
+  });
+});
+
+describe('prune: what the other commands say of a pruned run', () => {
+  it('stats counts the pruned runs and says their output is gone; why tells a slot whose run\'s output was pruned', async () => {
+    const T0 = Date.parse('2026-03-01T00:00:00.000Z');
+    const clock = new SimulatedClock(T0);
+    const runtime = await useRuntime({ clock });
+    const loop = await createCommandLoop(runtime, { name: 'hourly', command: 'echo hi', schedule: { every: '1h', tz: 'UTC' } });
+    for (let hour = 1; hour <= 2; hour++) {
+      clock.jumpWall(T0 + hour * 3_600_000 - clock.now());
+      expect((await tick(runtime)).runs.map((r) => r.status)).toEqual(['succeeded']);
+    }
+    const report = await prune(runtime, { cutoff: null, keepLast: 1 });
+    expect(report.pruned).toBe(1);
+
+    const stats = runStats(runtime.db, {});
+    expect(stats.total).toMatchObject({ runs: 2, succeeded: 2, outputPruned: 1 });
+    expect(stats.loops[0]).toMatchObject({ name: 'hourly', outputPruned: 1 });
+    expect(renderStats(stats, { now: clock.now(), color: false })).toContain(
+      'The output of 1 run of these was removed by loops prune; their outcomes are counted above.',
+    );
+
+    const view = findLoop(runtime.db, loop.id);
+    const pruned = explainSlot(runtime.db, view, T0 + 3_600_000, clock.now()).explanation;
+    expect(pruned).toMatch(/^the slot 2026-03-01T01:00:00\.000Z fired as run run_\S+; the run succeeded \(decided [^)]+\) \(its output was removed by loops prune at 2026-03-01T02:00:00\.000Z\)$/);
+    expect(explainSlot(runtime.db, view, T0 + 2 * 3_600_000, clock.now()).explanation).not.toContain('loops prune');
+    expectInvariants(runtime, { settledAt: clock.now() });
   });
 });
 

@@ -83,6 +83,10 @@ export function render(report: StatsReport, ctx: Pick<CliContext, 'now' | 'color
   ]);
   const colors: Array<Color | null> = [null, null, 'green', 'red', 'red', 'yellow', 'red', 'cyan'];
   const parts = [head, '', table(runHeaders, paintCounts(rightAlign(runHeaders, runRows, 1, 10), colors, ctx.color), ctx.color)];
+  if (total.outputPruned > 0) {
+    // Counted all the same; only their output is gone (`loops logs` says so for each).
+    parts.push(`The output of ${count(total.outputPruned, 'run')} of these was removed by loops prune; their outcomes are counted above.\n`);
+  }
 
   const agentLoops = loops.filter((l) => l.agent.runs > 0 || l.agent.steps > 0);
   if (agentLoops.length > 0) {

@@ -55,6 +55,8 @@ export interface RunStats {
   abandoned: number;
   /** Not ended yet (claimed, spawning or running). */
   running: number;
+  /** Runs whose output folder `loops prune` removed: their outcome is counted, their output is gone. */
+  outputPruned: number;
   /** succeeded / ended runs (0..1); null when no run has ended. */
   successRate: number | null;
   /** Sum and median of the ended runs' durations; null when no run has a duration. */
@@ -102,6 +104,7 @@ const SUMS = `
   SUM(status = 'cancelled') AS cancelled,
   SUM(status = 'abandoned') AS abandoned,
   SUM(status NOT IN ${TERMINAL}) AS running,
+  SUM(output_pruned_at IS NOT NULL) AS output_pruned,
   SUM(CASE WHEN status IN ${TERMINAL} THEN duration_ms END) AS total_duration_ms,
   SUM(${IS_AGENT}) AS agent_runs,
   SUM(json_extract(agent, '$.turns')) AS turns,
@@ -161,6 +164,7 @@ interface SumsRow extends AgentSumsRow {
   cancelled: number;
   abandoned: number;
   running: number;
+  output_pruned: number;
   total_duration_ms: number | null;
   agent_runs: number;
 }
@@ -174,6 +178,7 @@ interface Sums {
   cancelled: number;
   abandoned: number;
   running: number;
+  outputPruned: number;
   totalDurationMs: number | null;
   agentRuns: number;
   agentSteps: number;
@@ -195,6 +200,7 @@ const emptySums = (): Sums => ({
   cancelled: 0,
   abandoned: 0,
   running: 0,
+  outputPruned: 0,
   totalDurationMs: null,
   agentRuns: 0,
   agentSteps: 0,
@@ -219,6 +225,7 @@ function add(into: Sums, r: SumsRow): void {
   into.cancelled += r.cancelled;
   into.abandoned += r.abandoned;
   into.running += r.running;
+  into.outputPruned += r.output_pruned;
   into.totalDurationMs = plus(into.totalDurationMs, r.total_duration_ms);
   into.agentRuns += r.agent_runs;
   addAgent(into, r);
@@ -352,6 +359,7 @@ function toStats(s: Sums, median: number | null): RunStats {
     cancelled: s.cancelled,
     abandoned: s.abandoned,
     running: s.running,
+    outputPruned: s.outputPruned,
     successRate: ended > 0 ? s.succeeded / ended : null,
     totalDurationMs: s.totalDurationMs,
     medianDurationMs: median === null ? null : Math.round(median),

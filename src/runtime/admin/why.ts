@@ -19,6 +19,8 @@ export interface DecisionView {
   decidedAt: string;
   /** The run's status when the decision fired one. */
   runStatus: string | null;
+  /** When `loops prune` removed the run's output folder (null while kept). */
+  outputPrunedAt?: string | null;
   /** When the run it promised never ran: why (its `slot.dropped`). */
   dropped?: string | null;
   /** The retries of the slot, in order: each one's run and how it ended (or that it is pending). */
@@ -36,9 +38,10 @@ interface Row {
   into_slot: string | null;
   at: string;
   run_status: string | null;
+  output_pruned_at: string | null;
 }
 
-const SELECT = `SELECT d.*, r.status AS run_status FROM slot_decisions d LEFT JOIN loop_runs r ON r.id = d.run_id`;
+const SELECT = `SELECT d.*, r.status AS run_status, r.output_pruned_at FROM slot_decisions d LEFT JOIN loop_runs r ON r.id = d.run_id`;
 
 function view(row: Row): DecisionView {
   return {
@@ -52,6 +55,7 @@ function view(row: Row): DecisionView {
     into: row.into_slot,
     decidedAt: row.at,
     runStatus: row.run_status,
+    ...(row.output_pruned_at ? { outputPrunedAt: row.output_pruned_at } : {}),
   };
 }
 
@@ -102,7 +106,7 @@ export function explainSlot(db: Db, loop: LoopView, atMs: number, nowMs: number)
   }
   if (decision && (decision.decision === 'fired' || decision.decision === 'buffered')) {
     const retries = cached<[string, string], Row>(db, `${SELECT} WHERE d.loop_id = ? AND d.decision = 'retry' AND d.slot_from = ? ORDER BY d.position`).all(loop.id, decision.from);
-    decision.retries = retries.map((r) => `${r.reason}: ${r.run_status ? `ran as ${r.run_id} and ${r.run_status}` : `${r.run_id} is due at ${r.fire_at}`}`);
+    decision.retries = retries.map((r) => `${r.reason}: ${r.run_status ? `ran as ${r.run_id} and ${r.run_status}${pruned(r.output_pruned_at)}` : `${r.run_id} is due at ${r.fire_at}`}`);
   }
   // The schedule's slot at or before the time, counted from the covering decision (or creation).
   const from = decision ? Date.parse(decision.from) - 1 : created;
@@ -129,8 +133,13 @@ export function explainSlot(db: Db, loop: LoopView, atMs: number, nowMs: number)
   };
 }
 
+/** Said of a run whose output folder `loops prune` removed: its outcome stands, its output is gone. */
+function pruned(at: string | null | undefined): string {
+  return at ? ` (its output was removed by loops prune at ${at})` : '';
+}
+
 function sentence(d: DecisionView, slot: string): string {
-  const told = first(d, slot);
+  const told = first(d, slot) + (d.decision === 'fired' || d.decision === 'buffered' ? pruned(d.outputPrunedAt) : '');
   return d.retries?.length ? `${told}; retried — ${d.retries.join('; ')}` : told;
 }
 
