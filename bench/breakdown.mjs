@@ -201,7 +201,7 @@ export async function runBreakdown({ L, Database, execa, quick, progress, print 
     const rt = await L.openRuntime({ dataDir: dir });
     const rtOff = await L.openRuntime({ dataDir: dirOff });
     rtOff.db.pragma('synchronous = OFF');
-    const spec = { command: 'true', args: [], shell: false, cwd: null, env: {}, timeoutMs: null };
+    const spec = { command: 'true', args: [], shell: false, cwd: null, env: {}, deadline: null };
     let n = 0;
     try {
       const loop = await L.createCommandLoop(rt, { name: 'bd-true', command: 'true', shell: false, schedule: { manual: true } });

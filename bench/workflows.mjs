@@ -29,14 +29,14 @@ const dir = makeTempDir('wf');
 // LOOPS_BENCH_SPAWNER=inline forks them from this process instead, for comparison.
 const spawner = process.env.LOOPS_BENCH_SPAWNER === 'inline' ? 'inline' : 'helper';
 const runtime = await openRuntime({ dataDir: join(dir, 'data'), spawner });
-function define(name, text) {
+async function define(name, text) {
   const file = join(dir, `${name}.yaml`);
   writeFileSync(file, text);
   await createWorkflow(runtime, file);
 }
-define('chain100', spec('chain100', 100, { chain: true, concurrency: 1 }));
-define('chain64', spec('chain64', 64, { chain: true, concurrency: 8 }));
-define('wide64', spec('wide64', 64, { chain: false, concurrency: 8 }));
+await define('chain100', spec('chain100', 100, { chain: true, concurrency: 1 }));
+await define('chain64', spec('chain64', 64, { chain: true, concurrency: 8 }));
+await define('wide64', spec('wide64', 64, { chain: false, concurrency: 8 }));
 
 async function timeWorkflow(name) {
   const t = now();

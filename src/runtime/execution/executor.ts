@@ -440,7 +440,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
 
   // The deadline, counted from the wall clock once, enforced on the monotonic one.
   const timeoutTimer =
-    spec.deadline !== null
+    spec.deadline != null
       ? clock.setTimeout(() => {
           if (leaderExited || stopReason !== null) return;
           timedOut = true;
