@@ -338,6 +338,52 @@ describe('SqliteEventLog.batch: many appends, one commit', () => {
   });
 });
 
+describe('SqliteEventLog.batch: one writer at a time per database file in this process', () => {
+  it('two batches started together take turns: both commit, neither inside the other', async () => {
+    const { log } = openLog();
+    const order: string[] = [];
+    const run = (name: string) =>
+      log.batch(async (batch) => {
+        order.push(`${name} begins`);
+        await log.append(`loop:${name}`, [paused(`${name}1`)], { expectedVersion: 0, kind: 'loop', batch });
+        await new Promise<void>((resolve) => setImmediate(resolve)); // the other batch gets every chance to start
+        await log.append(`loop:${name}`, [paused(`${name}2`)], { expectedVersion: 1, batch });
+        order.push(`${name} ends`);
+        return name;
+      });
+    expect(await Promise.all([run('a'), run('b')])).toEqual(['a', 'b']);
+    expect(order).toEqual(['a begins', 'a ends', 'b begins', 'b ends']);
+    expect((await log.readAll()).map((e) => [e.streamId, e.position])).toEqual([
+      ['loop:a', 1],
+      ['loop:a', 2],
+      ['loop:b', 3],
+      ['loop:b', 4],
+    ]);
+  });
+
+  it('a second connection of this process to the same file waits for the open batch instead of busy-waiting on its lock', async () => {
+    const { log, file } = openLog();
+    // busy_timeout 5 s: a second connection that went for SQLite's lock while the batch awaits would
+    // block this thread — and the batch with it — for 5 s, then fail busy.
+    const otherDb = openDatabase(file);
+    const other = new SqliteEventLog(otherDb);
+    onTestFinished(() => {
+      other.close();
+      otherDb.close();
+    });
+    const started = performance.now();
+    let outside!: Promise<AppendResult>;
+    await log.batch(async (batch) => {
+      await log.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop', batch });
+      outside = other.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop' });
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      await log.append('loop:a', [paused('a2')], { expectedVersion: 1, batch });
+    });
+    expect(await outside).toMatchObject({ streamId: 'loop:b', position: 3 });
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+});
+
 describe('SqliteEventLog: a database another connection holds (SQLITE_BUSY)', () => {
   /** A log whose connection waits only 50 ms for the write lock, and a second connection holding it. */
   function lockedLog() {
