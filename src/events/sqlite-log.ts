@@ -13,6 +13,7 @@ import { Subject } from 'rxjs';
 import { busyError, cached, isBusy, type Db } from './db.js';
 import { applyGuards } from './sqlite-leases.js';
 import { gateFor, resolved, type WriteGate } from './sqlite-gate.js';
+import { streamsWithEvents } from './sqlite-reads.js';
 import { schemaVersion, upcast, validateEventData } from './catalog.js';
 import { ConcurrencyConflictError, ValidationError } from './errors.js';
 import type {
@@ -323,6 +324,10 @@ export class SqliteEventLog implements EventStore {
       createdAt: row.created_at,
       updatedAt: row.updated_at,
     };
+  }
+
+  streamsWithEvents(after: number, upTo: number, types: readonly string[]): Promise<string[]> {
+    return resolved(() => streamsWithEvents(this.db, after, upTo, types));
   }
 
   headPosition(): Promise<number> {

@@ -1,7 +1,8 @@
 /**
  * The SQLite store's reads of the log for the read side — commands that open the database without
- * the writing event log (light: no zod, rxjs or xstate — `loops list` loads this) and the runtime's
- * watchers. Reads that return stored events (upcast through the catalogue) are in sqlite-log.ts.
+ * the writing event log (light: no zod, rxjs or xstate — `loops list` loads this), and the SQLite
+ * store's own (`SqliteEventLog.streamsWithEvents`, what a runner's cancel watch asks). Reads that
+ * return stored events (upcast through the catalogue) are in sqlite-log.ts.
  * Every SQL on `events` lives in one of the two: the dialect in one place.
  */
 import { cached, type Db } from './db.js';

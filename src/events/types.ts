@@ -168,6 +168,11 @@ export interface EventStore {
   streamInfo(streamId: string): Promise<StreamInfo | undefined>;
   /** Highest position in the log (0 when empty). */
   headPosition(): Promise<number>;
+  /**
+   * The streams that got an event of one of `types` at a position in (`after`, `upTo`] — appended
+   * by any process (how a runner learns of a cancel request made elsewhere).
+   */
+  streamsWithEvents(after: number, upTo: number, types: readonly string[]): Promise<string[]>;
   /** Events appended through this store, after their transaction committed (subscribe to follow them). */
   readonly events$: Observable<StoredEvent>;
   close(): void;

@@ -17,7 +17,6 @@ import type { TimerHandle } from '../clock.js';
 import { runningDaemon } from '../daemon/daemon-info.js';
 import type { Runtime } from '../runtime.js';
 import type { Batch } from '../../events/types.js';
-import { streamsWithEvents } from '../../events/sqlite-reads.js';
 
 export type CancelOutcome =
   /** The request is recorded; the runner will stop the process. */
@@ -159,7 +158,7 @@ class CancelWatch {
     try {
       const head = await this.runtime.log.headPosition();
       if (head === this.position || this.position < 0) return;
-      const streams = streamsWithEvents(this.runtime.db, this.position, head, ['run.cancel_requested', 'wfrun.cancel_requested']);
+      const streams = await this.runtime.log.streamsWithEvents(this.position, head, ['run.cancel_requested', 'wfrun.cancel_requested']);
       this.position = head;
       for (const stream of streams) this.runs.get(stream)?.();
     } catch {
