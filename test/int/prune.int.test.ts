@@ -235,7 +235,7 @@ describe('prune: what the other commands say of a pruned run', () => {
     expect(stats.total).toMatchObject({ runs: 2, succeeded: 2, outputPruned: 1 });
     expect(stats.loops[0]).toMatchObject({ name: 'hourly', outputPruned: 1 });
     expect(renderStats(stats, { now: clock.now(), color: false })).toContain(
-      'The output of 1 run of these was removed by loops prune; their outcomes are counted above.',
+      'The output of 1 run of these was removed by loops prune; its outcome is counted above.',
     );
 
     const view = findLoop(runtime.db, loop.id);

@@ -85,7 +85,8 @@ export function render(report: StatsReport, ctx: Pick<CliContext, 'now' | 'color
   const parts = [head, '', table(runHeaders, paintCounts(rightAlign(runHeaders, runRows, 1, 10), colors, ctx.color), ctx.color)];
   if (total.outputPruned > 0) {
     // Counted all the same; only their output is gone (`loops logs` says so for each).
-    parts.push(`The output of ${count(total.outputPruned, 'run')} of these was removed by loops prune; their outcomes are counted above.\n`);
+    const which = total.outputPruned === 1 ? 'its outcome is' : 'their outcomes are';
+    parts.push(`The output of ${count(total.outputPruned, 'run')} of these was removed by loops prune; ${which} counted above.\n`);
   }
 
   const agentLoops = loops.filter((l) => l.agent.runs > 0 || l.agent.steps > 0);
