@@ -309,6 +309,7 @@ describe('runStats: windows and outcomes (simulated clock)', () => {
       cancelled: 1,
       abandoned: 1,
       running: 1,
+      outputPruned: 0,
       successRate: 2 / 6,
       // 100 + 300 + 200 + 1000 + 400 (abandoned after 400 ms) + 0 (cancelled before it started)
       totalDurationMs: 2000,
