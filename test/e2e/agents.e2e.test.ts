@@ -3,10 +3,10 @@
  * (first on PATH): one loop per provider records session id, tokens and (where the CLI reports
  * it) cost; the prompt is never in any argv; the failure modes end as failed / timed_out.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers/tmp.js';
 import { waitFor } from '../helpers/wait.js';
 import { FIXTURES, pidAlive, useSandboxes } from './cli-helpers.js';
 
@@ -33,7 +33,7 @@ interface AgentRun {
 
 function setup() {
   const s = sandbox();
-  const dir = mkdtempSync(join(tmpdir(), 'loops-agents-'));
+  const dir = tempDir('loops-agents-'); // removed when the test finishes
   const log = join(dir, 'agent.log');
   const env = { PATH: `${FAKES}${delimiter}${process.env.PATH ?? ''}`, FAKE_AGENT_LOG: log };
   return { s, dir, log, env };
