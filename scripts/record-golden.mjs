@@ -121,6 +121,17 @@ const scenarios = {
     check(run.status === 'succeeded', `run-now status ${run.status}`);
   },
 
+  /**
+   * Three runs of a manual loop, then `prune --keep-last 1 --archive`: the two older runs' streams
+   * are each one `stream.archived` (their events in an archive file, which is not part of the golden).
+   */
+  async 'archived-run'({ data }) {
+    loops(data, ['create', 'command', 'kept', '--cmd', 'echo kept', '--manual']);
+    for (let i = 0; i < 3; i++) check(loopsJson(data, ['run-now', 'kept']).status === 'succeeded', 'run-now succeeded');
+    const report = loopsJson(data, ['prune', '--keep-last', '1', '--archive']);
+    check(report.archive.streams.length === 2 && report.archive.skipped.length === 0, 'two run streams archived');
+  },
+
   /** A command that sleeps past its --timeout: timed_out (run-now exits 4). */
   async 'timed-out-run'({ data }) {
     loops(data, ['create', 'command', 'sleepy', '--cmd', 'sleep 30', '--timeout', '1s', '--manual']);

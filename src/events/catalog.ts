@@ -530,6 +530,32 @@ export const eventSchemas = {
       })
       .strict(),
   },
+
+  // ── any finished stream: its history moved to an archive file ───────────
+  /**
+   * The tombstone `loops prune --archive` leaves: versions `fromVersion`..`toVersion` of this stream
+   * were written to `file` (under the data directory, its sha256 given) and deleted from the log.
+   * It is a snapshot the log keeps: folding starts from `snapshot`, the machine state those events
+   * led to, and `rows` are the projected rows they had produced, which the projections restore —
+   * so a rebuild without the deleted events gives the same tables. Always the stream's first event.
+   */
+  'stream.archived': {
+    v: 1,
+    schema: z
+      .object({
+        file: z.string().min(1),
+        sha256: z.string().regex(/^[0-9a-f]{64}$/),
+        fromVersion: z.number().int().min(1),
+        toVersion: z.number().int().min(1),
+        /** Events moved (toVersion − fromVersion + 1). */
+        events: z.number().int().min(1),
+        machine: z.object({ id: z.string().min(1), version: z.number().int().min(1) }).strict(),
+        snapshot: z.object({ value: z.unknown(), context: z.unknown() }).strict(),
+        /** Projected rows of the stream, by table: column → value. */
+        rows: z.record(z.string(), z.array(z.record(z.string(), z.union([z.string(), z.number(), z.null()])))),
+      })
+      .strict(),
+  },
 } as const;
 
 export type EventType = keyof typeof eventSchemas;

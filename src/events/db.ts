@@ -10,8 +10,17 @@ import { BusyError, FormatVersionError, LoopsError } from './errors.js';
 
 export type Db = Database.Database;
 
-/** The log format this build writes. A database with a higher number is refused. */
-export const LOG_FORMAT_VERSION = 1;
+/**
+ * The highest log format this build reads. A database with a higher number is refused.
+ *  - 1: the tables below; every stream holds every event it was given, from version 1.
+ *  - 2: a stream may begin with `stream.archived` (its earlier events moved to an archive file by
+ *    `loops prune --archive`). Only archiving raises a database to 2, so a loops that reads only 1
+ *    keeps working on a data directory until the first archive, and refuses it afterwards (it
+ *    would fold an archived stream from its first remaining event).
+ */
+export const LOG_FORMAT_VERSION = 2;
+/** The format archiving raises a database to (in the archive's transaction). */
+export const ARCHIVED_FORMAT_VERSION = 2;
 
 /** Numbered migrations for the log's own tables; index i migrates format i to i+1. */
 const migrations: ReadonlyArray<string> = [
@@ -145,15 +154,17 @@ function migrate(db: Db, file: string): void {
       { hint: 'upgrade loops (npm i -g loops@latest) or point LOOPS_DATA_DIR at another directory' },
     );
   }
-  if (current === LOG_FORMAT_VERSION) return;
+  // Formats above the migrations' (2) differ in what the log may hold, not in its tables.
+  if (current >= migrations.length) return;
   try {
     db.transaction(() => {
       // Re-read inside the write lock: another process may have migrated meanwhile.
       const inside = db.pragma('user_version', { simple: true }) as number;
-      for (let i = inside; i < LOG_FORMAT_VERSION; i++) {
+      if (inside >= migrations.length) return;
+      for (let i = inside; i < migrations.length; i++) {
         db.exec(migrations[i]!);
       }
-      db.pragma(`user_version = ${LOG_FORMAT_VERSION}`);
+      db.pragma(`user_version = ${migrations.length}`);
     }).immediate();
   } catch (error) {
     if ((error as { code?: string }).code === 'SQLITE_BUSY') {

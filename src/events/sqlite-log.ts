@@ -10,7 +10,7 @@
  * that does not belong to it wait for its end, so nothing joins it by accident.
  */
 import { Subject } from 'rxjs';
-import { busyError, cached, isBusy, type Db } from './db.js';
+import { ARCHIVED_FORMAT_VERSION, busyError, cached, isBusy, type Db } from './db.js';
 import { applyGuards } from './sqlite-leases.js';
 import { gateFor, resolved, type WriteGate } from './sqlite-gate.js';
 import { streamsWithEvents } from './sqlite-reads.js';
@@ -270,7 +270,24 @@ export class SqliteEventLog implements EventStore {
       this.applyHandlers(storedEvent);
       stored.push(storedEvent);
     }
+    if (options.archivedThrough !== undefined) this.deleteArchived(streamId, prepared, options.archivedThrough);
     return { streamId, version, position: stored[stored.length - 1]!.position, events: stored, leases };
+  }
+
+  /** The history a `stream.archived` tombstone replaces: deleted, and the log's format raised to say so. */
+  private deleteArchived(streamId: string, prepared: PreparedEvent[], through: number): void {
+    const tombstone = prepared[0]!;
+    const data = tombstone.data as { fromVersion?: number; toVersion?: number; events?: number };
+    if (prepared.length !== 1 || tombstone.type !== 'stream.archived' || data.toVersion !== through) {
+      throw new ValidationError(`archiving ${streamId}: the one event appended must be its stream.archived tombstone for versions up to ${through}`);
+    }
+    const deleted = this.db.prepare('DELETE FROM events WHERE stream_id = ? AND version <= ?').run(streamId, through).changes;
+    if (deleted !== data.events) {
+      throw new ValidationError(`archiving ${streamId}: ${deleted} event(s) found up to version ${through}, the tombstone says ${data.events}`);
+    }
+    if ((this.db.pragma('user_version', { simple: true }) as number) < ARCHIVED_FORMAT_VERSION) {
+      this.db.pragma(`user_version = ${ARCHIVED_FORMAT_VERSION}`);
+    }
   }
 
   /** Runs the inline projections for one event (inside the caller's transaction). */

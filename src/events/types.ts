@@ -128,6 +128,12 @@ export interface AppendOptions {
   machine?: { id: string; version: number };
   /** The open batch this append belongs to (see `EventStore.batch`). */
   batch?: Batch;
+  /**
+   * Archiving (`loops prune --archive`): the appended event is the stream's `stream.archived`
+   * tombstone, and the stream's events up to this version (its whole history before it) are
+   * deleted in the same transaction, after it is appended (so no position is ever reused).
+   */
+  archivedThrough?: number;
 }
 
 export interface AppendResult {

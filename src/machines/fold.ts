@@ -82,6 +82,7 @@ export function step(
   event: { type: string; at: string; data: unknown },
 ): FoldStep {
   const machineEvent = toMachineEvent(event);
+  if (event.type === ARCHIVED) return restoreArchived(machine, snapshot, machineEvent);
   const [after, actions] = pureTransition(machine, snapshot, machineEvent);
   // XState returns the very same snapshot when no transition was enabled for the event (the
   // answer `snapshot.can()` gives, without computing the transition twice).
@@ -93,6 +94,23 @@ export function step(
     accepted,
     actions: actions.map((action) => ({ type: action.type, params: action.params })),
   };
+}
+
+/** The tombstone of a stream whose earlier events were archived (see the catalogue). */
+export const ARCHIVED = 'stream.archived';
+
+/**
+ * `stream.archived` is a snapshot the log keeps: the state is the one it records, whatever came
+ * before (nothing, when the archived events are gone; the archived events themselves, when they
+ * are replayed from the archive file — then the state they fold to must be this one, or the step
+ * is not accepted). No machine sees it, and it asks for no effect.
+ */
+function restoreArchived(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: EventObject): FoldStep {
+  const recorded = (event as unknown as { data: { snapshot: { value: unknown; context: unknown } } }).data.snapshot;
+  const after = machine.resolveState({ value: recorded.value as never, context: recorded.context as never }) as AnyMachineSnapshot;
+  const fresh = snapshot === initialSnapshot(machine);
+  const accepted = fresh || JSON.stringify({ value: snapshot.value, context: snapshot.context }) === JSON.stringify(recorded);
+  return { event: event as FoldStep['event'], before: snapshot, after, accepted, actions: [] };
 }
 
 /** Folds events from the initial state; returns every step (for replay) and the final snapshot. */

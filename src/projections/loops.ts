@@ -41,7 +41,9 @@ export const loopsProjection = defineProjection({
   // v5: timing (zone, jitter, starts/expires, max runs) and the count of scheduled runs.
   // v6: slot decisions move next_run_at; scheduled_runs counts fired slots; expired loops.
   // v7: an index on (status, next_run_at): finding due loops costs the same with 10 or 10,000 loops.
-  version: 7,
+  // v8: no run_count / last_run_*: readers compute them from loop_runs, which an archived run
+  //     (its run.claimed gone from the log) still has a row in.
+  version: 8,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loops (
       id              TEXT PRIMARY KEY,
@@ -58,11 +60,8 @@ export const loopsProjection = defineProjection({
       reason          TEXT,
       created_at      TEXT NOT NULL,
       updated_at      TEXT NOT NULL,
-      run_count       INTEGER NOT NULL DEFAULT 0,
       -- Runs of scheduled slots (not run-now): what --max-runs counts.
-      scheduled_runs  INTEGER NOT NULL DEFAULT 0,
-      last_run_id     TEXT,
-      last_run_at     TEXT
+      scheduled_runs  INTEGER NOT NULL DEFAULT 0
     )`,
     `CREATE UNIQUE INDEX IF NOT EXISTS loops_live_name ON loops (live_name)`,
     `CREATE INDEX IF NOT EXISTS loops_due ON loops (status, next_run_at)`,
@@ -112,13 +111,5 @@ export const loopsProjection = defineProjection({
     'slot.buffered': (e) => [slotDecided(e, 1)],
     'slot.skipped': (e) => [slotDecided(e, 0)],
     'slot.missed': (e) => [slotDecided(e, 0)],
-    'run.claimed': (e) => [
-      sql(
-        'UPDATE loops SET run_count = run_count + 1, last_run_id = ?, last_run_at = ? WHERE id = ?',
-        e.data.runId,
-        e.at,
-        e.data.loopId,
-      ),
-    ],
   },
 });

@@ -33,7 +33,9 @@ export const runsProjection = defineProjection({
   // v3: what an agent CLI reported about the run (JSON), for agent loops.
   // v4: output_pruned_at, when `loops prune` removed the run's output (retention:output stream).
   // v5: runner_id follows process.adopted (the runner that took the run over records its end).
-  version: 5,
+  // v6: archived_at, when `loops prune --archive` moved the run's events to an archive file (the
+  //     row is kept: the stream.archived tombstone carries it).
+  version: 6,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loop_runs (
       -- Position of the run.claimed event: unique, in claim order, and the rowid.
@@ -65,11 +67,13 @@ export const runsProjection = defineProjection({
       updated_at      TEXT NOT NULL,
       -- When loops prune removed the output folder (of a workflow loop's run: its workflow run's); NULL while kept.
       output_pruned_at TEXT,
+      -- When loops prune --archive moved the run's events to an archive file; NULL while in the log.
+      archived_at     TEXT,
       UNIQUE (loop_id, slot, attempt)
     )`,
     `CREATE INDEX IF NOT EXISTS loop_runs_loop ON loop_runs (loop_id, claimed_position)`,
   ],
-  tables: [{ name: 'loop_runs', orderBy: 'id' }],
+  tables: [{ name: 'loop_runs', orderBy: 'id', perStream: { kind: 'run', key: 'id' } }],
   on: {
     'run.claimed': (e) => [
       sql(
@@ -139,6 +143,8 @@ export const runsProjection = defineProjection({
     ],
     'run.workflow_ended': (e) => [endWith(e, e.data.error)],
     'run.abandoned': (e) => [endWith(e, e.data.reason)],
+    // After the row is restored from the tombstone (defineProjection does that for perStream tables).
+    'stream.archived': (e) => (e.streamId.startsWith('run:') ? [sql('UPDATE loop_runs SET archived_at = ? WHERE id = ?', e.at, runIdOf(e))] : []),
     // On the retention:output stream (the run's own stream is final): its output folder was removed.
     'run.output_pruned': (e) => [sql('UPDATE loop_runs SET output_pruned_at = ? WHERE id = ?', e.at, e.data.runId)],
     'wfrun.output_pruned': (e) =>

@@ -120,6 +120,8 @@ export const runQueueProjection = defineProjection({
     'slot.retry_scheduled': (e) => [queued(e, e.data.runId, 'retry', e.data.slot, e.data.attempt, e.data.dueAt)],
     'slot.dropped': (e) => [sql('DELETE FROM run_queue WHERE run_id = ?', e.data.runId)],
     'run.claimed': (e) => [sql('DELETE FROM run_queue WHERE run_id = ?', e.data.runId)],
+    // A rebuild no longer sees an archived run's run.claimed: its tombstone takes the work off the queue.
+    'stream.archived': (e) => (e.streamId.startsWith('run:') ? [sql('DELETE FROM run_queue WHERE run_id = ?', streamKey(e, 'run'))] : []),
     // Logs written before slot.dropped existed: a stopped, archived or removed loop's buffered
     // slots were given up with it (its fired slots and retries waited for a resume).
     'loop.stopped': (e) => [bufferedDropped(e)],

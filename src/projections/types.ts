@@ -9,10 +9,23 @@ export interface Projection {
   /** DDL creating the projection's tables and indexes: the single source for them. */
   ddl: ReadonlyArray<string>;
   /** Tables owned, each with the columns that order its rows deterministically (for verify). */
-  tables: ReadonlyArray<{ name: string; orderBy: string }>;
+  tables: ReadonlyArray<ProjectionTable>;
   /** Event types this projection reacts to. */
   handles: ReadonlySet<string>;
   evolve(event: StoredEvent): SqlStatement[];
+}
+
+/** A table a projection owns. */
+export interface ProjectionTable {
+  name: string;
+  /** Columns that order its rows deterministically (for verify). */
+  orderBy: string;
+  /**
+   * Rows that belong to one stream of `kind`, found by `key` = the stream's id: when the stream is
+   * archived they travel in its `stream.archived` tombstone, and this projection restores them from
+   * it (a rebuild no longer has the events that made them).
+   */
+  perStream?: { kind: string; key: string };
 }
 
 /** A stored event of type `T`, its payload typed by the catalogue. */
@@ -28,7 +41,7 @@ export interface ProjectionDefinition {
   name: string;
   version: number;
   ddl: ReadonlyArray<string>;
-  tables: ReadonlyArray<{ name: string; orderBy: string }>;
+  tables: ReadonlyArray<ProjectionTable>;
   /** One handler per event type handled; `handles` is the set of these keys. */
   on: ProjectionHandlers;
   /** Statements run after the handler's for every event handled (e.g. a check of the recorded state). */
@@ -52,6 +65,11 @@ export function defineProjection(definition: ProjectionDefinition): Projection {
   for (const [type, handler] of Object.entries(on) as Array<[string, AnyHandler | undefined]>) {
     if (handler) handlers.set(type, handler);
   }
+  const restored = tables.filter((t) => t.perStream);
+  if (restored.length) {
+    const own = handlers.get(ARCHIVED);
+    handlers.set(ARCHIVED, (event) => restoreRows(restored, event).concat(own ? own(event) : []));
+  }
   return {
     name,
     version,
@@ -65,6 +83,37 @@ export function defineProjection(definition: ProjectionDefinition): Projection {
       return after ? out.concat(after(event)) : out;
     },
   };
+}
+
+const ARCHIVED = 'stream.archived';
+const COLUMN = /^[a-z_][a-z0-9_]*$/;
+
+/**
+ * The rows an archived stream's tombstone carries for these tables, inserted unless present: live,
+ * they are (the deleted events made them); in a rebuild, they come from here. Column names come
+ * from the log, so each is checked to be a plain identifier before it reaches SQL.
+ */
+function restoreRows(tables: ReadonlyArray<ProjectionTable>, event: StoredEvent): SqlStatement[] {
+  const [kind] = event.streamId.split(':', 1);
+  const rows = (event.data as { rows: Record<string, Array<Record<string, string | number | null>>> }).rows;
+  const out: SqlStatement[] = [];
+  for (const table of tables) {
+    if (table.perStream!.kind !== kind) continue;
+    for (const row of rows[table.name] ?? []) {
+      const columns = Object.keys(row);
+      const bad = columns.find((c) => !COLUMN.test(c));
+      if (bad !== undefined || columns.length === 0) {
+        throw new Error(`stream.archived of ${event.streamId} (position ${event.position}): ${table.name} row has a bad column ${JSON.stringify(bad)}`);
+      }
+      out.push(
+        sql(
+          `INSERT INTO ${table.name} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')}) ON CONFLICT DO NOTHING`,
+          ...columns.map((c) => row[c]!),
+        ),
+      );
+    }
+  }
+  return out;
 }
 
 export function sql(text: string, ...params: Array<string | number | null>): SqlStatement {

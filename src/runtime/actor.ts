@@ -66,6 +66,8 @@ export interface RecordOptions {
   retryOnConflict?: boolean;
   /** The open batch (`runtime.log.batch`) this append joins. */
   batch?: Batch;
+  /** The event recorded is the stream's `stream.archived` tombstone: the store deletes the history it replaces (`AppendOptions.archivedThrough`). */
+  archive?: boolean;
 }
 
 /**
@@ -261,6 +263,7 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
         ...(guards?.length ? { guards } : {}),
         ...(options.tookLeases ? { onLeases: options.tookLeases } : {}),
         ...(options.batch ? { batch: options.batch } : {}),
+        ...(options.archive ? { archivedThrough: before.version } : {}),
       });
     } catch (error) {
       this.snapshot = before.snapshot;

@@ -307,4 +307,21 @@ export const retentionEv = {
     ev('run.output_pruned', { runId: 'run_1', loopId: 'loop_1', bytes: 1234, cutoff: at(3_600_000), keepLast: null, ...data }, when),
   wfrunOutputPruned: (data: Partial<EventData<'wfrun.output_pruned'>> = {}, when = at(86_400_000)) =>
     ev('wfrun.output_pruned', { wfRunId: 'wfrun_1', workflowId: 'wf_1', loopRunId: null, bytes: 4321, cutoff: null, keepLast: 3, ...data }, when),
+  /** A run stream's tombstone: versions 1..4 moved to an archive file. */
+  archived: (data: Partial<EventData<'stream.archived'>> = {}, when = at(2 * 86_400_000)) =>
+    ev(
+      'stream.archived',
+      {
+        file: 'archive/runs-20260502T000000Z-aaaaaaaaaaaa.jsonl',
+        sha256: 'a'.repeat(64),
+        fromVersion: 1,
+        toVersion: 4,
+        events: 4,
+        machine: { id: 'loops.run', version: 1 },
+        snapshot: { value: 'succeeded', context: {} },
+        rows: { loop_runs: [{ id: 'run_1', loop_id: 'loop_1', status: 'succeeded', attempt: 1 }] },
+        ...data,
+      },
+      when,
+    ),
 };

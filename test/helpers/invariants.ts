@@ -104,14 +104,25 @@ function tableExists(db: Db, name: string): boolean {
 export function findViolations(db: Db, store: EventStore, options: InvariantOptions = {}): string[] {
   const log = syncLog(store);
   const out: string[] = [];
-  // 1. Every stream's versions are 1..n, and the streams table agrees.
+  // Archived streams (loops prune --archive) begin with their stream.archived tombstone at
+  // toVersion + 1; what their deleted events said is in the tombstone.
+  const tombstones = new Map(
+    db
+      .prepare<[], { stream_id: string; version: number; data: string }>("SELECT stream_id, version, data FROM events WHERE type = 'stream.archived'")
+      .all()
+      .map((r) => [r.stream_id, { version: r.version, data: JSON.parse(r.data) as { toVersion: number; rows: Record<string, Array<Record<string, unknown>>> } }]),
+  );
+  // 1. Every stream's versions are 1..n (or, archived, its tombstone's toVersion + 1..n), and the streams table agrees.
   for (const r of db
     .prepare<[], { stream_id: string; n: number; lo: number; hi: number; recorded: number | null }>(
       `SELECT e.stream_id, COUNT(*) AS n, MIN(e.version) AS lo, MAX(e.version) AS hi, s.version AS recorded
        FROM events e LEFT JOIN streams s ON s.stream_id = e.stream_id GROUP BY e.stream_id`,
     )
     .all()) {
-    if (r.lo !== 1 || r.hi !== r.n || r.recorded !== r.hi) {
+    const tombstone = tombstones.get(r.stream_id);
+    const first = tombstone ? tombstone.data.toVersion + 1 : 1;
+    if (tombstone && tombstone.version !== first) out.push(`${r.stream_id}: stream.archived at version ${tombstone.version}, not ${first}`);
+    if (r.lo !== first || r.hi !== r.n + first - 1 || r.recorded !== r.hi) {
       out.push(`${r.stream_id}: versions not contiguous (${r.n} events, versions ${r.lo}..${r.hi}, streams table says ${r.recorded})`);
     }
   }
@@ -125,12 +136,16 @@ export function findViolations(db: Db, store: EventStore, options: InvariantOpti
     .all(...FINAL_STATES)) {
     out.push(`${r.stream_id}: ${r.n} events in a final state (at most one terminal event per run)`);
   }
-  // 3. One run per (loop, slot, attempt).
+  // 3. One run per (loop, slot, attempt) — an archived run's claim is its tombstone's loop_runs row.
   for (const r of db
     .prepare<[], { loop: string; slot: string; attempt: number | null; n: number; runs: string }>(
-      `SELECT json_extract(data, '$.loopId') AS loop, json_extract(data, '$.slot') AS slot, json_extract(data, '$.attempt') AS attempt,
-              COUNT(*) AS n, group_concat(stream_id, ', ') AS runs
-       FROM events WHERE type = 'run.claimed' GROUP BY loop, slot, attempt HAVING n > 1`,
+      `SELECT loop, slot, attempt, COUNT(*) AS n, group_concat(stream_id, ', ') AS runs FROM (
+         SELECT json_extract(data, '$.loopId') AS loop, json_extract(data, '$.slot') AS slot, json_extract(data, '$.attempt') AS attempt, stream_id
+         FROM events WHERE type = 'run.claimed'
+         UNION ALL
+         SELECT json_extract(data, '$.rows.loop_runs[0].loop_id'), json_extract(data, '$.rows.loop_runs[0].slot'), json_extract(data, '$.rows.loop_runs[0].attempt'), stream_id
+         FROM events WHERE type = 'stream.archived' AND stream_id LIKE 'run:%'
+       ) GROUP BY loop, slot, attempt HAVING n > 1`,
     )
     .all()) {
     out.push(`loop ${r.loop}: slot ${r.slot} attempt ${r.attempt} has ${r.n} runs (${r.runs})`);
@@ -186,7 +201,8 @@ export function findViolations(db: Db, store: EventStore, options: InvariantOpti
     db
       .prepare<[], { id: string }>("SELECT json_extract(data, '$.runId') AS id FROM events WHERE type = 'run.claimed'")
       .all()
-      .map((r) => r.id),
+      .map((r) => r.id)
+      .concat([...tombstones.keys()].filter((id) => id.startsWith('run:')).map((id) => id.slice(4))),
   );
   const queue = tableExists(db, 'run_queue')
     ? new Map(
@@ -226,6 +242,8 @@ export function findViolations(db: Db, store: EventStore, options: InvariantOpti
         'SELECT stream_id, version, machine_id, machine_version, state FROM stream_snapshots',
       )
       .all()) {
+      // A snapshot from before an archive: its events are gone (folding starts from the tombstone).
+      if ((tombstones.get(snap.stream_id)?.version ?? 0) > snap.version) continue;
       const machine = getMachine({ id: snap.machine_id, version: snap.machine_version });
       if (!machine) {
         out.push(`${snap.stream_id}: snapshot by unknown machine ${snap.machine_id}@${snap.machine_version}`);

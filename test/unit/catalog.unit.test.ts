@@ -60,6 +60,7 @@ describe('event catalogue', () => {
       wfrunEv.timedOut(),
       retentionEv.runOutputPruned(),
       retentionEv.wfrunOutputPruned(),
+      retentionEv.archived(),
     ];
     expect(new Set(samples.map((s) => s.type))).toEqual(new Set(Object.keys(eventSchemas)));
     for (const sample of samples) expect(validateEventData(sample.type, sample.data)).toEqual(sample.data);

@@ -8,7 +8,11 @@ import { loopsProjection } from '../../src/projections/loops.js';
 import { inlineHandler, projections, findProjection } from '../../src/projections/registry.js';
 import { runsProjection } from '../../src/projections/runs.js';
 import { stateName } from '../../src/projections/types.js';
-import { accountEv, at, loopEv, runEv } from '../helpers/events.js';
+import { findLoop } from '../../src/runtime/queries/loops.js';
+import { accountEv, at, loopEv, retentionEv, runEv, slotEv } from '../helpers/events.js';
+import { runQueueProjection } from '../../src/projections/slots.js';
+import { fold } from '../../src/machines/fold.js';
+import { runMachine } from '../../src/machines/run.js';
 import { given, projectionSpec, type GivenEvent, type ProjectionSpec } from '../helpers/projection-spec.js';
 
 const handler = inlineHandler();
@@ -16,11 +20,11 @@ const handler = inlineHandler();
 /** The two projections a loop's page reads: its row and its runs. */
 const loopsAndRuns = () => projectionSpec(loopsProjection, runsProjection);
 
-// The loop's row with its last run's status, joined the way readers do (src/runtime/queries/loops.ts).
-const loopRow = (spec: ProjectionSpec, id = 'loop_1') =>
-  spec.db
-    .prepare('SELECT l.*, r.status AS lastRunStatus FROM loops l LEFT JOIN loop_runs r ON r.id = l.last_run_id WHERE l.id = ?')
-    .get(id) as Record<string, unknown>;
+// The loop with its run count and last run, as readers get it (computed from loop_runs by src/runtime/queries/loops.ts).
+const loopRow = (spec: ProjectionSpec, id = 'loop_1') => {
+  const loop = findLoop(spec.db, id);
+  return { run_count: loop.runCount, last_run_id: loop.lastRun?.id ?? null, lastRunStatus: loop.lastRun?.status ?? null, last_run_at: loop.lastRun?.at ?? null };
+};
 
 describe('loops projection', () => {
   it('loop.created inserts the loop with its state, schedule, target and due time', () => {
@@ -34,9 +38,10 @@ describe('loops projection', () => {
       reason: null,
       created_at: at(0),
       updated_at: at(0),
-      run_count: 0,
-      last_run_id: null,
+      scheduled_runs: 0,
     });
+    // Run counts and last runs are not copied into loops: readers compute them from loop_runs.
+    expect(row).not.toHaveProperty('run_count');
     expect(JSON.parse(row.schedule as string)).toEqual(loopEv.created().data.schedule);
     expect(JSON.parse(row.target as string)).toEqual(loopEv.created().data.target);
     expect(JSON.parse(row.policies as string)).toEqual(loopEv.created().data.policies);
@@ -103,6 +108,37 @@ describe('loops projection', () => {
       .given('run:run_1', runEv.exited());
     expect(spec.last).toMatchObject({ streamId: 'run:run_1', version: 4, state: 'succeeded' });
     expect(loopRow(spec)).toMatchObject({ run_count: 2, last_run_id: 'run_2', lastRunStatus: 'claimed' });
+  });
+});
+
+describe('stream.archived (loops prune --archive)', () => {
+  const three = () => projectionSpec(loopsProjection, runsProjection, runQueueProjection);
+  const loopFired = (spec: ProjectionSpec) => spec.given('loop:loop_1', loopEv.created(), slotEv.fired({ runId: 'run_1', slot: at(60_000) }));
+  const ran = [runEv.claimed({ slot: at(60_000), trigger: 'schedule' }), runEv.spawnRequested(), runEv.spawned(), runEv.exited()];
+
+  it('a rebuild without the history gets the run row from the tombstone, and the queue drops the run; live, the row is only marked', () => {
+    const live = loopFired(three()).given('run:run_1', ...ran);
+    const row = live.row('loop_runs', { id: 'run_1' });
+    const state = fold(runMachine, live.stream('run:run_1')).snapshot;
+    const tombstone = retentionEv.archived({ snapshot: { value: state.value, context: state.context }, rows: { loop_runs: [row as Record<string, string | number | null>] } });
+    live.given('run:run_1', tombstone);
+    expect(live.row('loop_runs', { id: 'run_1' })).toEqual({ ...row, archived_at: tombstone.at });
+    expect(findLoop(live.db, 'loop_1')).toMatchObject({ runCount: 1, lastRun: { id: 'run_1', status: 'succeeded' } });
+
+    // The log after the archive: the loop's stream as it was, the run's stream only its tombstone.
+    const rebuilt = loopFired(three());
+    expect(rebuilt.rows('run_queue')).toHaveLength(1);
+    rebuilt.given('run:run_1', tombstone);
+    expect(rebuilt.rows('run_queue')).toEqual([]);
+    expect(rebuilt.rows('loop_runs')).toEqual(live.rows('loop_runs'));
+    expect(findLoop(rebuilt.db, 'loop_1')).toEqual(findLoop(live.db, 'loop_1'));
+  });
+
+  it('a tombstone whose row names a column that is not a plain identifier is refused, not turned into SQL', () => {
+    const spec = loopFired(three());
+    const bad = retentionEv.archived({ rows: { loop_runs: [{ 'id) VALUES (1); DROP TABLE loops; --': 'x' }] } });
+    expect(() => spec.given('run:run_1', bad)).toThrow(/bad column/);
+    expect(spec.rows('loops')).toHaveLength(1);
   });
 });
 

@@ -8,6 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { loopsProjection } from '../../src/projections/loops.js';
 import { findProjection, projections } from '../../src/projections/registry.js';
 import { runQueueProjection, slotDecisionsProjection } from '../../src/projections/slots.js';
+import { runsProjection } from '../../src/projections/runs.js';
+import { findLoop } from '../../src/runtime/queries/loops.js';
 import { at, loopEv, runEv, slotEv } from '../helpers/events.js';
 import { projectionSpec, type GivenEvent } from '../helpers/projection-spec.js';
 
@@ -112,11 +114,11 @@ describe('slot_decisions projection', () => {
   });
 });
 
-describe('loops projection (v7): slot decisions and expiry', () => {
+describe('loops projection (v8): slot decisions and expiry', () => {
   const loopRow = (spec: ReturnType<typeof projectionSpec>) => spec.row('loops', { id: 'loop_1' });
 
-  it('is version 7 (v6 + the due-loops index) and handles the events that carry a due time, and loop.expired', () => {
-    expect(loopsProjection.version).toBe(7);
+  it('is version 8 (v7 without run counts) and handles the events that carry a due time, and loop.expired', () => {
+    expect(loopsProjection.version).toBe(8);
     for (const type of ['slot.fired', 'slot.skipped', 'slot.missed', 'loop.rescheduled', 'loop.expired']) expect(loopsProjection.handles.has(type)).toBe(true);
     // slot.coalesced is always recorded with the slot it was folded into, which carries the due time.
     expect(loopsProjection.handles.has('slot.coalesced')).toBe(false);
@@ -138,7 +140,7 @@ describe('loops projection (v7): slot decisions and expiry', () => {
     expect(after(3)).toMatchObject({ next_run_at: at(3 * MIN), scheduled_runs: 1, updated_at: at(2 * MIN) });
     expect(after(4)).toMatchObject({ next_run_at: at(11 * MIN), scheduled_runs: 1, updated_at: at(10 * MIN + 30_000) });
     expect(after(5)).toEqual(after(4));
-    expect(after(6)).toMatchObject({ status: 'active', next_run_at: at(11 * MIN), scheduled_runs: 2, run_count: 0 });
+    expect(after(6)).toMatchObject({ status: 'active', next_run_at: at(11 * MIN), scheduled_runs: 2 });
     expect(specAfter(6).rows('slot_decisions')).toHaveLength(5);
   });
 
@@ -147,12 +149,13 @@ describe('loops projection (v7): slot decisions and expiry', () => {
     expect(loopRow(spec)).toMatchObject({ next_run_at: at(5 * MIN), scheduled_runs: 2, updated_at: at(2 * MIN) });
   });
 
-  it('run_count counts claimed runs (manual too); scheduled_runs counts fired slots only', () => {
-    const spec = projectionSpec(loopsProjection)
+  it('the run count counts claimed runs (manual too); scheduled_runs counts fired slots only', () => {
+    const spec = projectionSpec(loopsProjection, runsProjection)
       .given('loop:loop_1', loopEv.created(), slotEv.fired({ runId: 'run_1' }))
       .given('run:run_1', runEv.claimed({ slot: at(MIN), trigger: 'schedule' }, at(MIN)))
       .given('run:run_2', runEv.claimed({ runId: 'run_2', slot: 'manual:run_2' }, at(MIN + 1)));
-    expect(loopRow(spec)).toMatchObject({ run_count: 2, scheduled_runs: 1, last_run_id: 'run_2' });
+    expect(loopRow(spec)).toMatchObject({ scheduled_runs: 1 });
+    expect(findLoop(spec.db, 'loop_1')).toMatchObject({ runCount: 2, scheduledRuns: 1, lastRun: { id: 'run_2' } });
   });
 
   it('loop.expired: status expired, no due time; it can then be archived and removed', () => {

@@ -1,4 +1,5 @@
 import { UsageError } from '../../events/errors.js';
+import type { ArchiveReport } from '../../runtime/admin/archive.js';
 import type { PruneOptions, PruneReport } from '../../runtime/admin/prune.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
@@ -17,6 +18,12 @@ const spec: CommandSpec = {
     'Each removal is recorded in the log (stream retention:output) before the folder goes, so',
     'loops logs, show and runs --json say the output was pruned and when. The runs and their events',
     'stay; only the output files go. --dry-run lists what would go and removes nothing.',
+    '',
+    '--archive also moves the events of the selected finished loop runs out of the log, into a file',
+    'under archive/ in the data directory (0600, its sha256 recorded): each run keeps its row (status,',
+    'exit, output tails, timings) and one stream.archived event naming the file. loops show, runs,',
+    'stats and why read as before; loops replay <run> --archive replays the moved events from the file.',
+    'A loops older than this one cannot open a data directory once something was archived in it.',
   ].join('\n'),
   positionals: [],
   options: {
@@ -26,6 +33,7 @@ const spec: CommandSpec = {
       description: 'only runs finished before this: how long ago (30d, 12h; 0s = now) or an ISO time',
     },
     'keep-last': { type: 'string', value: '<n>', description: 'keep the n most recent finished runs of each loop and each workflow' },
+    archive: { type: 'boolean', description: "also move the selected loop runs' events from the log to an archive file" },
     'dry-run': { type: 'boolean', description: 'list what would be removed and the bytes; remove nothing, record nothing' },
     json: JSON_OPTION,
   },
@@ -33,6 +41,7 @@ const spec: CommandSpec = {
     'loops prune --older-than 30d --dry-run',
     'loops prune --older-than 30d --keep-last 10',
     'loops prune --keep-last 5 --json',
+    'loops prune --older-than 90d --archive',
   ],
 };
 
@@ -51,13 +60,20 @@ const prune: CliCommand = {
       cutoff: typeof olderThan === 'string' ? await parseOlderThan(olderThan, ctx.now) : null,
       keepLast: typeof keepLast === 'string' ? parseKeepLast(keepLast) : null,
     };
+    const archiving = values.archive === true;
+    const { archive, planArchive } = archiving ? await import('../../runtime/admin/archive.js') : { archive: null, planArchive: null };
     let report: PruneReport;
+    let archived: ArchiveReport | null = null;
     if (values['dry-run'] === true) {
       const { openReader } = await import('../../runtime/store.js');
+      const { SqliteEventLog } = await import('../../events/sqlite-log.js');
       const reader = await openReader(ctx.dataDir);
+      const log = new SqliteEventLog(reader.db);
       try {
         report = planPrune(reader.db, ctx.dataDir, options, ctx.now);
+        if (planArchive) archived = await planArchive({ db: reader.db, log, clock: ctx.clock }, options);
       } finally {
+        log.close();
         reader.close();
       }
     } else {
@@ -65,16 +81,18 @@ const prune: CliCommand = {
       const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
       try {
         report = await pruneOutputs(runtime, options);
+        if (archive) archived = await archive(runtime, options);
       } finally {
         runtime.close();
       }
     }
     const code = report.failed.length > 0 ? EXIT.error : EXIT.ok;
     if (ctx.json) {
-      printJson(ctx, report);
+      printJson(ctx, archived ? { ...report, archive: archived } : report);
       return code;
     }
     ctx.out.write(render(report, ctx));
+    if (archived) ctx.out.write(renderArchive(archived, ruleText(report)));
     for (const f of report.failed) ctx.err.write(`loops prune: could not remove ${f.path}: ${f.error}\n`);
     if (report.failed.length > 0) {
       ctx.err.write(`loops prune: ${count(report.failed.length, 'folder')} not removed (recorded as pruned); fix the cause and run loops prune again to remove them\n`);
@@ -128,6 +146,24 @@ export function render(report: PruneReport, ctx: Pick<CliContext, 'now' | 'color
     );
   }
   return lines.join('\n') + '\n';
+}
+
+/** What `--archive` moved (or would). */
+export function renderArchive(report: ArchiveReport, rule: string): string {
+  const what = `${count(report.streams.length, 'run')} (${count(report.events, 'event')})`;
+  const skipped = report.skipped.length
+    ? ` ${count(report.skipped.length, 'run')} changed meanwhile and stayed in the log (the next archive retries them): ${report.skipped.map((s) => s.streamId).join(', ')}.`
+    : '';
+  if (report.dryRun) {
+    return report.streams.length
+      ? `Would archive the events of ${what}, ${rule}. Dry run: nothing was archived.\n`
+      : `Nothing to archive: no finished run ${rule} still has its events in the log.\n`;
+  }
+  if (report.file === null) return `Nothing to archive: no finished run ${rule} still has its events in the log.\n`;
+  return (
+    `Archived the events of ${what} to ${report.file} (${bytesText(report.bytes)}, sha256 ${report.sha256!.slice(0, 12)}…).${skipped}\n` +
+    `Their rows stay; loops replay <run> --archive replays their events from the file. Keep the file with your backups.\n`
+  );
 }
 
 function count(n: number, noun: string): string {

@@ -10,7 +10,7 @@
  *   never touched.
  * - **Recorded first, then removed.** The removals are appended to the `retention:output` stream
  *   (`run.output_pruned` / `wfrun.output_pruned`, up to `CHUNK` per transaction) before the folders
- *   go, with the runs checked again inside that transaction. A prune that stops in between
+ *   go. A prune that stops in between
  *   (a crash, a full disk, a permission error) leaves folders the log already calls pruned: the next
  *   prune removes them (`completed`), so the log and the disk agree again without a second fact.
  * - **Concurrent prunes** append to the same stream with its expected version: the loser of the
@@ -116,7 +116,7 @@ export function parseKeepLast(input: string): number {
 /** A run id safe to join to `runs/` (ids are generated, but the folder is removed recursively). */
 const SAFE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
 
-interface Row {
+export interface Row {
   kind: 'run' | 'workflow';
   id: string;
   owner_id: string;
@@ -126,27 +126,31 @@ interface Row {
   finished_at: string;
 }
 
-const LIVE_LEASE = (prefix: string, column: string) =>
+export const LIVE_LEASE = (prefix: string, column: string) =>
   `EXISTS (SELECT 1 FROM leases WHERE name = '${prefix}:' || ${column} AND expires_at > @now)`;
 
 /**
  * Finished runs beyond the keepLast newest of their loop / workflow, finished before the cutoff,
- * not pruned yet, with no live lease — oldest first. (Not yet filtered on having a folder.)
+ * with no live lease, not done yet — oldest first. `output`: their output folders, not pruned yet
+ * (not yet filtered on having a folder; a workflow loop's run has none). `archive`: the streams of
+ * loop runs, not archived yet (archive.ts).
  */
-function selectRows(db: Db, options: PruneOptions, nowIso: string): Row[] {
+export function selectRows(db: Db, options: PruneOptions, nowIso: string, purpose: 'output' | 'archive' = 'output'): Row[] {
   const params = { now: nowIso, cutoff: options.cutoff, keep: options.keepLast ?? 0 };
+  const pending = purpose === 'output' ? 'output_pruned_at' : 'archived_at';
   const runs = db
     .prepare<typeof params, Row>(
       `SELECT 'run' AS kind, id, loop_id AS owner_id, loop_name AS owner_name, NULL AS loop_run_id, status, finished_at FROM (
-         SELECT id, loop_id, loop_name, status, COALESCE(finished_at, updated_at) AS finished_at, output_pruned_at,
+         SELECT id, loop_id, loop_name, status, COALESCE(finished_at, updated_at) AS finished_at, ${pending} AS pending,
                 ROW_NUMBER() OVER (PARTITION BY loop_id ORDER BY claimed_position DESC) AS newest
          FROM loop_runs
-         WHERE status NOT IN ('claimed', 'spawning', 'running') AND json_extract(target, '$.kind') <> 'workflow'
+         WHERE status NOT IN ('claimed', 'spawning', 'running')${purpose === 'output' ? " AND json_extract(target, '$.kind') <> 'workflow'" : ''}
        )
-       WHERE newest > @keep AND output_pruned_at IS NULL AND (@cutoff IS NULL OR finished_at < @cutoff)
+       WHERE newest > @keep AND pending IS NULL AND (@cutoff IS NULL OR finished_at < @cutoff)
          AND NOT ${LIVE_LEASE('run', 'id')}`,
     )
     .all(params);
+  if (purpose === 'archive') return runs.sort(byFinish);
   const wfRuns = db
     .prepare<typeof params, Row>(
       `SELECT 'workflow' AS kind, w.id, w.workflow_id AS owner_id, w.workflow_name AS owner_name, r.id AS loop_run_id, w.status, w.finished_at FROM (
@@ -160,8 +164,10 @@ function selectRows(db: Db, options: PruneOptions, nowIso: string): Row[] {
          AND NOT ${LIVE_LEASE('wfrun', 'w.id')}`,
     )
     .all(params);
-  return [...runs, ...wfRuns].sort((a, b) => a.finished_at.localeCompare(b.finished_at) || a.id.localeCompare(b.id));
+  return [...runs, ...wfRuns].sort(byFinish);
 }
+
+const byFinish = (a: Row, b: Row) => a.finished_at.localeCompare(b.finished_at) || a.id.localeCompare(b.id);
 
 /** Files and bytes under a run folder (symlinks counted as themselves, never followed); null when it is not a directory. */
 export function folderSize(path: string): { bytes: number; files: number } | null {
@@ -260,28 +266,6 @@ function eventOf(c: PruneCandidate, options: PruneOptions): { type: string; data
     : { type: 'wfrun.output_pruned', data: { wfRunId: c.id, workflowId: c.ownerId, loopRunId: c.loopRunId, bytes: c.bytes, ...rule } };
 }
 
-/** Thrown inside the append transaction when a selected run is no longer prunable. */
-class Reselect extends Error {}
-
-/**
- * Inside the append transaction: every run of the chunk has still ended, is not pruned yet and
- * holds no live lease (the selection was read before the transaction).
- */
-function assertStillPrunable(db: Db, chunk: ReadonlyArray<PruneCandidate>, nowIso: string): void {
-  const runStmt = db.prepare<{ id: string; now: string }, { ok: number }>(
-    `SELECT 1 AS ok FROM loop_runs WHERE id = @id AND status NOT IN ('claimed', 'spawning', 'running') AND output_pruned_at IS NULL
-       AND NOT ${LIVE_LEASE('run', 'id')}`,
-  );
-  const wfStmt = db.prepare<{ id: string; now: string }, { ok: number }>(
-    `SELECT 1 AS ok FROM workflow_runs WHERE id = @id AND status <> 'running' AND output_pruned_at IS NULL
-       AND NOT ${LIVE_LEASE('wfrun', 'id')}`,
-  );
-  for (const c of chunk) {
-    const stmt = c.kind === 'run' ? runStmt : wfStmt;
-    if (!stmt.get({ id: c.id, now: nowIso })) throw new Reselect(c.id);
-  }
-}
-
 function remove(path: string): string | null {
   try {
     rmSync(path, { recursive: true, force: true, maxRetries: 2 });
@@ -318,7 +302,7 @@ export async function prune(runtime: Runtime, options: PruneOptions): Promise<Pr
         // again; a finished run never becomes running again.
         await actor.recordAll(chunk.map((c) => eventOf(c, options)));
       } catch (error) {
-        if (!(error instanceof ConcurrencyConflictError) && !(error instanceof Reselect)) throw error;
+        if (!(error instanceof ConcurrencyConflictError)) throw error;
         if (++conflicts > 5) {
           throw new BusyError('loops prune: other prunes kept changing the retention log meanwhile', { hint: 'run it again' });
         }

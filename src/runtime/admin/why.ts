@@ -21,6 +21,8 @@ export interface DecisionView {
   runStatus: string | null;
   /** When `loops prune` removed the run's output folder (null while kept). */
   outputPrunedAt?: string | null;
+  /** When `loops prune --archive` moved the run's events to an archive file (null while in the log). */
+  archivedAt?: string | null;
   /** When the run it promised never ran: why (its `slot.dropped`). */
   dropped?: string | null;
   /** The retries of the slot, in order: each one's run and how it ended (or that it is pending). */
@@ -39,9 +41,10 @@ interface Row {
   at: string;
   run_status: string | null;
   output_pruned_at: string | null;
+  archived_at: string | null;
 }
 
-const SELECT = `SELECT d.*, r.status AS run_status, r.output_pruned_at FROM slot_decisions d LEFT JOIN loop_runs r ON r.id = d.run_id`;
+const SELECT = `SELECT d.*, r.status AS run_status, r.output_pruned_at, r.archived_at FROM slot_decisions d LEFT JOIN loop_runs r ON r.id = d.run_id`;
 
 function view(row: Row): DecisionView {
   return {
@@ -56,6 +59,7 @@ function view(row: Row): DecisionView {
     decidedAt: row.at,
     runStatus: row.run_status,
     ...(row.output_pruned_at ? { outputPrunedAt: row.output_pruned_at } : {}),
+    ...(row.archived_at ? { archivedAt: row.archived_at } : {}),
   };
 }
 
@@ -106,7 +110,7 @@ export function explainSlot(db: Db, loop: LoopView, atMs: number, nowMs: number)
   }
   if (decision && (decision.decision === 'fired' || decision.decision === 'buffered')) {
     const retries = cached<[string, string], Row>(db, `${SELECT} WHERE d.loop_id = ? AND d.decision = 'retry' AND d.slot_from = ? ORDER BY d.position`).all(loop.id, decision.from);
-    decision.retries = retries.map((r) => `${r.reason}: ${r.run_status ? `ran as ${r.run_id} and ${r.run_status}${pruned(r.output_pruned_at)}` : `${r.run_id} is due at ${r.fire_at}`}`);
+    decision.retries = retries.map((r) => `${r.reason}: ${r.run_status ? `ran as ${r.run_id} and ${r.run_status}${pruned(r.output_pruned_at, r.archived_at)}` : `${r.run_id} is due at ${r.fire_at}`}`);
   }
   // The schedule's slot at or before the time, counted from the covering decision (or creation).
   const from = decision ? Date.parse(decision.from) - 1 : created;
@@ -133,13 +137,20 @@ export function explainSlot(db: Db, loop: LoopView, atMs: number, nowMs: number)
   };
 }
 
-/** Said of a run whose output folder `loops prune` removed: its outcome stands, its output is gone. */
-function pruned(at: string | null | undefined): string {
-  return at ? ` (its output was removed by loops prune at ${at})` : '';
+/**
+ * Said of a run whose output folder `loops prune` removed, or whose events `--archive` moved to an
+ * archive file: its outcome stands, its output or history is elsewhere.
+ */
+function pruned(outputAt: string | null | undefined, archivedAt?: string | null): string {
+  const said = [
+    ...(outputAt ? [`its output was removed by loops prune at ${outputAt}`] : []),
+    ...(archivedAt ? [`its events were archived by loops prune --archive at ${archivedAt}; loops replay <run> --archive reads them`] : []),
+  ];
+  return said.length ? ` (${said.join('; ')})` : '';
 }
 
 function sentence(d: DecisionView, slot: string): string {
-  const told = first(d, slot) + (d.decision === 'fired' || d.decision === 'buffered' ? pruned(d.outputPrunedAt) : '');
+  const told = first(d, slot) + (d.decision === 'fired' || d.decision === 'buffered' ? pruned(d.outputPrunedAt, d.archivedAt) : '');
   return d.retries?.length ? `${told}; retried — ${d.retries.join('; ')}` : told;
 }
 

@@ -56,6 +56,8 @@ export interface RunView {
    * run's), or null while it is kept.
    */
   outputPrunedAt: string | null;
+  /** When `loops prune --archive` moved the run's events to an archive file, or null while they are in the log. */
+  archivedAt: string | null;
 }
 
 interface LoopRow {
@@ -105,10 +107,17 @@ interface RunRow {
   agent: string | null;
   /** Absent from tables built before the column existed (they are rebuilt when opened). */
   output_pruned_at?: string | null;
+  archived_at?: string | null;
 }
 
-/** A loop row with its last run's current status (joined, not copied, so runs never rewrite loops). */
-const LOOP_SELECT = 'SELECT l.*, r.status AS last_run_status FROM loops l LEFT JOIN loop_runs r ON r.id = l.last_run_id';
+/**
+ * A loop row with its run count and last run, computed from `loop_runs` (the index on
+ * (loop_id, claimed_position) serves both): never copied into `loops`, so runs never rewrite their
+ * loop's row, and an archived run — whose run.claimed is gone from the log — counts the same.
+ */
+const LOOP_SELECT = `SELECT l.*, (SELECT COUNT(*) FROM loop_runs c WHERE c.loop_id = l.id) AS run_count,
+    r.id AS last_run_id, r.claimed_at AS last_run_at, r.status AS last_run_status
+  FROM loops l LEFT JOIN loop_runs r ON r.claimed_position = (SELECT MAX(m.claimed_position) FROM loop_runs m WHERE m.loop_id = l.id)`;
 
 export function toLoopView(row: LoopRow): LoopView {
   const policies = JSON.parse(row.policies) as LoopPolicies;
@@ -158,6 +167,7 @@ export function toRunView(row: RunRow): RunView {
     durationMs: row.duration_ms,
     agent: row.agent === null || row.agent === undefined ? null : (JSON.parse(row.agent) as EventData<'run.agent_reported'>),
     outputPrunedAt: row.output_pruned_at ?? null,
+    archivedAt: row.archived_at ?? null,
   };
 }
 
