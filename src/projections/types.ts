@@ -80,7 +80,9 @@ export function defineProjection(definition: ProjectionDefinition): Projection {
       const handler = handlers.get(event.type);
       if (!handler) return [];
       const out = handler(event);
-      return after ? out.concat(after(event)) : out;
+      // A tombstone stands for events the projection already saw (live) or restores their rows
+      // (rebuild): nothing more happens to the stream then.
+      return after && event.type !== ARCHIVED ? out.concat(after(event)) : out;
     },
   };
 }

@@ -55,7 +55,9 @@ export const workflowRunsProjection = defineProjection({
   // v3: output_pruned_at, when `loops prune` removed the run's output (retention:output stream).
   // v4: recorded decisions — step.skipped (skip_reason) and step.retry_scheduled (retry_at) — and
   // the run's `decisions` (the derivation of skips and retries is kept for `derived` runs only).
-  version: 4,
+  // v5: archived_at, when `loops prune --archive` moved the run's events to an archive file (its
+  //     rows are kept: the stream.archived tombstone carries them).
+  version: 5,
   ddl: [
     `CREATE TABLE IF NOT EXISTS workflow_runs (
       -- Position of the wfrun.started event: unique, in start order, and the rowid.
@@ -86,7 +88,9 @@ export const workflowRunsProjection = defineProjection({
       output_pruned_at TEXT,
       -- How its skips and retries are known: 'recorded' (step.skipped, step.retry_scheduled) or
       -- 'derived' (a run started before they were recorded: derived here, see above).
-      decisions        TEXT NOT NULL
+      decisions        TEXT NOT NULL,
+      -- When loops prune --archive moved the run's events to an archive file; NULL while in the log.
+      archived_at      TEXT
     )`,
     `CREATE INDEX IF NOT EXISTS workflow_runs_workflow ON workflow_runs (workflow_id, claimed_position)`,
     // A workflow loop's runs (loops stats sums their agent steps per loop, in this order).
@@ -150,11 +154,13 @@ export const workflowRunsProjection = defineProjection({
     ) WITHOUT ROWID`,
   ],
   tables: [
-    { name: 'workflow_runs', orderBy: 'id' },
-    { name: 'workflow_steps', orderBy: 'wfrun_id, step_id' },
-    { name: 'workflow_step_attempts', orderBy: 'wfrun_id, step_id, attempt' },
+    { name: 'workflow_runs', orderBy: 'id', perStream: { kind: 'wfrun', key: 'id' } },
+    { name: 'workflow_steps', orderBy: 'wfrun_id, step_id', perStream: { kind: 'wfrun', key: 'wfrun_id' } },
+    { name: 'workflow_step_attempts', orderBy: 'wfrun_id, step_id, attempt', perStream: { kind: 'wfrun', key: 'wfrun_id' } },
   ],
   on: {
+    // After its rows are restored from the tombstone (defineProjection does that for perStream tables).
+    'stream.archived': (e) => (e.streamId.startsWith('wfrun:') ? [sql('UPDATE workflow_runs SET archived_at = ? WHERE id = ?', e.at, wfRunIdOf(e))] : []),
     'wfrun.started': (e) => {
       const d = e.data;
       return [

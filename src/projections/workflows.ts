@@ -17,7 +17,9 @@ const workflowIdOf = (event: StoredEvent) => streamKey(event, 'workflow');
 
 export const workflowsProjection = defineProjection({
   name: 'workflows',
-  version: 1,
+  // v2: no run_count / last_run_*: readers compute them from workflow_runs, which an archived
+  //     workflow run (its wfrun.started gone from the log) still has a row in.
+  version: 2,
   ddl: [
     `CREATE TABLE IF NOT EXISTS workflows (
       id           TEXT PRIMARY KEY,
@@ -33,10 +35,7 @@ export const workflowsProjection = defineProjection({
       sha256       TEXT,
       reason       TEXT,
       created_at   TEXT NOT NULL,
-      updated_at   TEXT NOT NULL,
-      run_count    INTEGER NOT NULL DEFAULT 0,
-      last_run_id  TEXT,
-      last_run_at  TEXT
+      updated_at   TEXT NOT NULL
     )`,
     `CREATE UNIQUE INDEX IF NOT EXISTS workflows_live_name ON workflows (live_name)`,
   ],
@@ -84,14 +83,6 @@ export const workflowsProjection = defineProjection({
         e.data.reason,
         e.at,
         workflowIdOf(e),
-      ),
-    ],
-    'wfrun.started': (e) => [
-      sql(
-        'UPDATE workflows SET run_count = run_count + 1, last_run_id = ?, last_run_at = ? WHERE id = ?',
-        e.data.wfRunId,
-        e.at,
-        e.data.workflowId,
       ),
     ],
   },

@@ -23,6 +23,12 @@ import { runNow } from '../../src/runtime/execution/run-now.js';
 import { createCommandLoop } from '../../src/runtime/loops/commands.js';
 import { tick } from '../../src/runtime/daemon/pass.js';
 import { findLoop, listRuns } from '../../src/runtime/queries/loops.js';
+import { findWorkflow, listWorkflowRuns, workflowRunSteps } from '../../src/runtime/queries/workflows.js';
+import { skipReasons } from '../../src/runtime/workflows/explain.js';
+import { runWorkflow } from '../../src/runtime/workflows/runner.js';
+import { createWorkflow } from '../../src/runtime/workflows/specs.js';
+import { createWorkflowLoop } from '../../src/runtime/loops/commands.js';
+import { tempDir } from '../helpers/tmp.js';
 import { expectInvariants, expectLogConsistent } from '../helpers/invariants.js';
 import { useRuntime } from '../helpers/tmp.js';
 
@@ -182,5 +188,54 @@ describe('archive: safety', () => {
     expect(a).toHaveLength(4);
     expectInvariants(runtime);
     expectLogConsistent(runtime);
+  });
+});
+
+describe('archive: workflow runs', () => {
+  it('moves a workflow run\'s stream (steps, skips, attempts) and its loop run\'s; the workflow, its runs and steps read as before', async () => {
+    const clock = new SimulatedClock('2026-05-01T00:00:00.000Z');
+    const runtime = await useRuntime({ clock });
+    const file = join(tempDir(), 'flow.yaml');
+    writeFileSync(
+      file,
+      'name: flow\nsteps:\n  - id: build\n    run: echo built\n  - id: test\n    needs: build\n    run: exit 1\n  - id: ship\n    needs: test\n    run: echo shipped\n',
+    );
+    await createWorkflow(runtime, file);
+    await createWorkflowLoop(runtime, { name: 'wf', workflow: 'flow', schedule: manual });
+    const byHand = (await runWorkflow(runtime, 'flow')).run.id;
+    clock.advance(DAY);
+    const loopRun = (await runNow(runtime, 'wf')).id;
+    clock.advance(DAY);
+    const last = (await runWorkflow(runtime, 'flow')).run.id;
+    const ofLoop = listWorkflowRuns(runtime.db, { limit: 10 }).find((r) => r.id !== byHand && r.id !== last)!.id;
+
+    const workflowBefore = findWorkflow(runtime.db, 'flow');
+    const runsBefore = listWorkflowRuns(runtime.db, { limit: 10 });
+    const stepsBefore = workflowRunSteps(runtime.db, byHand);
+    expect(skipReasons(runtime.db, byHand)).toEqual({ ship: expect.stringContaining('test') });
+
+    const report = await archive(runtime, { cutoff: null, keepLast: 1 });
+    expect(report.skipped).toEqual([]);
+    expect(report.streams.map((s) => [s.kind, s.streamId]).sort()).toEqual(
+      [
+        ['workflow', `wfrun:${byHand}`],
+        ['workflow', `wfrun:${ofLoop}`],
+      ].sort(),
+    );
+    // keep-last 1 of loop `wf` keeps its only run; with keep-last 0 it goes too.
+    expect((await archive(runtime, { cutoff: null, keepLast: 0 })).streams.map((s) => s.streamId).sort()).toEqual([`run:${loopRun}`, `wfrun:${last}`].sort());
+
+    for (const id of [byHand, ofLoop, last]) expect((await runtime.log.readStream(`wfrun:${id}`)).map((e) => e.type)).toEqual(['stream.archived']);
+    expect(findWorkflow(runtime.db, 'flow')).toEqual(workflowBefore);
+    expect(listWorkflowRuns(runtime.db, { limit: 10 }).map(({ archivedAt, ...r }) => [r, archivedAt !== null])).toEqual(
+      runsBefore.map(({ archivedAt: _a, ...r }) => [r, true]),
+    );
+    expect(workflowRunSteps(runtime.db, byHand)).toEqual(stepsBefore);
+    expect(skipReasons(runtime.db, byHand)).toEqual({ ship: expect.stringContaining('test') });
+    expectInvariants(runtime);
+    expectLogConsistent(runtime);
+    const again = await replayArchived(runtime.log, runtime.dataDir, `wfrun:${byHand}`);
+    expect(again.ok).toBe(true);
+    expect(again.steps.length).toBeGreaterThan(5);
   });
 });

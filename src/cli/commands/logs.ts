@@ -298,7 +298,7 @@ const logs: CliCommand = {
       const pruned = prunedAt(view);
       if (pruned !== null) {
         const id = view.wfRun?.id ?? view.run!.id;
-        const kept = view.run?.archivedAt ? 'its summary remains (its events were archived)' : 'its summary and events remain';
+        const kept = (view.wfRun ?? view.run)?.archivedAt ? 'its summary remains (its events were archived)' : 'its summary and events remain';
         ctx.err.write(`loops: the output of ${view.what} was pruned on ${pruned} (loops prune); ${kept}: loops ${view.wfRun ? 'workflows inspect' : 'show'} ${id}\n`);
         return opts.follow ? exitCodeForRunStatus(view.status) : EXIT.ok;
       }

@@ -2,10 +2,10 @@
  * `loops prune --archive`: moves the events of finished loop runs out of the live log into an
  * archive file, leaving each run's stream one `stream.archived` tombstone.
  *
- * - **What may go.** The same selection as the output prune (prune.ts): a run that has ended, holds
- *   no live lease, finished before the cutoff and is not among the `keepLast` newest of its loop —
- *   and whose stream has not been archived yet. Loop and workflow streams, and workflow runs' own
- *   streams, stay (see docs/architecture.md, "Retention").
+ * - **What may go.** The same selection as the output prune (prune.ts): a loop run or workflow run
+ *   that has ended, holds no live lease, finished before the cutoff and is not among the `keepLast`
+ *   newest of its loop or workflow — and whose stream has not been archived yet. Loop, workflow,
+ *   account and retention streams stay (see docs/architecture.md, "Retention").
  * - **File first.** Every selected stream's events go to `archive/<time>-<id>.jsonl` (0600): a
  *   header line, then per stream its `streams` row and its events as this loops reads them (payloads
  *   in their current schema versions). The file is fsynced, with its folder, and its sha256 taken
@@ -43,8 +43,11 @@ export interface ArchiveHeader {
 
 export interface ArchivedStream {
   streamId: string;
+  /** `run`: a loop run (`run:<id>`); `workflow`: a workflow run (`wfrun:<id>`). */
+  kind: 'run' | 'workflow';
   runId: string;
-  loopName: string;
+  /** Its loop's name (loop runs) or its workflow's (workflow runs). */
+  ownerName: string;
   status: string;
   finishedAt: string;
   /** Events moved to the file. */
@@ -78,12 +81,12 @@ interface Selected extends ArchivedStream {
 async function select(runtime: Pick<Runtime, 'db' | 'log' | 'clock'>, options: PruneOptions): Promise<Selected[]> {
   const out: Selected[] = [];
   for (const row of selectRows(runtime.db, options, new Date(runtime.clock.now()).toISOString(), 'archive')) {
-    const streamId = `run:${row.id}`;
+    const streamId = `${row.kind === 'run' ? 'run' : 'wfrun'}:${row.id}`;
     const info = await runtime.log.streamInfo(streamId);
     if (!info) continue;
     const history = await runtime.log.readStream(streamId);
     if (history.length === 0 || history[0]!.type === ARCHIVED) continue;
-    out.push({ streamId, runId: row.id, loopName: row.owner_name, status: row.status, finishedAt: row.finished_at, events: history.length, info, history });
+    out.push({ streamId, kind: row.kind, runId: row.id, ownerName: row.owner_name, status: row.status, finishedAt: row.finished_at, events: history.length, info, history });
   }
   return out;
 }
@@ -142,16 +145,14 @@ function rowsOf(db: Db, streamId: string): Record<string, Array<Record<string, s
   return rows;
 }
 
-/** Still archivable, read inside the transaction: ended, no live lease. */
-function stillEnded(db: Db, runId: string, nowIso: string): boolean {
-  return (
-    db
-      .prepare<{ id: string; now: string }, { ok: number }>(
-        `SELECT 1 AS ok FROM loop_runs WHERE id = @id AND status NOT IN ('claimed', 'spawning', 'running') AND archived_at IS NULL
-           AND NOT ${LIVE_LEASE('run', 'id')}`,
-      )
-      .get({ id: runId, now: nowIso }) !== undefined
-  );
+/** Still archivable, read inside the transaction: ended, not archived, no live lease. */
+function stillEnded(db: Db, s: Selected, nowIso: string): boolean {
+  const sql =
+    s.kind === 'run'
+      ? `SELECT 1 AS ok FROM loop_runs WHERE id = @id AND status NOT IN ('claimed', 'spawning', 'running') AND archived_at IS NULL
+           AND NOT ${LIVE_LEASE('run', 'id')}`
+      : `SELECT 1 AS ok FROM workflow_runs WHERE id = @id AND status <> 'running' AND archived_at IS NULL AND NOT ${LIVE_LEASE('wfrun', 'id')}`;
+  return db.prepare<{ id: string; now: string }, { ok: number }>(sql).get({ id: s.runId, now: nowIso }) !== undefined;
 }
 
 /** Archives the selected runs' streams: the file, then the tombstones (see the header). */
@@ -169,7 +170,7 @@ export async function archive(runtime: Runtime, options: PruneOptions): Promise<
       for (const s of chunk) {
         const actor = await DurableActor.load(runtime, s.streamId);
         const last = s.history[s.history.length - 1]!;
-        if (actor.version !== last.version || actor.snapshot.status !== 'done' || !stillEnded(runtime.db, s.runId, nowIso)) {
+        if (actor.version !== last.version || actor.snapshot.status !== 'done' || !stillEnded(runtime.db, s, nowIso)) {
           report.skipped.push({ streamId: s.streamId, reason: actor.snapshot.status !== 'done' ? 'not ended' : 'changed since it was read' });
           continue;
         }

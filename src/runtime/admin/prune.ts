@@ -132,8 +132,8 @@ export const LIVE_LEASE = (prefix: string, column: string) =>
 /**
  * Finished runs beyond the keepLast newest of their loop / workflow, finished before the cutoff,
  * with no live lease, not done yet — oldest first. `output`: their output folders, not pruned yet
- * (not yet filtered on having a folder; a workflow loop's run has none). `archive`: the streams of
- * loop runs, not archived yet (archive.ts).
+ * (not yet filtered on having a folder; a workflow loop's run has none). `archive`: their streams
+ * (a workflow loop's run too), not archived yet (archive.ts).
  */
 export function selectRows(db: Db, options: PruneOptions, nowIso: string, purpose: 'output' | 'archive' = 'output'): Row[] {
   const params = { now: nowIso, cutoff: options.cutoff, keep: options.keepLast ?? 0 };
@@ -150,17 +150,16 @@ export function selectRows(db: Db, options: PruneOptions, nowIso: string, purpos
          AND NOT ${LIVE_LEASE('run', 'id')}`,
     )
     .all(params);
-  if (purpose === 'archive') return runs.sort(byFinish);
   const wfRuns = db
     .prepare<typeof params, Row>(
       `SELECT 'workflow' AS kind, w.id, w.workflow_id AS owner_id, w.workflow_name AS owner_name, r.id AS loop_run_id, w.status, w.finished_at FROM (
-         SELECT id, workflow_id, workflow_name, status, loop_id, slot, attempt, COALESCE(finished_at, updated_at) AS finished_at, output_pruned_at,
+         SELECT id, workflow_id, workflow_name, status, loop_id, slot, attempt, COALESCE(finished_at, updated_at) AS finished_at, ${pending} AS pending,
                 ROW_NUMBER() OVER (PARTITION BY workflow_id ORDER BY claimed_position DESC) AS newest
          FROM workflow_runs
          WHERE status <> 'running'
        ) w
        LEFT JOIN loop_runs r ON r.loop_id = w.loop_id AND r.slot = w.slot AND r.attempt = w.attempt
-       WHERE w.newest > @keep AND w.output_pruned_at IS NULL AND (@cutoff IS NULL OR w.finished_at < @cutoff)
+       WHERE w.newest > @keep AND w.pending IS NULL AND (@cutoff IS NULL OR w.finished_at < @cutoff)
          AND NOT ${LIVE_LEASE('wfrun', 'w.id')}`,
     )
     .all(params);

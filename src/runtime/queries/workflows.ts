@@ -69,6 +69,8 @@ export interface WorkflowRunView {
   updatedAt: string;
   /** When `loops prune` removed the run's output folder (every step attempt's), or null while it is kept. */
   outputPrunedAt: string | null;
+  /** When `loops prune --archive` moved the run's events to an archive file, or null while they are in the log. */
+  archivedAt: string | null;
 }
 
 /** One attempt of a step. */
@@ -196,6 +198,7 @@ interface RunRow {
   updated_at: string;
   /** Absent from tables built before the column existed (they are rebuilt when opened). */
   output_pruned_at?: string | null;
+  archived_at?: string | null;
 }
 
 interface StepRow {
@@ -246,9 +249,14 @@ type AgentReport = EventData<'run.agent_reported'>;
 
 const reportOf = (json: string | null): AgentReport | null => (json === null ? null : (JSON.parse(json) as AgentReport));
 
-/** A workflow row with its last run's current status (joined, so runs never rewrite workflows). */
-const WORKFLOW_SELECT =
-  'SELECT w.*, r.status AS last_run_status FROM workflows w LEFT JOIN workflow_runs r ON r.id = w.last_run_id';
+/**
+ * A workflow row with its run count and last run, computed from `workflow_runs` (its index on
+ * (workflow_id, claimed_position) serves both): runs never rewrite workflows, and an archived run
+ * counts the same.
+ */
+const WORKFLOW_SELECT = `SELECT w.*, (SELECT COUNT(*) FROM workflow_runs c WHERE c.workflow_id = w.id) AS run_count,
+    r.id AS last_run_id, r.started_at AS last_run_at, r.status AS last_run_status
+  FROM workflows w LEFT JOIN workflow_runs r ON r.claimed_position = (SELECT MAX(m.claimed_position) FROM workflow_runs m WHERE m.workflow_id = w.id)`;
 
 export function toWorkflowView(row: WorkflowRow): WorkflowView {
   return {
@@ -291,6 +299,7 @@ export function toWorkflowRunView(row: RunRow): WorkflowRunView {
     durationMs: row.duration_ms,
     updatedAt: row.updated_at,
     outputPrunedAt: row.output_pruned_at ?? null,
+    archivedAt: row.archived_at ?? null,
   };
 }
 
