@@ -8,7 +8,7 @@
  *    loops rotates its log to daemon.log.1 (.2, .3), keeps logging to daemon.log, and
  *    `loops daemon logs -f` follows across the rotations, every line once.
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { expectDataDirInvariants } from '../helpers/invariants.js';
@@ -138,6 +138,96 @@ describe('loops prune', () => {
     expect(show.stdout).toMatch(/files\s+pruned on 2026-05-04T09:\S+ \(loops prune\)/);
     // The tails recorded with the run's end are in the log, not in the folder: still shown.
     expect(show.stdout).toContain(`hello from ${id}`);
+  });
+});
+
+describe('loops prune --archive', () => {
+  const s = sandbox();
+  const runIds: string[] = [];
+  let file = '';
+
+  it('moves the older runs\' events to a 0600 archive file; each run keeps its row and one stream.archived', () => {
+    expect(s.run(['create', 'command', 'kept', '--cmd', 'echo "kept $LOOPS_RUN_ID"', '--manual']).code).toBe(0);
+    for (let i = 0; i < 3; i++) expect(s.run(['run-now', 'kept']).code).toBe(0);
+    runIds.push(...s.json<Run[]>(['runs', 'kept']).map((r) => r.id).reverse());
+    const dry = s.run(['prune', '--keep-last', '1', '--archive', '--dry-run']);
+    expect(dry.code).toBe(0);
+    expect(dry.stdout).toContain('Would archive the events of 2 runs (8 events), keeping the last 1 of each loop and workflow. Dry run: nothing was archived.');
+    expect(existsSync(join(s.dataDir, 'archive'))).toBe(false);
+
+    const report = s.json<{ pruned: number; archive: { file: string; sha256: string; events: number; streams: Array<{ runId: string }>; skipped: unknown[] } }>(
+      ['prune', '--keep-last', '1', '--archive'],
+    );
+    expect(report.pruned).toBe(2);
+    expect(report.archive).toMatchObject({ events: 8, skipped: [] });
+    expect(report.archive.streams.map((r) => r.runId)).toEqual([runIds[0], runIds[1]]);
+    file = report.archive.file;
+    expect(statSync(join(s.dataDir, file)).mode & 0o777).toBe(0o600);
+
+    const events = s.json<Array<{ type: string; version: number }>>(['events', runIds[0]!]);
+    expect(events.map((e) => [e.type, e.version])).toEqual([['stream.archived', 5]]);
+    // What users read about the run is unchanged, and says where its events went.
+    const show = s.run(['show', runIds[0]!]);
+    expect(show.stdout).toContain(`kept ${runIds[0]}`);
+    expect(show.stdout).toMatch(new RegExp(`events\\s+archived on \\S+ \\(loops prune --archive\\): loops replay ${runIds[0]} --archive`));
+    expect(s.run(['show', 'kept']).stdout).toMatch(/runs\s+3\n/);
+    expect(s.run(['logs', runIds[0]!]).stderr).toContain('its summary remains (its events were archived)');
+    const verify = s.run(['projections', 'verify']);
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+    expectDataDirInvariants(s.dataDir);
+
+    // Once something is archived the log format is 2 (a loops that reads only 1 refuses it).
+    const doctor = s.run(['doctor']);
+    expect(doctor.stdout).toMatch(/log format\s+version 2 \(this loops reads up to 2\)/);
+  });
+
+  it('replay says where the archived versions went; --archive replays them from the file, and refuses a changed one', () => {
+    const replay = s.run(['replay', runIds[0]!]);
+    expect(replay.code).toBe(0);
+    expect(replay.stdout).toContain(`v1–v4  4 event(s) archived to ${file}`);
+    const full = s.run(['replay', runIds[0]!, '--archive']);
+    expect(full.code, full.stderr).toBe(0);
+    expect(full.stdout).toMatch(/✓ v1 .* run\.claimed  new → claimed/);
+    expect(full.stdout).toMatch(/✓ v5 .* stream\.archived  succeeded → succeeded/);
+    expect(full.stdout).toContain('ok: every replayed state matches the log');
+    const notArchived = s.run(['replay', runIds[2]!, '--archive']);
+    expect(notArchived.code).toBe(2);
+    expect(notArchived.stderr).toMatch(/is not archived: its whole history is in the log/);
+
+    const path = join(s.dataDir, file);
+    const moved = join(s.dataDir, 'moved.jsonl');
+    writeFileSync(moved, readFileSync(path));
+    expect(s.run(['replay', runIds[0]!, '--archive-file', moved]).code).toBe(0);
+    writeFileSync(moved, readFileSync(path, 'utf8').replace(`kept ${runIds[0]}`, `kept ${runIds[0]}!`));
+    const changed = s.run(['replay', runIds[0]!, '--archive-file', moved]);
+    expect(changed.code).toBe(6);
+    expect(changed.stderr).toMatch(/is not the file run:\S+ was archived to: its sha256 is/);
+    expect(changed.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('archiving while the daemon runs a loop every second: nothing lost, nothing run twice, the daemon keeps its pace and stops promptly', async () => {
+    const d = sandbox();
+    const daemon = d.start(['daemon', 'run']);
+    children.push(daemon);
+    expect(d.run(['create', 'command', 'fast', '--cmd', 'echo fast', '--every', '1s']).code).toBe(0);
+    const count = () => d.json<Run[]>(['runs', 'fast', '--limit', '1000']).filter((r) => r.status === 'succeeded').length;
+    await waitFor(() => count() >= 4, 20_000, '4 runs');
+    let archived = 0;
+    for (let round = 0; round < 3; round++) {
+      const before = count();
+      const r = d.json<{ archive: { streams: unknown[]; skipped: unknown[] } }>(['prune', '--keep-last', '2', '--archive']);
+      archived += r.archive.streams.length;
+      await waitFor(() => count() >= before + 2, 20_000, `the daemon to go on running after archive round ${round}`);
+    }
+    expect(archived).toBeGreaterThanOrEqual(6);
+    const asked = Date.now();
+    const stop = d.run(['daemon', 'stop']);
+    expect(stop.code, stop.stderr).toBe(0);
+    expect(Date.now() - asked).toBeLessThan(5000);
+    const list = d.json<Run[]>(['runs', 'fast', '--limit', '1000']);
+    const slots = list.map((r) => (r as Run & { slot: string }).slot);
+    expect(new Set(slots).size).toBe(slots.length);
+    expectDataDirInvariants(d.dataDir, { settledAt: asked });
   });
 });
 
