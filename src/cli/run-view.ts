@@ -68,7 +68,9 @@ export function runDetail(run: RunView, ctx: CliContext, workflow?: RunWorkflow 
   } else if (run.outputPrunedAt) {
     lines.push(`files       the workflow run's output was pruned on ${run.outputPrunedAt} (loops prune)`);
   }
-  if (run.archivedAt) lines.push(`events      archived on ${run.archivedAt} (loops prune --archive): loops replay ${run.id} --archive`);
+  if (run.archivedAt) {
+    lines.push(`events      archived on ${run.archivedAt} with the output tails (loops prune --archive): loops replay ${run.id} --archive`);
+  }
   // An agent's stdout is its JSONL transcript: the report above is what it says; logs renders it.
   const streams = [...(a ? [] : [['stdout', run.stdout] as const]), ['stderr', run.stderr] as const];
   for (const [name, text] of streams) {

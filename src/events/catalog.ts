@@ -535,9 +535,11 @@ export const eventSchemas = {
   /**
    * The tombstone `loops prune --archive` leaves: versions `fromVersion`..`toVersion` of this stream
    * were written to `file` (under the data directory, its sha256 given) and deleted from the log.
-   * It is a snapshot the log keeps: folding starts from `snapshot`, the machine state those events
-   * led to, and `rows` are the projected rows they had produced, which the projections restore —
-   * so a rebuild without the deleted events gives the same tables. Always the stream's first event.
+   * Folding starts from it: `state` is the final state those events led to (the machine's context
+   * is not kept — a final state accepts nothing, and nothing reads an ended stream's context), and
+   * `rows` are the rows they had projected, without their bulky columns (output tails), which the
+   * projections put in place of their rows — so a rebuild without the deleted events gives the
+   * same tables. Always the stream's first event.
    */
   'stream.archived': {
     v: 1,
@@ -550,7 +552,8 @@ export const eventSchemas = {
         /** Events moved (toVersion − fromVersion + 1). */
         events: z.number().int().min(1),
         machine: z.object({ id: z.string().min(1), version: z.number().int().min(1) }).strict(),
-        snapshot: z.object({ value: z.unknown(), context: z.unknown() }).strict(),
+        /** The machine's state value after `toVersion` (a final state). */
+        state: z.unknown(),
         /** Projected rows of the stream, by table: column → value. */
         rows: z.record(z.string(), z.array(z.record(z.string(), z.union([z.string(), z.number(), z.null()])))),
       })

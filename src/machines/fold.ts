@@ -100,16 +100,17 @@ export function step(
 export const ARCHIVED = 'stream.archived';
 
 /**
- * `stream.archived` is a snapshot the log keeps: the state is the one it records, whatever came
- * before (nothing, when the archived events are gone; the archived events themselves, when they
- * are replayed from the archive file — then the state they fold to must be this one, or the step
- * is not accepted). No machine sees it, and it asks for no effect.
+ * `stream.archived` restores the final state it records, whatever came before: nothing, when the
+ * archived events are gone (the context stays the initial one: nothing reads an ended stream's
+ * context), or the archived events themselves, replayed from the archive file — then they must
+ * have led to this state, or the step is not accepted (their context is kept). No machine sees
+ * the event, and it asks for no effect.
  */
 function restoreArchived(machine: AnyStateMachine, snapshot: AnyMachineSnapshot, event: EventObject): FoldStep {
-  const recorded = (event as unknown as { data: { snapshot: { value: unknown; context: unknown } } }).data.snapshot;
-  const after = machine.resolveState({ value: recorded.value as never, context: recorded.context as never }) as AnyMachineSnapshot;
+  const recorded = (event as unknown as { data: { state: unknown } }).data.state;
+  const after = machine.resolveState({ value: recorded as never, context: snapshot.context as never }) as AnyMachineSnapshot;
   const fresh = snapshot === initialSnapshot(machine);
-  const accepted = fresh || JSON.stringify({ value: snapshot.value, context: snapshot.context }) === JSON.stringify(recorded);
+  const accepted = after.status === 'done' && (fresh || JSON.stringify(snapshot.value) === JSON.stringify(recorded));
   return { event: event as FoldStep['event'], before: snapshot, after, accepted, actions: [] };
 }
 

@@ -73,7 +73,8 @@ export const runsProjection = defineProjection({
     )`,
     `CREATE INDEX IF NOT EXISTS loop_runs_loop ON loop_runs (loop_id, claimed_position)`,
   ],
-  tables: [{ name: 'loop_runs', orderBy: 'id', perStream: { kind: 'run', key: 'id' } }],
+  // Archived: the output tails stay in the archive file (stdout_bytes / stderr_bytes stay here).
+  tables: [{ name: 'loop_runs', orderBy: 'id', perStream: { kind: 'run', key: 'id', slim: { stdout: '', stderr: '' } } }],
   on: {
     'run.claimed': (e) => [
       sql(

@@ -22,10 +22,11 @@ export interface ProjectionTable {
   orderBy: string;
   /**
    * Rows that belong to one stream of `kind`, found by `key` = the stream's id: when the stream is
-   * archived they travel in its `stream.archived` tombstone, and this projection restores them from
-   * it (a rebuild no longer has the events that made them).
+   * archived they travel in its `stream.archived` tombstone — with the `slim` columns set to these
+   * values (bulky ones, e.g. output tails, which the archive file keeps) — and this projection puts
+   * them in place of its rows (a rebuild no longer has the events that made them).
    */
-  perStream?: { kind: string; key: string };
+  perStream?: { kind: string; key: string; slim?: Readonly<Record<string, string | number | null>> };
 }
 
 /** A stored event of type `T`, its payload typed by the catalogue. */
@@ -91,9 +92,9 @@ const ARCHIVED = 'stream.archived';
 const COLUMN = /^[a-z_][a-z0-9_]*$/;
 
 /**
- * The rows an archived stream's tombstone carries for these tables, inserted unless present: live,
- * they are (the deleted events made them); in a rebuild, they come from here. Column names come
- * from the log, so each is checked to be a plain identifier before it reaches SQL.
+ * The rows an archived stream's tombstone carries for these tables, put in place of the rows there:
+ * live, the rows the deleted events made, slimmed; in a rebuild, inserted. Column names come from
+ * the log, so each is checked to be a plain identifier before it reaches SQL.
  */
 function restoreRows(tables: ReadonlyArray<ProjectionTable>, event: StoredEvent): SqlStatement[] {
   const [kind] = event.streamId.split(':', 1);
@@ -109,7 +110,7 @@ function restoreRows(tables: ReadonlyArray<ProjectionTable>, event: StoredEvent)
       }
       out.push(
         sql(
-          `INSERT INTO ${table.name} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')}) ON CONFLICT DO NOTHING`,
+          `INSERT OR REPLACE INTO ${table.name} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`,
           ...columns.map((c) => row[c]!),
         ),
       );

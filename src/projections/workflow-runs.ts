@@ -155,7 +155,8 @@ export const workflowRunsProjection = defineProjection({
   ],
   tables: [
     { name: 'workflow_runs', orderBy: 'id', perStream: { kind: 'wfrun', key: 'id' } },
-    { name: 'workflow_steps', orderBy: 'wfrun_id, step_id', perStream: { kind: 'wfrun', key: 'wfrun_id' } },
+    // Archived: the output tails stay in the archive file (the sizes and the step outputs stay here).
+    { name: 'workflow_steps', orderBy: 'wfrun_id, step_id', perStream: { kind: 'wfrun', key: 'wfrun_id', slim: { stdout: '', stderr: '' } } },
     { name: 'workflow_step_attempts', orderBy: 'wfrun_id, step_id, attempt', perStream: { kind: 'wfrun', key: 'wfrun_id' } },
   ],
   on: {

@@ -318,7 +318,7 @@ export const retentionEv = {
         toVersion: 4,
         events: 4,
         machine: { id: 'loops.run', version: 1 },
-        snapshot: { value: 'succeeded', context: {} },
+        state: 'succeeded',
         rows: { loop_runs: [{ id: 'run_1', loop_id: 'loop_1', status: 'succeeded', attempt: 1 }] },
         ...data,
       },

@@ -331,7 +331,7 @@ function renderInspect(ctx: CliContext, run: WorkflowRunView, steps: WorkflowSte
     ...(inputs.length ? [`inputs      ${inputs.map(([k, v]) => `${k}=${quote(v)}`).join(' ')}`] : []),
     ...(agentTotals ? [`agents      ${agentTotalsText(agentTotals)}`] : []),
     ...(run.error ? [`error       ${paint(c, 'red', run.error)}`] : []),
-    ...(run.archivedAt ? [`events      archived on ${run.archivedAt} (loops prune --archive): loops replay ${run.id} --archive`] : []),
+    ...(run.archivedAt ? [`events      archived on ${run.archivedAt} with the steps' output tails (loops prune --archive): loops replay ${run.id} --archive`] : []),
   ];
   ctx.out.write(lines.join('\n') + '\n\n');
   const wide = !ctx.out.isTTY;

@@ -132,14 +132,18 @@ function writeFile(runtime: Runtime, selected: ReadonlyArray<Selected>, createdA
   return { file: `${ARCHIVE_DIR}/${name}`, bytes, sha256: hash.digest('hex') };
 }
 
-/** The rows the projections hold for a stream, by table: its tombstone carries them. */
+/** The rows the projections hold for a stream, by table, without their bulky columns: its tombstone carries them. */
 function rowsOf(db: Db, streamId: string): Record<string, Array<Record<string, string | number | null>>> {
   const [kind, id] = [streamId.slice(0, streamId.indexOf(':')), streamId.slice(streamId.indexOf(':') + 1)];
   const rows: Record<string, Array<Record<string, string | number | null>>> = {};
   for (const projection of projections) {
     for (const table of projection.tables) {
       if (table.perStream?.kind !== kind) continue;
-      rows[table.name] = db.prepare<[string], Record<string, string | number | null>>(`SELECT * FROM ${table.name} WHERE ${table.perStream.key} = ?`).all(id);
+      const slim = table.perStream.slim ?? {};
+      rows[table.name] = db
+        .prepare<[string], Record<string, string | number | null>>(`SELECT * FROM ${table.name} WHERE ${table.perStream.key} = ?`)
+        .all(id)
+        .map((row) => ({ ...row, ...slim }));
     }
   }
   return rows;
@@ -181,7 +185,7 @@ export async function archive(runtime: Runtime, options: PruneOptions): Promise<
           toVersion: last.version,
           events: s.history.length,
           machine: actor.machineRef,
-          snapshot: { value: actor.snapshot.value, context: actor.snapshot.context },
+          state: actor.snapshot.value,
           rows: rowsOf(runtime.db, s.streamId),
         };
         try {
