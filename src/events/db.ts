@@ -132,6 +132,10 @@ export function openDatabase(file: string, options: OpenOptions = {}): Db {
     });
   }
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+  // A new database gives pages freed by deletions (loops prune --archive) back to the file system
+  // on request (PRAGMA incremental_vacuum), a few at a time. Only possible before the first table
+  // exists: older databases switch with one full VACUUM (loops prune --vacuum).
+  if (!options.readonly && (db.pragma('page_count', { simple: true }) as number) === 0) db.pragma('auto_vacuum = INCREMENTAL');
   if (!memory) {
     db.pragma('journal_mode = WAL');
     for (const suffix of ['-wal', '-shm']) {

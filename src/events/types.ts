@@ -181,5 +181,20 @@ export interface EventStore {
   streamsWithEvents(after: number, upTo: number, types: readonly string[]): Promise<string[]>;
   /** Events appended through this store, after their transaction committed (subscribe to follow them). */
   readonly events$: Observable<StoredEvent>;
+  /**
+   * Gives the space that deleted events (archiving) left inside the store back to the file system:
+   * a little at a time, between other writers, where the store can do so; `full`: all at once, by
+   * rewriting the store (exclusive for its duration: only with no other writer about).
+   */
+  reclaimSpace(options?: { full?: boolean }): Promise<SpaceReport>;
   close(): void;
+}
+
+export interface SpaceReport {
+  /** Bytes given back to the file system. */
+  freedBytes: number;
+  /** Bytes still free inside the store (reused by later writes). */
+  freeBytes: number;
+  /** False when the store can give space back only with `full` (a SQLite database created before incremental vacuum). */
+  incremental: boolean;
 }

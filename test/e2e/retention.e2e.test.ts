@@ -222,6 +222,11 @@ describe('loops prune --archive', () => {
       await waitFor(() => count() >= before + 2, 20_000, `the daemon to go on running after archive round ${round}`);
     }
     expect(archived).toBeGreaterThanOrEqual(6);
+    // A full vacuum rewrites loops.db under the write lock: refused while the daemon runs, and it has no dry run.
+    const busy = d.run(['prune', '--vacuum']);
+    expect(busy.code).toBe(2);
+    expect(busy.stderr).toMatch(/^loops prune: --vacuum needs the daemon stopped \(pid \d+ is running\)/);
+    expect(d.run(['prune', '--vacuum', '--dry-run']).code).toBe(2);
     const asked = Date.now();
     const stop = d.run(['daemon', 'stop']);
     expect(stop.code, stop.stderr).toBe(0);
@@ -229,6 +234,10 @@ describe('loops prune --archive', () => {
     const list = d.json<Run[]>(['runs', 'fast', '--limit', '1000']);
     const slots = list.map((r) => (r as Run & { slot: string }).slot);
     expect(new Set(slots).size).toBe(slots.length);
+    expectDataDirInvariants(d.dataDir, { settledAt: asked });
+    const vacuum = d.run(['prune', '--vacuum']);
+    expect(vacuum.code, vacuum.stderr).toBe(0);
+    expect(vacuum.stdout).toMatch(/^Vacuumed loops\.db: \S+ \S+ given back to the disk/);
     expectDataDirInvariants(d.dataDir, { settledAt: asked });
   });
 });

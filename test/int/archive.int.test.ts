@@ -10,7 +10,7 @@
  *  - nothing archived is ever run again (the run queue, a later tick), and a second archive finds nothing;
  *  - the log format goes to 2 only when something is archived.
  */
-import { readFileSync, statSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DeterminismError, NotFoundError } from '../../src/events/errors.js';
@@ -28,7 +28,8 @@ import { skipReasons } from '../../src/runtime/workflows/explain.js';
 import { runWorkflow } from '../../src/runtime/workflows/runner.js';
 import { createWorkflow } from '../../src/runtime/workflows/specs.js';
 import { createWorkflowLoop } from '../../src/runtime/loops/commands.js';
-import { tempDir } from '../helpers/tmp.js';
+import { openTestRuntime, tempDir } from '../helpers/tmp.js';
+import Database from 'better-sqlite3';
 import { expectInvariants, expectLogConsistent } from '../helpers/invariants.js';
 import { useRuntime } from '../helpers/tmp.js';
 
@@ -241,5 +242,56 @@ describe('archive: workflow runs', () => {
     const again = await replayArchived(runtime.log, runtime.dataDir, `wfrun:${byHand}`);
     expect(again.ok).toBe(true);
     expect(again.steps.length).toBeGreaterThan(5);
+  });
+});
+
+describe('archive: the space the events held', () => {
+  /** A loop whose runs print 200 KB each (their tails are recorded with their exits and rows), run 6 times. */
+  async function chatty(runtime: Awaited<ReturnType<typeof openTestRuntime>>) {
+    await createCommandLoop(runtime, { name: 'chatty', command: 'head -c 200000 /dev/zero | tr "\\0" x', schedule: manual });
+    for (let i = 0; i < 6; i++) await runNow(runtime, 'chatty');
+  }
+  const fileSize = (runtime: { db: import('../../src/events/db.js').Db; dataDir: string }) => {
+    runtime.db.pragma('wal_checkpoint(TRUNCATE)');
+    return statSync(join(runtime.dataDir, 'loops.db')).size;
+  };
+
+  it('a database created by this loops gives the pages back to the disk as the archive ends', async () => {
+    const runtime = await useRuntime({ clock: new SimulatedClock('2026-05-01T00:00:00.000Z') });
+    expect(runtime.db.pragma('auto_vacuum', { simple: true })).toBe(2);
+    await chatty(runtime);
+    const before = fileSize(runtime);
+    const report = await archive(runtime, { cutoff: null, keepLast: 1 });
+    expect(report.space).toMatchObject({ incremental: true, freeBytes: 0 });
+    expect(report.space!.freedBytes).toBeGreaterThan(5 * 64 * 1024);
+    expect(fileSize(runtime)).toBeLessThan(before - 5 * 64 * 1024);
+    expectLogConsistent(runtime);
+  });
+
+  it('an older database only reuses them, until one full vacuum switches it over', async () => {
+    const root = tempDir();
+    // A loops.db as an older loops created it: without incremental auto-vacuum.
+    mkdirSync(join(root, 'data'), { recursive: true, mode: 0o700 });
+    const old = new Database(join(root, 'data', 'loops.db'));
+    old.pragma('auto_vacuum = NONE');
+    old.exec('CREATE TABLE t (x); DROP TABLE t');
+    old.close();
+    const runtime = await openTestRuntime({ root, clock: new SimulatedClock('2026-05-01T00:00:00.000Z') });
+    try {
+      expect(runtime.db.pragma('auto_vacuum', { simple: true })).toBe(0);
+      await chatty(runtime);
+      const report = await archive(runtime, { cutoff: null, keepLast: 1 });
+      expect(report.space).toMatchObject({ incremental: false, freedBytes: 0 });
+      expect(report.space!.freeBytes).toBeGreaterThan(5 * 64 * 1024);
+      const before = fileSize(runtime);
+      const full = await runtime.log.reclaimSpace({ full: true });
+      expect(full.incremental).toBe(true);
+      expect(full.freedBytes).toBeGreaterThan(5 * 64 * 1024);
+      expect(fileSize(runtime)).toBeLessThan(before - 5 * 64 * 1024);
+      expect(runtime.db.pragma('auto_vacuum', { simple: true })).toBe(2);
+      expectLogConsistent(runtime);
+    } finally {
+      runtime.close();
+    }
   });
 });

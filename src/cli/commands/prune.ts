@@ -1,4 +1,5 @@
 import { UsageError } from '../../events/errors.js';
+import type { SpaceReport } from '../../events/types.js';
 import type { ArchiveReport } from '../../runtime/admin/archive.js';
 import type { PruneOptions, PruneReport } from '../../runtime/admin/prune.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
@@ -25,6 +26,11 @@ const spec: CommandSpec = {
     'the file. loops show, runs, stats, why and workflows inspect read as before; loops replay <run>',
     '--archive replays the moved events from the file.',
     'A loops older than this one cannot open a data directory once something was archived in it.',
+    '',
+    'The space archived events held inside loops.db goes back to the disk as the archive ends, in',
+    'small steps between the daemon\'s writes. A loops.db created before archiving existed only reuses',
+    'it: --vacuum (the daemon stopped; alone or after a prune) rewrites it once and gives it all back,',
+    'and later archives then give space back as they go.',
   ].join('\n'),
   positionals: [],
   options: {
@@ -35,6 +41,7 @@ const spec: CommandSpec = {
     },
     'keep-last': { type: 'string', value: '<n>', description: 'keep the n most recent finished runs of each loop and each workflow' },
     archive: { type: 'boolean', description: "also move the selected runs' events from the log to an archive file" },
+    vacuum: { type: 'boolean', description: 'rewrite loops.db to give its free space back to the disk (the daemon must be stopped)' },
     'dry-run': { type: 'boolean', description: 'list what would be removed and the bytes; remove nothing, record nothing' },
     json: JSON_OPTION,
   },
@@ -43,6 +50,7 @@ const spec: CommandSpec = {
     'loops prune --older-than 30d --keep-last 10',
     'loops prune --keep-last 5 --json',
     'loops prune --older-than 90d --archive',
+    'loops daemon stop && loops prune --vacuum && loops daemon start',
   ],
 };
 
@@ -52,11 +60,25 @@ const prune: CliCommand = {
     const { parseKeepLast, parseOlderThan, planPrune, prune: pruneOutputs } = await import('../../runtime/admin/prune.js');
     const olderThan = values['older-than'];
     const keepLast = values['keep-last'];
-    if (olderThan === undefined && keepLast === undefined) {
+    const vacuuming = values.vacuum === true;
+    if (olderThan === undefined && keepLast === undefined && !vacuuming) {
       throw new UsageError('loops prune: say what to prune: --older-than <duration>, --keep-last <n>, or both', {
         hint: 'e.g. loops prune --older-than 30d --keep-last 10 --dry-run (nothing is pruned without one of them)',
       });
     }
+    if (vacuuming && values['dry-run'] === true) {
+      throw new UsageError('loops prune: --vacuum rewrites loops.db; it has no dry run', { hint: 'drop --dry-run, or --vacuum to see what would be pruned' });
+    }
+    if (vacuuming) {
+      const { runningDaemon } = await import('../../runtime/daemon/daemon-info.js');
+      const daemon = runningDaemon(ctx.dataDir);
+      if (daemon) {
+        throw new UsageError(`loops prune: --vacuum needs the daemon stopped (pid ${daemon.pid} is running): it rewrites loops.db under the write lock`, {
+          hint: 'loops daemon stop && loops prune --vacuum && loops daemon start',
+        });
+      }
+    }
+    if (olderThan === undefined && keepLast === undefined) return vacuumOnly(ctx);
     const options: PruneOptions = {
       cutoff: typeof olderThan === 'string' ? await parseOlderThan(olderThan, ctx.now) : null,
       keepLast: typeof keepLast === 'string' ? parseKeepLast(keepLast) : null,
@@ -65,6 +87,7 @@ const prune: CliCommand = {
     const { archive, planArchive } = archiving ? await import('../../runtime/admin/archive.js') : { archive: null, planArchive: null };
     let report: PruneReport;
     let archived: ArchiveReport | null = null;
+    let vacuumed: SpaceReport | null = null;
     if (values['dry-run'] === true) {
       const { openReader } = await import('../../runtime/store.js');
       const { SqliteEventLog } = await import('../../events/sqlite-log.js');
@@ -83,17 +106,19 @@ const prune: CliCommand = {
       try {
         report = await pruneOutputs(runtime, options);
         if (archive) archived = await archive(runtime, options);
+        if (vacuuming) vacuumed = await runtime.log.reclaimSpace({ full: true });
       } finally {
         runtime.close();
       }
     }
     const code = report.failed.length > 0 ? EXIT.error : EXIT.ok;
     if (ctx.json) {
-      printJson(ctx, archived ? { ...report, archive: archived } : report);
+      printJson(ctx, { ...report, ...(archived ? { archive: archived } : {}), ...(vacuumed ? { vacuum: vacuumed } : {}) });
       return code;
     }
     ctx.out.write(render(report, ctx));
-    if (archived) ctx.out.write(renderArchive(archived, ruleText(report)));
+    if (archived) ctx.out.write(renderArchive(archived, ruleText(report), vacuuming));
+    if (vacuumed) ctx.out.write(renderVacuum(vacuumed));
     for (const f of report.failed) ctx.err.write(`loops prune: could not remove ${f.path}: ${f.error}\n`);
     if (report.failed.length > 0) {
       ctx.err.write(`loops prune: ${count(report.failed.length, 'folder')} not removed (recorded as pruned); fix the cause and run loops prune again to remove them\n`);
@@ -101,6 +126,25 @@ const prune: CliCommand = {
     return code;
   },
 };
+
+/** `loops prune --vacuum` alone: the free space of loops.db back to the disk. */
+async function vacuumOnly(ctx: CliContext): Promise<number> {
+  const { openRuntime } = await import('../../runtime/runtime.js');
+  const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+  let space: SpaceReport;
+  try {
+    space = await runtime.log.reclaimSpace({ full: true });
+  } finally {
+    runtime.close();
+  }
+  if (ctx.json) printJson(ctx, { vacuum: space });
+  else ctx.out.write(renderVacuum(space));
+  return EXIT.ok;
+}
+
+function renderVacuum(space: SpaceReport): string {
+  return `Vacuumed loops.db: ${bytesText(space.freedBytes)} given back to the disk; later archives give their space back as they go.\n`;
+}
 
 /** `finished before 2026-05-01T00:00:00.000Z, keeping the last 10 of each loop and workflow`. */
 function ruleText(report: PruneReport): string {
@@ -149,8 +193,8 @@ export function render(report: PruneReport, ctx: Pick<CliContext, 'now' | 'color
   return lines.join('\n') + '\n';
 }
 
-/** What `--archive` moved (or would). */
-export function renderArchive(report: ArchiveReport, rule: string): string {
+/** What `--archive` moved (or would), and the space it gave back (or left inside loops.db). */
+export function renderArchive(report: ArchiveReport, rule: string, vacuuming = false): string {
   const what = `${count(report.streams.length, 'run')} (${count(report.events, 'event')})`;
   const skipped = report.skipped.length
     ? ` ${count(report.skipped.length, 'run')} changed meanwhile and stayed in the log (the next archive retries them): ${report.skipped.map((s) => s.streamId).join(', ')}.`
@@ -161,9 +205,19 @@ export function renderArchive(report: ArchiveReport, rule: string): string {
       : `Nothing to archive: no finished run ${rule} still has its events in the log.\n`;
   }
   if (report.file === null) return `Nothing to archive: no finished run ${rule} still has its events in the log.\n`;
+  const space = report.space;
+  const disk =
+    space === null || vacuuming
+      ? ''
+      : space.incremental
+        ? `${bytesText(space.freedBytes)} of loops.db went back to the disk.\n`
+        : space.freeBytes > 0
+          ? `${bytesText(space.freeBytes)} are now free inside loops.db and are reused by new events; to give them back to the disk, once: loops daemon stop && loops prune --vacuum && loops daemon start (later archives then give space back as they go).\n`
+          : '';
   return (
     `Archived the events of ${what} to ${report.file} (${bytesText(report.bytes)}, sha256 ${report.sha256!.slice(0, 12)}…).${skipped}\n` +
-    `Their rows stay; loops replay <run> --archive replays their events from the file. Keep the file with your backups.\n`
+    `Their rows stay; loops replay <run> --archive replays their events from the file. Keep the file with your backups.\n` +
+    disk
   );
 }
 

@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { ConcurrencyConflictError, ValidationError } from '../../events/errors.js';
 import { schemaVersion } from '../../events/catalog.js';
 import type { Db } from '../../events/db.js';
-import type { StoredEvent, StreamInfo } from '../../events/types.js';
+import type { SpaceReport, StoredEvent, StreamInfo } from '../../events/types.js';
 import { ARCHIVED } from '../../machines/fold.js';
 import { projections } from '../../projections/registry.js';
 import { DurableActor } from '../actor.js';
@@ -67,6 +67,8 @@ export interface ArchiveReport {
   events: number;
   /** Streams written to the file but left in the log (they changed meanwhile, or took a lease); the next archive retries them. */
   skipped: Array<{ streamId: string; reason: string }>;
+  /** The space the deleted events left in the store, after it gave back what it could (null in a dry run, or when nothing was archived). */
+  space: SpaceReport | null;
 }
 
 /** Where archive files live, under the data directory. */
@@ -94,7 +96,7 @@ async function select(runtime: Pick<Runtime, 'db' | 'log' | 'clock'>, options: P
 /** What `--archive` would move now, without writing anything. */
 export async function planArchive(runtime: Pick<Runtime, 'db' | 'log' | 'clock'>, options: PruneOptions): Promise<ArchiveReport> {
   const streams = (await select(runtime, options)).map(({ info: _info, history: _history, ...s }) => s);
-  return { dryRun: true, file: null, sha256: null, bytes: 0, streams, events: streams.reduce((n, s) => n + s.events, 0), skipped: [] };
+  return { dryRun: true, file: null, sha256: null, bytes: 0, streams, events: streams.reduce((n, s) => n + s.events, 0), skipped: [], space: null };
 }
 
 /** Writes the archive file (fsynced, with its folder); returns its path relative to the data directory, size and sha256. */
@@ -162,7 +164,7 @@ function stillEnded(db: Db, s: Selected, nowIso: string): boolean {
 /** Archives the selected runs' streams: the file, then the tombstones (see the header). */
 export async function archive(runtime: Runtime, options: PruneOptions): Promise<ArchiveReport> {
   const selected = await select(runtime, options);
-  const report: ArchiveReport = { dryRun: false, file: null, sha256: null, bytes: 0, streams: [], events: 0, skipped: [] };
+  const report: ArchiveReport = { dryRun: false, file: null, sha256: null, bytes: 0, streams: [], events: 0, skipped: [], space: null };
   if (selected.length === 0) return report;
   const createdAt = new Date(runtime.clock.now()).toISOString();
   const { file, bytes, sha256 } = writeFile(runtime, selected, createdAt);
@@ -201,5 +203,8 @@ export async function archive(runtime: Runtime, options: PruneOptions): Promise<
       }
     });
   }
+  // The pages the deleted events held, back to the file system (a little at a time, between the
+  // daemon's writes) where the database allows it.
+  if (report.streams.length) report.space = await runtime.log.reclaimSpace();
   return report;
 }
