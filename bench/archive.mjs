@@ -34,8 +34,8 @@ const OUTPUT = opt('--output-bytes', 6);
 const stdout = OUTPUT <= 6 ? 'hello\n'.slice(0, OUTPUT) : `${'x'.repeat(79)}\n`.repeat(Math.ceil(OUTPUT / 80)).slice(0, OUTPUT);
 
 function loops(dataDir, argv) {
-  const r = spawnSync(process.execPath, [CLI, ...argv], { env: { ...process.env, LOOPS_DATA_DIR: dataDir, NO_COLOR: '1' }, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`loops ${argv.join(' ')} exited ${r.status}: ${r.stderr}`);
+  const r = spawnSync(process.execPath, [CLI, ...argv], { env: { ...process.env, LOOPS_DATA_DIR: dataDir, NO_COLOR: '1' }, encoding: 'utf8', maxBuffer: 1 << 30 });
+  if (r.status !== 0) throw new Error(`loops ${argv.join(' ')} exited ${r.status ?? r.signal ?? r.error?.message}: ${r.stderr}`);
   return r.stdout;
 }
 
@@ -85,6 +85,8 @@ function logSize(dataDir) {
   return { events, bytes: statSync(join(dataDir, 'loops.db')).size };
 }
 
+const mib = (bytes) => `${(bytes / 1048576).toFixed(1)} MiB`;
+
 function vacuum(dataDir) {
   const db = new Database(join(dataDir, 'loops.db'));
   db.exec('VACUUM');
@@ -124,9 +126,9 @@ process.stdout.write(
     [
       ['runs', `${RUNS}, each printed ${OUTPUT} B`],
       ['events before / after', `${before.events} / ${after.events}`],
-      ['loops.db before / after / after VACUUM', `${fmt(before.bytes / 1048576, 'MiB')} / ${fmt(after.bytes / 1048576, 'MiB')} / ${fmt(afterVacuum / 1048576, 'MiB')}`],
-      [`prune --archive of ${archived} runs (wall, binary)`, `${fmt(archiveMs / 1000, 's')} (${fmt((archiveMs * 1000) / archived, 'µs')} per run)`],
-      ['projections verify after', fmt(verifyMs / 1000, 's')],
+      ['loops.db before / after / after VACUUM', `${mib(before.bytes)} / ${mib(after.bytes)} / ${mib(afterVacuum)}`],
+      [`prune --archive of ${archived} runs (wall, binary)`, `${(archiveMs / 1000).toFixed(2)} s (${fmt((archiveMs * 1000) / archived, 'µs')} per run)`],
+      ['projections verify after', `${(verifyMs / 1000).toFixed(2)} s`],
       [`show hello at ${RUNS} runs / at 10 runs`, `${fmt(median(reads.show.big), 'ms')} / ${fmt(median(reads.show.small), 'ms')} = ${(median(reads.show.big) / median(reads.show.small)).toFixed(2)}×`],
       [`list at ${RUNS} runs / at 10 runs`, `${fmt(median(reads.list.big), 'ms')} / ${fmt(median(reads.list.small), 'ms')} = ${(median(reads.list.big) / median(reads.list.small)).toFixed(2)}×`],
       ['show hello after the archive', fmt(median(readsAfter.show), 'ms')],

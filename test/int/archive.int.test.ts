@@ -23,6 +23,7 @@ import { runNow } from '../../src/runtime/execution/run-now.js';
 import { createCommandLoop } from '../../src/runtime/loops/commands.js';
 import { tick } from '../../src/runtime/daemon/pass.js';
 import { findLoop, listRuns } from '../../src/runtime/queries/loops.js';
+import { explainSlot } from '../../src/runtime/admin/why.js';
 import { findWorkflow, listWorkflowRuns, workflowRunSteps } from '../../src/runtime/queries/workflows.js';
 import { skipReasons } from '../../src/runtime/workflows/explain.js';
 import { runWorkflow } from '../../src/runtime/workflows/runner.js';
@@ -133,6 +134,11 @@ describe('archive: the file, the tombstones, the tables', () => {
     expect(listRuns(runtime.db, { limit: 100 }).map(({ archivedAt, ...run }) => [run, archivedAt !== null])).toEqual(
       runsBefore.map(({ archivedAt: _a, ...run }) => [archived.has(run.id) ? { ...run, stdout: '', stderr: '' } : run, archived.has(run.id)]),
     );
+
+    // `why` tells the story of an archived run's slot, and where its events went.
+    const why = explainSlot(runtime.db, findLoop(runtime.db, 'c'), Date.parse('2026-05-02T00:00:00.000Z'), clock.now());
+    expect(why.explanation).toMatch(/^the slot 2026-05-02T00:00:00\.000Z fired as run run_\S+; the run failed .*its events were archived by loops prune --archive at /);
+    expect(why.explanation).toMatch(/retried — .*ran as run_\S+ and failed \(its events were archived by loops prune --archive at /);
 
     // Live and rebuilt from the log alone (the deleted events are gone): identical.
     expectInvariants(runtime);

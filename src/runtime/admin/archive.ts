@@ -24,8 +24,8 @@ import { closeSync, fsyncSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConcurrencyConflictError, ValidationError } from '../../events/errors.js';
 import { schemaVersion } from '../../events/catalog.js';
-import type { Db } from '../../events/db.js';
-import type { SpaceReport, StoredEvent, StreamInfo } from '../../events/types.js';
+import { cached, type Db } from '../../events/db.js';
+import type { SpaceReport } from '../../events/types.js';
 import { ARCHIVED } from '../../machines/fold.js';
 import { projections } from '../../projections/registry.js';
 import { DurableActor } from '../actor.js';
@@ -74,33 +74,41 @@ export interface ArchiveReport {
 /** Where archive files live, under the data directory. */
 export const ARCHIVE_DIR = 'archive';
 
+/** A selected stream, with the versions of it the archive file holds (once written). */
 interface Selected extends ArchivedStream {
-  info: StreamInfo;
-  history: StoredEvent[];
+  fromVersion: number;
+  toVersion: number;
 }
 
-/** The selected runs' streams, with their events (a stream already archived, or not ended, is left out). */
+/**
+ * The selected runs' streams (not archived yet: their rows say so), with their versions. Only the
+ * list is held in memory: the events are read one stream at a time as the file is written.
+ */
 async function select(runtime: Pick<Runtime, 'db' | 'log' | 'clock'>, options: PruneOptions): Promise<Selected[]> {
   const out: Selected[] = [];
   for (const row of selectRows(runtime.db, options, new Date(runtime.clock.now()).toISOString(), 'archive')) {
     const streamId = `${row.kind === 'run' ? 'run' : 'wfrun'}:${row.id}`;
     const info = await runtime.log.streamInfo(streamId);
     if (!info) continue;
-    const history = await runtime.log.readStream(streamId);
-    if (history.length === 0 || history[0]!.type === ARCHIVED) continue;
-    out.push({ streamId, kind: row.kind, runId: row.id, ownerName: row.owner_name, status: row.status, finishedAt: row.finished_at, events: history.length, info, history });
+    out.push({ streamId, kind: row.kind, runId: row.id, ownerName: row.owner_name, status: row.status, finishedAt: row.finished_at, events: info.version, fromVersion: 1, toVersion: info.version });
   }
   return out;
 }
 
+const summary = ({ fromVersion: _f, toVersion: _t, ...s }: Selected): ArchivedStream => s;
+
 /** What `--archive` would move now, without writing anything. */
 export async function planArchive(runtime: Pick<Runtime, 'db' | 'log' | 'clock'>, options: PruneOptions): Promise<ArchiveReport> {
-  const streams = (await select(runtime, options)).map(({ info: _info, history: _history, ...s }) => s);
+  const streams = (await select(runtime, options)).map(summary);
   return { dryRun: true, file: null, sha256: null, bytes: 0, streams, events: streams.reduce((n, s) => n + s.events, 0), skipped: [], space: null };
 }
 
-/** Writes the archive file (fsynced, with its folder); returns its path relative to the data directory, size and sha256. */
-function writeFile(runtime: Runtime, selected: ReadonlyArray<Selected>, createdAt: string): { file: string; bytes: number; sha256: string } {
+/**
+ * Writes the archive file (fsynced, with its folder), reading one stream at a time; sets each
+ * selected stream's versions to the ones written. Returns the file's path relative to the data
+ * directory, its size and sha256.
+ */
+async function writeFile(runtime: Runtime, selected: Selected[], createdAt: string): Promise<{ file: string; bytes: number; sha256: string }> {
   const dir = join(runtime.dataDir, ARCHIVE_DIR);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   // e.g. runs-20261201T200312Z-k3v9x0m2p7qa.jsonl: sorts by time, unique by its random tail.
@@ -115,11 +123,17 @@ function writeFile(runtime: Runtime, selected: ReadonlyArray<Selected>, createdA
       for (let off = 0; off < line.length; ) off += writeSync(fd, line, off);
       bytes += line.length;
     };
+    // Each stream is written as it is read now; one that changes before its tombstone is recorded
+    // stays in the log (the version check), and its lines here are named by no tombstone.
     const header: ArchiveHeader = { loopsArchive: 1, createdAt, streams: selected.length, events: selected.reduce((n, s) => n + s.events, 0) };
     write(header);
     for (const s of selected) {
-      write({ stream: s.info });
-      for (const event of s.history) write({ event: { ...event, v: schemaVersion(event.type) } });
+      const [info, history] = [await runtime.log.streamInfo(s.streamId), await runtime.log.readStream(s.streamId)];
+      write({ stream: info });
+      for (const event of history) write({ event: { ...event, v: schemaVersion(event.type) } });
+      s.fromVersion = history[0]?.version ?? 1;
+      s.toVersion = history.at(-1)?.version ?? 0;
+      s.events = history.length;
     }
     fsyncSync(fd);
   } finally {
@@ -142,8 +156,7 @@ function rowsOf(db: Db, streamId: string): Record<string, Array<Record<string, s
     for (const table of projection.tables) {
       if (table.perStream?.kind !== kind) continue;
       const slim = table.perStream.slim ?? {};
-      rows[table.name] = db
-        .prepare<[string], Record<string, string | number | null>>(`SELECT * FROM ${table.name} WHERE ${table.perStream.key} = ?`)
+      rows[table.name] = cached<[string], Record<string, string | number | null>>(db, `SELECT * FROM ${table.name} WHERE ${table.perStream.key} = ?`)
         .all(id)
         .map((row) => ({ ...row, ...slim }));
     }
@@ -158,7 +171,7 @@ function stillEnded(db: Db, s: Selected, nowIso: string): boolean {
       ? `SELECT 1 AS ok FROM loop_runs WHERE id = @id AND status NOT IN ('claimed', 'spawning', 'running') AND archived_at IS NULL
            AND NOT ${LIVE_LEASE('run', 'id')}`
       : `SELECT 1 AS ok FROM workflow_runs WHERE id = @id AND status <> 'running' AND archived_at IS NULL AND NOT ${LIVE_LEASE('wfrun', 'id')}`;
-  return db.prepare<{ id: string; now: string }, { ok: number }>(sql).get({ id: s.runId, now: nowIso }) !== undefined;
+  return cached<[{ id: string; now: string }], { ok: number }>(db, sql).get({ id: s.runId, now: nowIso }) !== undefined;
 }
 
 /** Archives the selected runs' streams: the file, then the tombstones (see the header). */
@@ -167,7 +180,7 @@ export async function archive(runtime: Runtime, options: PruneOptions): Promise<
   const report: ArchiveReport = { dryRun: false, file: null, sha256: null, bytes: 0, streams: [], events: 0, skipped: [], space: null };
   if (selected.length === 0) return report;
   const createdAt = new Date(runtime.clock.now()).toISOString();
-  const { file, bytes, sha256 } = writeFile(runtime, selected, createdAt);
+  const { file, bytes, sha256 } = await writeFile(runtime, selected, createdAt);
   Object.assign(report, { file, bytes, sha256 });
   for (let i = 0; i < selected.length; i += CHUNK) {
     const chunk = selected.slice(i, i + CHUNK);
@@ -175,17 +188,16 @@ export async function archive(runtime: Runtime, options: PruneOptions): Promise<
       const nowIso = new Date(runtime.clock.now()).toISOString();
       for (const s of chunk) {
         const actor = await DurableActor.load(runtime, s.streamId);
-        const last = s.history[s.history.length - 1]!;
-        if (actor.version !== last.version || actor.snapshot.status !== 'done' || !stillEnded(runtime.db, s, nowIso)) {
+        if (s.events === 0 || actor.version !== s.toVersion || actor.snapshot.status !== 'done' || !stillEnded(runtime.db, s, nowIso)) {
           report.skipped.push({ streamId: s.streamId, reason: actor.snapshot.status !== 'done' ? 'not ended' : 'changed since it was read' });
           continue;
         }
         const data = {
           file,
           sha256,
-          fromVersion: s.history[0]!.version,
-          toVersion: last.version,
-          events: s.history.length,
+          fromVersion: s.fromVersion,
+          toVersion: s.toVersion,
+          events: s.events,
           machine: actor.machineRef,
           state: actor.snapshot.value,
           rows: rowsOf(runtime.db, s.streamId),
@@ -197,8 +209,7 @@ export async function archive(runtime: Runtime, options: PruneOptions): Promise<
           report.skipped.push({ streamId: s.streamId, reason: error.message });
           continue;
         }
-        const { info: _info, history: _history, ...summary } = s;
-        report.streams.push(summary);
+        report.streams.push(summary(s));
         report.events += s.events;
       }
     });
