@@ -609,7 +609,7 @@ describe('the data directory', () => {
     db.close();
     const r = s.run(['list']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/uses log format 99, but this loops understands only up to 1/);
+    expect(r.stderr).toMatch(/uses log format 99, but this loops understands only up to 2/);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
   });
 });

@@ -168,6 +168,22 @@ describe('executor: timeout, cancel and the process group', () => {
     await waitForGroupGone(handle.pgid);
   });
 
+  // The /bin/sh fallback cannot forward (it runs traps only once its foreground command ended): documented in executor.ts.
+  it.skipIf(wrapperKind() !== 'perl')('a signal only the exit-status wrapper heard reaches the command: a TERM perl deferred past its fork is not lost', async () => {
+    // Perl runs a signal handler at its next safe point and clears what is pending in a child after
+    // fork: a TERM to the group landing just before the wrapper's fork was heard by the wrapper
+    // alone, and the command ran on (a run that never ended; CI saw it once in ~15 under load).
+    // Sending TERM to the wrapper only, once the command runs, is that case made deterministic.
+    const statusFile = join(tempDir(), 'exit-status');
+    const handle = await spawnProcess({ ...base, command: 'sleep', args: ['30'], statusFile }, systemClock);
+    await waitFor(() => liveGroupMembers(handle.pgid).length === 2, 5000, 'the wrapper and its command');
+    process.kill(handle.pid, 'SIGTERM');
+    const exit = await Promise.race([handle.exited, new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 5000))]);
+    expect(exit).toMatchObject({ exitCode: null, signal: 'SIGTERM' });
+    expect(readStatusFile(statusFile)).toMatchObject({ exitCode: null, signal: 'SIGTERM' });
+    await waitForGroupGone(handle.pgid);
+  });
+
   it('with a simulated clock the timeout fires exactly when the clock passes it', async () => {
     const clock = new SimulatedClock();
     const handle = await spawnProcess({ ...base, command: 'sleep', args: ['30'], deadline: deadlineAfter(clock.now(), 1000) }, clock);

@@ -107,14 +107,18 @@ const PERL_WRAPPER = [
   // child once it has its default handlers back: a cancel right after the spawn is never lost in
   // the moment between fork and exec (the child would otherwise inherit the empty handler and exec
   // the command as if nothing had been sent).
-  'my $g;',
-  '$SIG{$_} = sub { $g = $_[0] } for qw(TERM INT HUP);',
+  // Perl defers a signal to its next safe point and clears what is pending in a child after fork:
+  // a signal that reached this process just before the fork is seen here only after it, when the
+  // child no longer hears of it — so the handler forwards it to the child once there is one (and
+  // the parent checks once more right after the fork; $p is cleared as soon as the child is reaped).
+  'my ($g, $p);',
+  '$SIG{$_} = sub { $g = $_[0]; kill $g, $p if $p } for qw(TERM INT HUP);',
   "@c = ('sh', '-c', $c[0]) if $m eq 'shell';",
   'my $s;',
-  'my $p = fork;',
+  '$p = fork;',
   'if (!defined $p) { print STDERR "loops-run: cannot fork: $!\\n"; $s = 126 << 8 }',
   "elsif (!$p) { $SIG{$_} = 'DEFAULT' for qw(TERM INT HUP); kill($g, $$) if $g; exec { $m eq 'shell' ? '/bin/sh' : $c[0] } @c; print STDERR \"loops-run: $c[0]: $!\\n\"; exit($! == 2 ? 127 : 126) }",
-  'else { waitpid($p, 0); $s = $? }',
+  'else { kill $g, $p if $g; waitpid($p, 0); $s = $?; $p = 0 }',
   'my $n = $s & 127;',
   'umask 077;',
   // One short write (at close); readers ignore a partial line.
