@@ -56,6 +56,8 @@ export const commandTargetSchema = z
     env: z.record(z.string(), z.string()),
     /** Names of variables passed from the runner's environment: their values are never stored, and are masked in output. */
     secretEnv: z.array(z.string()).optional(),
+    /** Names in `env` the user said are not secrets although their names say so (`--not-secret`). */
+    notSecret: z.array(z.string()).optional(),
   })
   .strict();
 /** A loop whose runs are runs of a workflow (the latest version when each run starts). */
@@ -88,6 +90,7 @@ export const agentTargetSchema = z
     /** No output for this long stops the run (recorded timed_out). */
     idleTimeoutMs: z.number().int().positive().nullable(),
     secretEnv: z.array(z.string()).optional(),
+    notSecret: z.array(z.string()).optional(),
   })
   .strict();
 export const targetSchema = z.discriminatedUnion('kind', [commandTargetSchema, workflowTargetSchema, agentTargetSchema]);

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { parseDuration } from '../events/durations.js';
 import { ValidationError } from '../events/errors.js';
 import { closest } from '../events/suggest.js';
+import { secretByConvention } from '../events/secret-names.js';
 import {
   NAME_RE,
   STEP_ID_RE,
@@ -304,6 +305,22 @@ const errorMap = (iss: z.core.$ZodRawIssue): string | undefined => {
       return undefined;
   }
 };
+
+/**
+ * An `env:` value written in the file under a name that says it holds a secret (the convention of
+ * events/secret-names.ts): refused, since the spec is stored with the workflow in clear. Secrets
+ * are named under `secrets:` and read from the environment the runs run in.
+ */
+function refuseInlineSecret(ctx: Ctx, scope: Scope, rel: Path, name: string, value: string): void {
+  if (!secretByConvention(name, value) || value.includes('${{')) return;
+  report(
+    ctx,
+    scope,
+    rel,
+    `${name}: its name says it holds a secret, and a workflow file's values are stored with the workflow, in clear`,
+    `list ${name} under secrets: and set it in the environment the runs run in (where loops daemon runs); drop it from env:`,
+  );
+}
 
 function report(ctx: Ctx, scope: Scope, rel: Path, message: string, hint?: string): void {
   const field = rel.filter((s): s is string => typeof s === 'string').join('.') || null;
@@ -716,7 +733,10 @@ function readTarget(
   }
   if (target === null) return { target, timeoutMs };
   if (cwd !== null) templateRefs(ctx, scope, cwdRel, cwd, refs);
-  for (const { value, rel } of env.values()) templateRefs(ctx, scope, rel, value, refs);
+  for (const [name, { value, rel }] of env) {
+    refuseInlineSecret(ctx, scope, rel, name, value);
+    templateRefs(ctx, scope, rel, value, refs);
+  }
   target.cwd = cwd;
   target.env = Object.fromEntries([...env].map(([k, { value }]) => [k, value]));
   return { target, timeoutMs };
@@ -984,6 +1004,7 @@ export function normalizeWorkflowSpec(
   if (!present.has('name')) report(ctx, root, [], 'name is missing', `add name: (${NAME_HINT})`);
   const timeoutMs = present.has('timeout') ? readDuration(ctx, root, ['timeout'], input.timeout) : null;
   const env = values.env === undefined ? {} : toEnv(values.env);
+  for (const [name, value] of Object.entries(env)) refuseInlineSecret(ctx, root, ['env', name], name, value);
   const inputs = readInputs(ctx, input.inputs);
 
   // ── steps ──

@@ -110,7 +110,7 @@ describe('agent failure modes and checks', () => {
 
   it('show redacts the prompt and env values unless --reveal', () => {
     const { s, env } = setup();
-    s.run(['create', 'agent', 'quiet', '--provider', 'claude', '--prompt', `${MARKER} secret plan`, '--env', 'TOKEN=abc123', '--manual'], env);
+    s.run(['create', 'agent', 'quiet', '--provider', 'claude', '--prompt', `${MARKER} secret plan`, '--env', 'REGION=abc123', '--manual'], env);
     const text = s.run(['show', 'quiet']).stdout;
     expect(text).not.toContain(MARKER);
     expect(text).not.toContain('abc123');

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -100,6 +101,24 @@ describe('create, run-now, runs, show', () => {
     s.json(['create', 'command', 'where', '--cmd', 'pwd; echo "$GREETING"; echo "$LOOPS_LOOP_NAME"', '--cwd', FIXTURES, '--env', 'GREETING=hello there', '--manual']);
     expect(s.run(['run-now', 'where']).code).toBe(0);
     expect(s.json(['runs', 'where'])[0].stdout).toBe(`${FIXTURES}\nhello there\nwhere\n`);
+  });
+
+  it('a secret given inline with --env is refused (it would be stored in clear); --secret-env passes it from the environment, masked, never stored', () => {
+    const s = sandbox();
+    const secret = 'tok-4f9a1c77e2d0';
+    const refused = s.run(['create', 'command', 'leaky', '--cmd', 'echo "$CLI_TOKEN"', '--env', `CLI_TOKEN=${secret}`, '--manual']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toBe(
+      'loops: --env CLI_TOKEN: its name says it holds a secret, and --env values are stored with the loop, in clear; pass it from the environment the runs run in instead: --secret-env CLI_TOKEN (export CLI_TOKEN=… where loops daemon runs; never stored, masked in output); if it is not a secret: --not-secret CLI_TOKEN\n',
+    );
+    expect(s.run(['show', 'leaky']).code).toBe(2);
+    s.json(['create', 'command', 'sealed', '--cmd', 'echo "token=$CLI_TOKEN"', '--secret-env', 'CLI_TOKEN', '--manual']);
+    expect(s.run(['run-now', 'sealed'], { CLI_TOKEN: secret }).code).toBe(0);
+    expect(s.json(['runs', 'sealed'])[0].stdout).toBe('token=***\n');
+    s.json(['create', 'command', 'public', '--cmd', 'true', '--env', 'PUBLIC_TOKEN=pk-visible-1', '--not-secret', 'PUBLIC_TOKEN', '--manual']);
+    // Nowhere under the data directory: the database (and its WAL) and every run file.
+    const found = spawnSync('grep', ['-rl', secret, s.dataDir], { encoding: 'utf8' });
+    expect(found.stdout).toBe('');
   });
 
   it('a missing executable (no shell) is a failed run with a clear error', () => {

@@ -259,6 +259,7 @@ describe('loops doctor --json', () => {
       'projections',
       'daemon',
       'loops',
+      'stored-secrets',
       ...PROVIDERS.map((p) => `cli:${p}`),
       'loop:x',
     ]);

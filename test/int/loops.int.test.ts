@@ -32,6 +32,31 @@ describe('createCommandLoop', () => {
     expectLogConsistent(runtime);
   });
 
+  it('an --env value whose name says secret is refused before anything is written (it would be stored in clear), unless --not-secret', async () => {
+    const runtime = await useRuntime();
+    const head = await runtime.log.headPosition();
+    const cases: Array<Record<string, string>> = [{ CLI_TOKEN: 'tok-4f9a1c77e2' }, { OPENAI_API_KEY: 'sk-test-1234' }, { DB_PASSWORD: 'hunter22' }, { aws_secret_access_key: 'abcd1234' }];
+    for (const env of cases) {
+      const name = Object.keys(env)[0]!;
+      const error = await createCommandLoop(runtime, { ...base, env }).then(() => null, (e: unknown) => e);
+      expect(error).toBeInstanceOf(ValidationError);
+      expect((error as ValidationError).message).toBe(`--env ${name}: its name says it holds a secret, and --env values are stored with the loop, in clear`);
+      expect((error as ValidationError).hint).toContain(`--secret-env ${name} (export ${name}=… where loops daemon runs`);
+      expect((error as ValidationError).hint).toContain(`--not-secret ${name}`);
+    }
+    expect(await runtime.log.headPosition()).toBe(head);
+    expect(listLoops(runtime.db)).toEqual([]);
+    // Not secrets: trivial values, short values, names that only look alike, and what --not-secret names.
+    await createCommandLoop(runtime, { ...base, name: 'a', env: { DISABLE_AUTH: 'true', GIT_AUTHOR_NAME: 'Ann Example', TOKENIZERS_PARALLELISM: 'false', MY_TOKEN: 'x' } });
+    const kept = await createCommandLoop(runtime, { ...base, name: 'b', env: { PUBLIC_TOKEN: 'pk-visible-123' }, notSecret: ['public_token'] });
+    expect(kept.target).toMatchObject({ env: { PUBLIC_TOKEN: 'pk-visible-123' } });
+    await expect(createCommandLoop(runtime, { ...base, name: 'c', env: {}, notSecret: ['NOPE'] })).rejects.toThrow('--not-secret NOPE: no --env NOPE=… to say it of');
+    // The way to pass one: from the runner's environment, never stored.
+    const passed = await createCommandLoop(runtime, { ...base, name: 'd', secretEnv: ['CLI_TOKEN'] });
+    expect(passed.target).toMatchObject({ env: {}, secretEnv: ['CLI_TOKEN'] });
+    expectLogConsistent(runtime);
+  });
+
   it('a cron loop is due at the next wall-clock match in its zone', async () => {
     const runtime = await useRuntime({ clock: new SimulatedClock('2026-07-01T00:30:00.000Z') });
     const view = await createCommandLoop(runtime, { ...base, schedule: { cron: '0 3 * * *', tz: 'Europe/Berlin' } });

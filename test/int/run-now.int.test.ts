@@ -105,7 +105,7 @@ describe('runNow: outcomes', () => {
       args,
       shell: false,
       cwd,
-      env: { REPORT_ENV: 'SECRET_TOKEN,LOOPS_RUN_ID,LOOPS_LOOP_NAME,LOOPS_ATTEMPT,LOOPS_IDEMPOTENCY_KEY', SECRET_TOKEN: 's3cr3t-value' },
+      env: { REPORT_ENV: 'DEPLOY_REGION,LOOPS_RUN_ID,LOOPS_LOOP_NAME,LOOPS_ATTEMPT,LOOPS_IDEMPOTENCY_KEY', DEPLOY_REGION: 'eu-north-7x' },
     });
     const run = await runNow(runtime, 'job');
     expect(run.status).toBe('succeeded');
@@ -113,7 +113,7 @@ describe('runNow: outcomes', () => {
     expect(report.argv).toEqual(args);
     expect(report.cwd).toBe(cwd);
     expect(report.env).toEqual({
-      SECRET_TOKEN: 's3cr3t-value',
+      DEPLOY_REGION: 'eu-north-7x',
       LOOPS_RUN_ID: run.id,
       LOOPS_LOOP_NAME: 'job',
       LOOPS_ATTEMPT: '1',
@@ -122,9 +122,9 @@ describe('runNow: outcomes', () => {
     const requested = (await runtime.log.readStream(`run:${run.id}`)).find((e) => e.type === 'process.spawn_requested')!;
     expect(requested.data).toMatchObject({ command: fixture('report.mjs'), args, shell: false, cwd });
     expect((requested.data as { envKeys: string[] }).envKeys).toEqual(
-      ['LOOPS_ATTEMPT', 'LOOPS_IDEMPOTENCY_KEY', 'LOOPS_LOOP_ID', 'LOOPS_LOOP_NAME', 'LOOPS_RUN_ID', 'LOOPS_SCHEDULED_FOR', 'REPORT_ENV', 'SECRET_TOKEN'],
+      ['DEPLOY_REGION', 'LOOPS_ATTEMPT', 'LOOPS_IDEMPOTENCY_KEY', 'LOOPS_LOOP_ID', 'LOOPS_LOOP_NAME', 'LOOPS_RUN_ID', 'LOOPS_SCHEDULED_FOR', 'REPORT_ENV'],
     );
-    expect(JSON.stringify(requested.data)).not.toContain('s3cr3t-value');
+    expect(JSON.stringify(requested.data)).not.toContain('eu-north-7x');
     expectLogConsistent(runtime);
   });
 

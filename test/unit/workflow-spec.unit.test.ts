@@ -267,6 +267,29 @@ steps:
   });
 });
 
+describe('normalizeWorkflowSpec: secrets are never written into a workflow file', () => {
+  it('an env value whose name says secret is refused where it is written (the spec is stored in clear), with how to pass it', () => {
+    const root = problemOf(wf([{ id: 'x', run: 'deploy' }], { env: { CLI_TOKEN: 'tok-4f9a1c77e2' } }));
+    expect(root).toMatchObject({
+      field: 'env.CLI_TOKEN',
+      message: expect.stringContaining("CLI_TOKEN: its name says it holds a secret, and a workflow file's values are stored with the workflow, in clear"),
+      hint: 'list CLI_TOKEN under secrets: and set it in the environment the runs run in (where loops daemon runs); drop it from env:',
+    });
+    expect(problemOf(wf([{ id: 'x', run: 'deploy', env: { DB_PASSWORD: 'hunter22' } }]))).toMatchObject({ step: 'x', field: 'env.DB_PASSWORD' });
+    expect(problemOf(wf([{ id: 'x', agent: { provider: 'p', prompt: 'go', env: { OPENAI_API_KEY: 'sk-test-1234' } } }]))).toMatchObject({ step: 'x', field: 'agent.env.OPENAI_API_KEY' });
+  });
+
+  it('names that only look alike, trivial values, templates and secrets: are fine', () => {
+    const { spec } = normalizeWorkflowSpec(
+      wf([{ id: 'x', run: 'deploy', env: { DISABLE_AUTH: 'true', GIT_AUTHOR_NAME: 'Ann', TOKENIZERS_PARALLELISM: 'false', API_TOKEN: '${{ inputs.token }}' } }], {
+        secrets: ['CLI_TOKEN'],
+        inputs: { token: { default: 'x' } },
+      }),
+    );
+    expect(spec.secrets).toEqual(['CLI_TOKEN']);
+  });
+});
+
 describe('normalizeWorkflowSpec: predecessor shape', () => {
   it('loads a realistic predecessor JSON file unchanged', () => {
     const { spec, warnings, format } = normalizeWorkflowSpec(JSON.parse(fixture('predecessor.json')));

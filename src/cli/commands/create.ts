@@ -61,6 +61,12 @@ const spec: CommandSpec = {
       value: '<NAME>',
       description: "a variable passed from the runner's environment as a secret: never stored, masked as *** in output",
     },
+    'not-secret': {
+      type: 'string',
+      multiple: true,
+      value: '<NAME>',
+      description: '--env NAME=… is not a secret although its name says so (such --env values are refused otherwise: they are stored in clear)',
+    },
     timeout: { type: 'string', value: '<duration>', description: 'kill the run after this long, e.g. 30s, 10m, 1h30m' },
     'kill-grace': { type: 'string', value: '<duration>', description: 'time between SIGTERM and SIGKILL on timeout or cancel (default 5s)' },
     description: { type: 'string', short: 'd', value: '<text>', description: 'a description' },
@@ -122,6 +128,7 @@ const createCommand: CliCommand = {
         cwd: (values.cwd as string | undefined) ?? null,
         env,
         secretEnv: (values['secret-env'] as string[] | undefined) ?? [],
+        notSecret: (values['not-secret'] as string[] | undefined) ?? [],
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
         preflight: values['no-preflight'] !== true,
@@ -180,7 +187,7 @@ function printCreated(ctx: CliContext, loop: LoopView, nowMs: number): void {
   }
 }
 
-const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'no-preflight', 'env', 'secret-env', 'timeout', 'kill-grace']);
+const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'no-preflight', 'env', 'secret-env', 'not-secret', 'timeout', 'kill-grace']);
 
 const workflowSpec: CommandSpec = {
   name: 'create workflow',
@@ -251,6 +258,7 @@ const agentSpec: CommandSpec = {
     },
     env: spec.options.env!,
     'secret-env': spec.options['secret-env']!,
+    'not-secret': spec.options['not-secret']!,
     timeout: spec.options.timeout!,
     'kill-grace': spec.options['kill-grace']!,
     ...Object.fromEntries(Object.entries(spec.options).filter(([k]) => !COMMAND_ONLY.has(k))),
@@ -286,6 +294,7 @@ const createAgentCommand: CliCommand = {
         cwd: (values.cwd as string | undefined) ?? null,
         env: parseEnv(values.env as string[] | undefined),
         secretEnv: (values['secret-env'] as string[] | undefined) ?? [],
+        notSecret: (values['not-secret'] as string[] | undefined) ?? [],
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
         preflight: values['no-preflight'] !== true,

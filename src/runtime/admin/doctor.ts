@@ -40,7 +40,8 @@ import { checkCommand } from '../execution/preflight.js';
 import { rebuildProjections } from './projections.js';
 import { listLoops, type LoopView } from '../queries/loops.js';
 import { staleProjections } from '../store.js';
-import { findWorkflow, type WorkflowView } from '../queries/workflows.js';
+import { findWorkflow, listWorkflows, type WorkflowView } from '../queries/workflows.js';
+import { secretByConvention } from '../../events/secret-names.js';
 import { preflightWorkflow } from '../workflows/preflight.js';
 import { countEvents } from '../../events/sqlite-reads.js';
 
@@ -639,6 +640,36 @@ function lookupWorkflow(db: Db, loop: LoopView): WorkflowView | Error | null {
   }
 }
 
+/**
+ * Values stored in clear under names that say they are secrets: `--env` values of loops created
+ * before such values were refused, and `env:` values of workflows registered before. They are in
+ * the log's events as given; the check names where, and how to move them out of definitions.
+ */
+export function checkStoredSecrets(loops: readonly LoopView[], workflows: readonly WorkflowView[]): DoctorCheck {
+  const found: string[] = [];
+  const names = (env: Record<string, string> | undefined, notSecret: readonly string[] = []) =>
+    Object.entries(env ?? {})
+      .filter(([k, v]) => secretByConvention(k, v) && !notSecret.includes(k))
+      .map(([k]) => k);
+  for (const loop of loops) {
+    const t = loop.target;
+    for (const name of t.kind === 'workflow' ? [] : names(t.env, t.notSecret)) found.push(`loop ${loop.name}${loop.status === 'removed' ? ' (removed)' : ''}: --env ${name}`);
+  }
+  for (const workflow of workflows) {
+    for (const name of names(workflow.spec.env)) found.push(`workflow ${workflow.name}: env.${name}`);
+    for (const step of workflow.spec.steps) for (const name of names(step.target.env)) found.push(`workflow ${workflow.name}, step ${step.id}: env.${name}`);
+  }
+  const base = { id: 'stored-secrets', title: 'secrets in definitions', neededBy: [] as string[] };
+  if (found.length === 0) return { ...base, status: 'ok', detail: 'no loop or workflow definition holds a value under a secret name' };
+  return {
+    ...base,
+    status: 'warn',
+    detail: `${plural(found.length, 'value')} under secret names stored in clear in the log: ${list(found, 10)}`,
+    hint:
+      'rotate those secrets (their old values stay in the log); then pass them from the environment the runs run in: recreate each loop with --secret-env NAME instead of --env NAME=… (loops remove, loops create), and list the name under secrets: in each workflow file (loops workflows update). See docs/cli.md, "Secrets"',
+  };
+}
+
 export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   const env = options.env ?? process.env;
   const now = options.now ?? Date.now();
@@ -677,6 +708,8 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
         neededBy: [],
       });
     }
+
+    if (db) checks.push(checkStoredSecrets(loops, listWorkflows(db, { all: true })));
 
     for (const provider of PROVIDER_IDS) {
       const users = active.filter((l) => providersOf(l, workflows.get(l.id) ?? null).includes(provider));

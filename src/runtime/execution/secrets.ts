@@ -21,8 +21,9 @@
  * them, and the string, buffer and stream faces over its one scan — read together.
  */
 
-/** Values (and forms) shorter than this many characters are never masked: too many false positives. */
-export const MIN_SECRET_LENGTH = 4;
+import { isSecretName, MIN_SECRET_LENGTH, NOT_SECRET, secretByConvention } from '../../events/secret-names.js';
+
+export { isSecretName, MIN_SECRET_LENGTH, secretByConvention };
 
 /** The default replacement for a masked secret. */
 export const DEFAULT_MASK = '***';
@@ -471,27 +472,6 @@ export class StreamMasker {
   }
 }
 
-const SECRET_NAME = /(_|^)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|PRIVATE_KEY|ACCESS_KEY|AUTH)(_|$)/i;
-
-/**
- * Names of variables whose values are secrets by convention, besides those named explicitly:
- * anything matching /(_|^)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|PRIVATE_KEY|ACCESS_KEY|AUTH)(_|$)/i
- * (`OPENAI_API_KEY`, `GH_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `ANTHROPIC_AUTH_TOKEN`; not
- * `GIT_AUTHOR_NAME` or `TOKENIZERS_PARALLELISM`), plus the names in `extra` (the agent CLIs' auth
- * variables), compared case-insensitively.
- */
-export function isSecretName(name: string, extra?: Iterable<string>): boolean {
-  if (SECRET_NAME.test(name)) return true;
-  if (extra === undefined) return false;
-  const upper = name.toUpperCase();
-  for (const e of extra) if (e.toUpperCase() === upper) return true;
-  return false;
-}
-
-/** Values that a variable matched only by its name's convention holds without being a secret
- *  (`DISABLE_AUTH=true`): masking them would mask every `true` in JSON output. */
-const NOT_SECRET = new Set(['true', 'false', 'null', 'none', 'undefined', 'disabled', 'enabled', 'unset']);
-
 /**
  * The secret values of an environment: those of the variables named in `names` (whatever their
  * value), and those of the variables `isSecretName()` says (`names` counting as extra names) except
@@ -505,7 +485,7 @@ export function secretValues(env: Record<string, string | undefined>, names?: It
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined) continue;
     const named = explicit.has(name.toUpperCase());
-    if (!named && !SECRET_NAME.test(name)) continue;
+    if (!named && !secretByConvention(name, value)) continue;
     for (const v of [value, value.trim()]) {
       if ([...v].length < MIN_SECRET_LENGTH) continue;
       if (!named && NOT_SECRET.has(v.toLowerCase())) continue;

@@ -9,6 +9,7 @@ import { buildInvocation, isProviderId, PROVIDER_IDS, PROVIDERS } from '../agent
 import { resolveAccountEnv } from '../agents/accounts.js';
 import { resolveExecutable } from '../execution/executor.js';
 import { checkCommand, effectivePath } from '../execution/preflight.js';
+import { secretByConvention } from '../execution/secrets.js';
 import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../../events/errors.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
@@ -38,6 +39,11 @@ export interface CreateCommandLoopInput {
   env?: Record<string, string>;
   /** Variables passed from the runner's environment as secrets (`--secret-env`): never stored, masked in output. */
   secretEnv?: string[];
+  /**
+   * Names in `env` whose name says secret but whose value is not one (`--not-secret`): without it,
+   * such a variable is refused, since `env` is stored with the loop in clear.
+   */
+  notSecret?: string[];
   schedule: ScheduleFlags;
   /** Duration text (`30s`) or ms. */
   timeout?: string | number | null;
@@ -162,7 +168,7 @@ function toMs(value: string | number | null | undefined, flag: string): number |
   return parseDuration(value, flag);
 }
 
-export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env' | 'secretEnv'>, baseDir = process.cwd()): Target {
+export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env' | 'secretEnv' | 'notSecret'>, baseDir = process.cwd()): Target {
   const shell = input.shell ?? true;
   const command = input.command;
   const args = input.args ?? [];
@@ -190,7 +196,29 @@ export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command'
     }
   }
   const secretEnv = checkSecretEnv(input.secretEnv ?? [], env);
-  return { kind: 'command', command, args, shell, cwd, env, ...(secretEnv.length ? { secretEnv } : {}) };
+  const notSecret = refuseInlineSecrets(env, input.notSecret ?? []);
+  return { kind: 'command', command, args, shell, cwd, env, ...(secretEnv.length ? { secretEnv } : {}), ...(notSecret.length ? { notSecret } : {}) };
+}
+
+/**
+ * `--env` values are stored with the loop (its events, its row, every run's claim): one whose name
+ * says it holds a secret (`isSecretName`: `*_TOKEN`, `*_API_KEY`, `*PASSWORD*`, …) is refused
+ * before anything is written, unless `--not-secret NAME` says it is not one. Returns the names
+ * `--not-secret` gave, as written in `env` (recorded with the target: `loops doctor` reads them).
+ */
+function refuseInlineSecrets(env: Record<string, string>, notSecret: readonly string[]): string[] {
+  const allowed = new Set(notSecret.map((n) => n.toUpperCase()));
+  for (const [name, value] of Object.entries(env)) {
+    if (allowed.has(name.toUpperCase()) || !secretByConvention(name, value)) continue;
+    throw new ValidationError(`--env ${name}: its name says it holds a secret, and --env values are stored with the loop, in clear`, {
+      hint: `pass it from the environment the runs run in instead: --secret-env ${name} (export ${name}=… where loops daemon runs; never stored, masked in output); if it is not a secret: --not-secret ${name}`,
+    });
+  }
+  const given = new Set(Object.keys(env).map((n) => n.toUpperCase()));
+  for (const name of notSecret) {
+    if (!given.has(name.toUpperCase())) throw new ValidationError(`--not-secret ${name}: no --env ${name}=… to say it of`, { hint: `drop --not-secret ${name}, or add --env ${name}=VALUE` });
+  }
+  return Object.keys(env).filter((n) => allowed.has(n.toUpperCase()));
 }
 
 function checkSecretEnv(names: string[], env: Record<string, string>): string[] {
@@ -263,7 +291,7 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
   if (promptFile !== null && !existsSync(promptFile)) {
     throw new ValidationError(`--prompt-file: ${promptFile} does not exist`, { hint: 'the file is read when each run starts; create it first' });
   }
-  const command = buildCommandTarget({ command: 'agent', cwd: input.cwd ?? null, env: input.env ?? {}, secretEnv: input.secretEnv ?? [] }, baseDir);
+  const command = buildCommandTarget({ command: 'agent', cwd: input.cwd ?? null, env: input.env ?? {}, secretEnv: input.secretEnv ?? [], notSecret: input.notSecret ?? [] }, baseDir);
   const isolation = input.configIsolation ?? 'safe';
   if (isolation !== 'safe' && isolation !== 'none') {
     throw new ValidationError(`--config-isolation: ${JSON.stringify(isolation)} is not safe or none`, { hint: 'safe (default) or none' });
@@ -289,6 +317,7 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
     maxCostUsd: maxCost,
     idleTimeoutMs: toMs(input.idleTimeout ?? null, '--idle-timeout'),
     ...(command.kind === 'command' && command.secretEnv ? { secretEnv: command.secretEnv } : {}),
+    ...(command.kind === 'command' && command.notSecret ? { notSecret: command.notSecret } : {}),
   };
   // The adapter refuses what its CLI would (an unknown permission mode, a flag-like value).
   try {
