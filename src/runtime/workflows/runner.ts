@@ -30,6 +30,8 @@ import { recordedDeadline, SpawnFailedError, spawnProcess, WRAPPER_NAME, type De
 import { findWrapperProcess, type ProcessIdentity, processState } from '../execution/process-info.js';
 import { adoptProcess, exitFromFiles } from '../execution/process-watch.js';
 import { runSecrets } from '../execution/run-secrets.js';
+import { maskDeep, SecretMasker } from '../execution/secrets.js';
+import { maskFiles } from '../execution/output.js';
 import { agentEnd, prepareSpawn } from '../execution/spawn-plan.js';
 import { prepareAgent, type PreparedAgent } from '../agents/run.js';
 import { isProviderId, type ProviderId } from '../agents/index.js';
@@ -209,6 +211,21 @@ class WorkflowRunner {
     let values = this.secretCache.get(key);
     if (!values) this.secretCache.set(key, (values = runSecrets(names)));
     return values;
+  }
+
+  /**
+   * What a step attempt wrote to `$LOOPS_OUTPUT`, with every secret value of the run masked: outputs
+   * are recorded (`step.exited`) and substituted into later steps' recorded command lines, so a
+   * secret never travels through them — later steps read it from their environment (`secrets:`).
+   */
+  private outputsOf(stepId: string, attempt: number): Record<string, string> {
+    const file = join(this.stepDir(stepId, attempt), 'output');
+    const outputs = readOutputs(file);
+    const masker = new SecretMasker(this.secrets(this.context.spec!.secrets));
+    if (masker.empty) return outputs;
+    // The file too, like the step's stdout and stderr: no secret stays in a run file.
+    if (existsSync(file)) maskFiles(file, masker);
+    return maskDeep(outputs, masker);
   }
 
   private batch: Array<{ type: string; data: unknown }> = [];
@@ -411,7 +428,7 @@ class WorkflowRunner {
         stepId,
         attempt,
         ...exit,
-        outputs: readOutputs(join(dir, 'output')),
+        outputs: this.outputsOf(stepId, attempt),
         ...(report ? { agent: report } : {}),
       } satisfies EventData<'step.exited'>);
     });
@@ -426,7 +443,7 @@ class WorkflowRunner {
       stepId,
       attempt,
       ...found.exit,
-      outputs: readOutputs(join(dir, 'output')),
+      outputs: this.outputsOf(stepId, attempt),
       ...(found.agent ? { agent: found.agent } : {}),
     } satisfies EventData<'step.exited'>);
     return true;
@@ -465,7 +482,7 @@ class WorkflowRunner {
           stepId,
           attempt,
           ...end.end.exit,
-          outputs: end.end.exit.cancelled || end.end.exit.timedOut ? {} : readOutputs(join(this.stepDir(stepId, attempt), 'output')),
+          outputs: end.end.exit.cancelled || end.end.exit.timedOut ? {} : this.outputsOf(stepId, attempt),
           ...(end.end.agent ? { agent: end.end.agent } : {}),
         } satisfies EventData<'step.exited'>);
       }
