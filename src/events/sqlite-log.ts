@@ -15,7 +15,7 @@ import { applyGuards } from './sqlite-leases.js';
 import { gateFor, resolved, type WriteGate } from './sqlite-gate.js';
 import { streamsWithEvents } from './sqlite-reads.js';
 import { schemaVersion, upcast, validateEventData } from './catalog.js';
-import { ConcurrencyConflictError, ValidationError } from './errors.js';
+import { ConcurrencyConflictError, LoopsError, ValidationError } from './errors.js';
 import type {
   AppendOptions,
   AppendResult,
@@ -72,11 +72,22 @@ export function rowToEvent(row: EventRow): StoredEvent {
     version: row.version,
     type: row.type,
     v: row.v,
-    data: upcast(row.type, row.v, JSON.parse(row.data)),
-    meta: JSON.parse(row.meta) as EventMeta,
+    data: upcast(row.type, row.v, parseColumn(row, 'data', row.data)),
+    meta: parseColumn(row, 'meta', row.meta) as EventMeta,
     at: row.at,
-    state: row.state === null ? null : (JSON.parse(row.state) as Json),
+    state: row.state === null ? null : (parseColumn(row, 'state', row.state) as Json),
   };
+}
+
+/** A stored JSON column; a damaged one names the event it belongs to (and fails closed). */
+function parseColumn(row: EventRow, column: string, text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new LoopsError('internal', `the log is damaged: the ${column} of event ${row.position} (${row.stream_id} version ${row.version}, ${row.type}) is not valid JSON`, {
+      hint: 'the database was edited or damaged: loops doctor checks it; restore loops.db from a backup',
+    });
+  }
 }
 
 export interface SqliteEventLogOptions {

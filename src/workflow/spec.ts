@@ -609,6 +609,13 @@ function commandTarget(
 ): CommandTarget | null {
   let ok = true;
   const { command, args, shell } = parts;
+  // No command line can hold a NUL byte: refused here, rather than failing every run at its start.
+  for (const [value, rel] of [[command, parts.commandRel], ...args.map((a, j) => [a, [...parts.argsRel, j]] as const)] as const) {
+    if (value.includes('\0')) {
+      report(ctx, scope, rel as Path, 'contains a NUL byte (\\0), which no command line can hold', 'remove it (a file written with a stray NUL, or an escaped \\u0000)');
+      ok = false;
+    }
+  }
   if (shell) {
     if (hasTemplate(command)) {
       report(ctx, scope, parts.commandRel, '${{ }} in shell text', SHELL_TEMPLATE_HINT);

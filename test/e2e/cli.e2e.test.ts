@@ -121,6 +121,18 @@ describe('create, run-now, runs, show', () => {
     expect(found.stdout).toBe('');
   });
 
+  it('a 100,000-character argument is "not found" (exit 2, one short line), not SQLite\'s "pattern too complex"', () => {
+    const s = sandbox();
+    const huge = `run_${'x'.repeat(100_000)}`;
+    for (const args of [['events', huge], ['show', huge], ['logs', huge], ['replay', huge]]) {
+      const r = s.run(args);
+      expect(r.code, `${args[0]}: ${r.stderr.slice(0, 300)}`).toBe(2);
+      expect(r.stderr).toMatch(/"run_x{36}"… \(100004 characters\)/);
+      expect(r.stderr.length).toBeLessThan(400);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    }
+  });
+
   it('a missing executable (no shell) is a failed run with a clear error', () => {
     s.json(['create', 'command', 'ghost', '--no-shell', '--cmd', 'definitely-not-a-command-xyz', '--manual', '--no-preflight']);
     const r = s.run(['run-now', 'ghost']);

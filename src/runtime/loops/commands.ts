@@ -173,6 +173,11 @@ export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command'
   const command = input.command;
   const args = input.args ?? [];
   if (command.trim() === '') throw new ValidationError('--cmd: the command is empty', { hint: "e.g. --cmd 'make test'" });
+  // No command line, argument, directory or environment can hold a NUL byte: refused here rather
+  // than failing every run at its start.
+  for (const [flag, value] of [['--cmd', command], ...args.map((a) => ['--arg', a]), ['--cwd', input.cwd ?? ''], ...Object.entries(input.env ?? {}).flatMap(([k, v]) => [['--env', k], ['--env', v]])]) {
+    if (value!.includes('\0')) throw new ValidationError(`${flag}: ${JSON.stringify(value)} contains a NUL byte (\\0), which no command line can hold`, { hint: 'remove it' });
+  }
   if (shell && args.length > 0) {
     throw new ValidationError('--arg is only used with --no-shell', {
       hint: "put the arguments in the --cmd text (run by a shell), or add --no-shell to pass them without one",

@@ -5,6 +5,7 @@
 import type { EventData, LoopPolicies, Schedule, Target, Timing } from '../../events/catalog.js';
 import { cached, type Db } from '../../events/db.js';
 import { AmbiguousError, NotFoundError } from '../../events/errors.js';
+import { containsPattern, prefixPattern, shownRef } from './refs.js';
 
 export interface LoopView {
   id: string;
@@ -194,21 +195,22 @@ export function findLoop(db: Db, idOrName: string, options: { includeRemoved?: b
   if (byId && (options.includeRemoved || byId.status !== 'removed')) return toLoopView(byId);
   const byName = cached<[string], LoopRow>(db, `${LOOP_SELECT} WHERE l.live_name = ?`).all(idOrName);
   if (byName.length === 1) return toLoopView(byName[0]!);
-  if (idOrName.length >= 4) {
+  const pattern = prefixPattern(idOrName);
+  if (pattern !== null) {
     const byPrefix = cached<[string], LoopRow>(
         db, `${LOOP_SELECT} WHERE l.id LIKE ? ESCAPE '\\' ${options.includeRemoved ? '' : "AND l.status <> 'removed'"} LIMIT 11`,
       )
-      .all(`${escapeLike(idOrName)}%`);
+      .all(pattern);
     if (byPrefix.length === 1) return toLoopView(byPrefix[0]!);
     if (byPrefix.length > 1) {
-      throw new AmbiguousError(`${JSON.stringify(idOrName)} matches ${byPrefix.length} loops: ${byPrefix.map((r) => `${r.name} (${r.id})`).join(', ')}`, {
+      throw new AmbiguousError(`${shownRef(idOrName)} matches ${byPrefix.length} loops: ${byPrefix.map((r) => `${r.name} (${r.id})`).join(', ')}`, {
         hint: 'give the full id or the name',
       });
     }
   }
-  const similar = cached<[string], { name: string }>(db, "SELECT name FROM loops WHERE status <> 'removed' AND name LIKE ? LIMIT 3")
-    .all(`%${escapeLike(idOrName.slice(0, 3))}%`);
-  throw new NotFoundError(`no loop named or with id ${JSON.stringify(idOrName)}`, {
+  const similar = cached<[string], { name: string }>(db, "SELECT name FROM loops WHERE status <> 'removed' AND name LIKE ? ESCAPE '\\' LIMIT 3")
+    .all(containsPattern(idOrName.slice(0, 3)));
+  throw new NotFoundError(`no loop named or with id ${shownRef(idOrName)}`, {
     hint:
       similar.length > 0
         ? `did you mean ${similar.map((s) => s.name).join(', ')}? (loops list shows all loops)`
@@ -246,21 +248,17 @@ export function listRuns(db: Db, options: ListRunsOptions = {}): RunView[] {
 export function findRun(db: Db, id: string): RunView {
   const exact = cached<[string], RunRow>(db, 'SELECT * FROM loop_runs WHERE id = ?').get(id);
   if (exact) return toRunView(exact);
-  if (id.length >= 4) {
-    const rows = cached<[string], RunRow>(db, "SELECT * FROM loop_runs WHERE id LIKE ? ESCAPE '\\' LIMIT 11")
-      .all(`${escapeLike(id)}%`);
+  const pattern = prefixPattern(id);
+  if (pattern !== null) {
+    const rows = cached<[string], RunRow>(db, "SELECT * FROM loop_runs WHERE id LIKE ? ESCAPE '\\' LIMIT 11").all(pattern);
     if (rows.length === 1) return toRunView(rows[0]!);
     if (rows.length > 1) {
-      throw new AmbiguousError(`${JSON.stringify(id)} matches ${rows.length} runs: ${rows.map((r) => r.id).join(', ')}`, {
+      throw new AmbiguousError(`${shownRef(id)} matches ${rows.length} runs: ${rows.map((r) => r.id).join(', ')}`, {
         hint: 'give more characters of the run id',
       });
     }
   }
-  throw new NotFoundError(`no run with id ${JSON.stringify(id)}`, { hint: 'loops runs lists recent runs' });
+  throw new NotFoundError(`no run with id ${shownRef(id)}`, { hint: 'loops runs lists recent runs' });
 }
 
 export { countEvents } from '../../events/sqlite-reads.js';
-
-function escapeLike(text: string): string {
-  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
-}

@@ -21,6 +21,7 @@ import { LoopsError, NotFoundError } from '../../events/errors.js';
 import { runDir } from '../paths.js';
 import { findLoop, findRun, listRuns, type LoopView, type RunView } from './loops.js';
 import { findWorkflowRun, type WorkflowRunView } from './workflows.js';
+import { shownRef } from './refs.js';
 
 export type OutputStream = 'stdout' | 'stderr';
 
@@ -62,7 +63,7 @@ export function resolveLogsSubject(db: Db, ref: string): LogsSubject {
     if (!(error instanceof NotFoundError)) throw error;
     // Keep findLoop's "did you mean <loop>?" when it has one.
     const near = error.hint?.startsWith('did you mean') ? error.hint.replace(/ \(loops list shows all loops\)$/, '') : null;
-    throw new NotFoundError(`no run, workflow run or loop ${JSON.stringify(ref)}`, {
+    throw new NotFoundError(`no run, workflow run or loop ${shownRef(ref)}`, {
       hint: `${near ? `${near} ` : ''}loops runs lists recent runs, loops workflows runs the workflow runs, loops list the loops`,
     });
   }

@@ -9,6 +9,7 @@ import type { EventData } from '../../events/catalog.js';
 import { cached, type Db } from '../../events/db.js';
 import { AmbiguousError, NotFoundError } from '../../events/errors.js';
 import type { WorkflowSpec } from '../../workflow/spec.js';
+import { containsPattern, prefixPattern, shownRef } from './refs.js';
 
 /** A workflow with its latest version. */
 export interface WorkflowView {
@@ -371,7 +372,7 @@ function candidates(rows: WorkflowRow[]): Array<{ id: string; name: string; stat
 
 function ambiguous(idOrName: string, rows: WorkflowRow[], hint: string): AmbiguousError {
   return new AmbiguousError(
-    `${JSON.stringify(idOrName)} matches ${rows.length} workflows: ${rows.map((r) => `${r.name} (${r.id}${r.status === 'archived' ? ', archived' : ''})`).join(', ')}`,
+    `${shownRef(idOrName)} matches ${rows.length} workflows: ${rows.map((r) => `${r.name} (${r.id}${r.status === 'archived' ? ', archived' : ''})`).join(', ')}`,
     { hint, details: { candidates: candidates(rows) } },
   );
 }
@@ -393,24 +394,25 @@ export function findWorkflow(db: Db, idOrName: string, options: { includeArchive
     if (old.length === 1) return toWorkflowView(old[0]!);
     if (old.length > 1) throw ambiguous(idOrName, old, 'several archived workflows had this name: give the id');
   }
-  if (idOrName.length >= 4) {
+  const pattern = prefixPattern(idOrName);
+  if (pattern !== null) {
     const byPrefix = cached<[string], WorkflowRow>(
       db,
       `${WORKFLOW_SELECT} WHERE w.id LIKE ? ESCAPE '\\' ${archived ? '' : "AND w.status <> 'archived'"} ORDER BY w.id LIMIT 11`,
-    ).all(`${escapeLike(idOrName)}%`);
+    ).all(pattern);
     if (byPrefix.length === 1) return toWorkflowView(byPrefix[0]!);
     if (byPrefix.length > 1) throw ambiguous(idOrName, byPrefix, 'give the full id or the name');
   }
   const similar = cached<[string], { name: string }>(
     db,
     "SELECT name FROM workflows WHERE status <> 'archived' AND name LIKE ? ESCAPE '\\' ORDER BY name LIMIT 3",
-  ).all(`%${escapeLike(idOrName.slice(0, 3))}%`);
+  ).all(containsPattern(idOrName.slice(0, 3)));
   const archivedHit =
     !archived && byId === undefined
       ? cached<[string], { id: string }>(db, "SELECT id FROM workflows WHERE name = ? AND status = 'archived' LIMIT 1").get(idOrName)
       : undefined;
   throw new NotFoundError(
-    byId || archivedHit ? `workflow ${JSON.stringify(idOrName)} is archived` : `no workflow named or with id ${JSON.stringify(idOrName)}`,
+    byId || archivedHit ? `workflow ${shownRef(idOrName)} is archived` : `no workflow named or with id ${shownRef(idOrName)}`,
     {
       hint:
         similar.length > 0
@@ -489,19 +491,18 @@ export function listWorkflowRuns(db: Db, options: ListWorkflowRunsOptions = {}):
 export function findWorkflowRun(db: Db, idOrPrefix: string): WorkflowRunView {
   const exact = cached<[string], RunRow>(db, 'SELECT * FROM workflow_runs WHERE id = ?').get(idOrPrefix);
   if (exact) return toWorkflowRunView(exact);
-  if (idOrPrefix.length >= 4) {
-    const rows = cached<[string], RunRow>(db, "SELECT * FROM workflow_runs WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 11").all(
-      `${escapeLike(idOrPrefix)}%`,
-    );
+  const pattern = prefixPattern(idOrPrefix);
+  if (pattern !== null) {
+    const rows = cached<[string], RunRow>(db, "SELECT * FROM workflow_runs WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 11").all(pattern);
     if (rows.length === 1) return toWorkflowRunView(rows[0]!);
     if (rows.length > 1) {
-      throw new AmbiguousError(`${JSON.stringify(idOrPrefix)} matches ${rows.length} workflow runs: ${rows.map((r) => r.id).join(', ')}`, {
+      throw new AmbiguousError(`${shownRef(idOrPrefix)} matches ${rows.length} workflow runs: ${rows.map((r) => r.id).join(', ')}`, {
         hint: 'give more characters of the run id',
         details: { candidates: rows.map((r) => ({ id: r.id, workflowName: r.workflow_name, status: r.status })) },
       });
     }
   }
-  throw new NotFoundError(`no workflow run with id ${JSON.stringify(idOrPrefix)}`, { hint: 'loops workflows runs lists recent workflow runs' });
+  throw new NotFoundError(`no workflow run with id ${shownRef(idOrPrefix)}`, { hint: 'loops workflows runs lists recent workflow runs' });
 }
 
 /** The steps of a workflow run in spec order, each with its attempts. */
@@ -553,8 +554,4 @@ export function stepAgentTotals(step: WorkflowStepView): AgentTotals | null {
 /** What the agent CLIs of a run's steps reported over every attempt; null when none reported. */
 export function runAgentTotals(steps: WorkflowStepView[]): AgentTotals | null {
   return sumAgentReports(steps.flatMap((s) => s.attempts.map((a) => a.agent)));
-}
-
-function escapeLike(text: string): string {
-  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }

@@ -1,0 +1,94 @@
+/**
+ * Hostile or damaged input fails closed with a clear, short, specific error — never a crash, a
+ * stack trace or SQLite's own words (issue 11's findings, each with a test that failed before):
+ *  - a 100,000-character id or name is "not found" (not "LIKE or GLOB pattern too complex"), and
+ *    the message quotes its start and length, not all of it;
+ *  - a NUL byte in a command line is refused when the loop or workflow is defined, not at every run;
+ *  - an event whose stored JSON is damaged makes replay and verify fail naming the event;
+ *  - a dropped projection table is a difference `projections verify` reports (pointing to rebuild).
+ */
+import { describe, expect, it } from 'vitest';
+import { LoopsError, NotFoundError, ValidationError } from '../../src/events/errors.js';
+import { normalizeWorkflowSpec } from '../../src/workflow/spec.js';
+import { verifyProjections } from '../../src/runtime/admin/projections.js';
+import { replayStream } from '../../src/runtime/admin/replay.js';
+import { runNow } from '../../src/runtime/execution/run-now.js';
+import { createCommandLoop } from '../../src/runtime/loops/commands.js';
+import { findLoop, findRun } from '../../src/runtime/queries/loops.js';
+import { findWorkflow, findWorkflowRun } from '../../src/runtime/queries/workflows.js';
+import { useRuntime } from '../helpers/tmp.js';
+
+const manual = { manual: true, tz: 'UTC' } as const;
+
+describe('hostile input', () => {
+  it('a 100,000-character id or name is simply not found, and the message quotes its start and length', async () => {
+    const runtime = await useRuntime();
+    await createCommandLoop(runtime, { name: 'job', command: 'true', schedule: manual });
+    const huge = `loop_${'x'.repeat(100_000)}`;
+    for (const find of [() => findLoop(runtime.db, huge), () => findRun(runtime.db, huge), () => findWorkflow(runtime.db, huge), () => findWorkflowRun(runtime.db, huge)]) {
+      let error: unknown;
+      try {
+        find();
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(NotFoundError);
+      expect((error as Error).message).toMatch(/"loop_x{35}"… \(100005 characters\)$/);
+      expect((error as Error).message.length).toBeLessThan(200);
+    }
+    // A prefix still finds what it names.
+    expect(findLoop(runtime.db, findLoop(runtime.db, 'job').id.slice(0, 12)).name).toBe('job');
+  });
+
+  it('a NUL byte in a command line is refused when the loop or the workflow is defined', async () => {
+    const runtime = await useRuntime();
+    await expect(createCommandLoop(runtime, { name: 'nul', command: 'echo a\0b', schedule: manual })).rejects.toThrow(
+      /^--cmd: "echo a\\u0000b" contains a NUL byte \(\\0\), which no command line can hold$/,
+    );
+    await expect(createCommandLoop(runtime, { name: 'nul', command: 'echo', shell: false, args: ['a\0'], schedule: manual })).rejects.toThrow(/^--arg: .* contains a NUL byte/);
+    await expect(createCommandLoop(runtime, { name: 'nul', command: 'echo', env: { A: 'x\0' }, schedule: manual })).rejects.toThrow(/^--env: .* contains a NUL byte/);
+    expect(await runtime.log.headPosition()).toBe(0);
+    let error: unknown;
+    try {
+      normalizeWorkflowSpec({ name: 'wf', steps: [{ id: 'a', run: 'echo a\0b' }, { id: 'b', command: 'echo', args: ['ok', 'x\0'] }] });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ValidationError);
+    const problems = (error as ValidationError).details!.problems as Array<{ step: string; field: string; message: string }>;
+    expect(problems.map((p) => [p.step, p.field])).toEqual([
+      ['a', 'run'],
+      ['b', 'args'],
+    ]);
+    expect(problems[0]!.message).toContain('contains a NUL byte (\\0), which no command line can hold');
+  });
+});
+
+describe('damaged data', () => {
+  it('an event whose stored JSON is damaged: replay and verify fail closed naming the event', async () => {
+    const runtime = await useRuntime();
+    await createCommandLoop(runtime, { name: 'job', command: 'true', schedule: manual });
+    const run = await runNow(runtime, 'job');
+    const row = runtime.db.prepare("SELECT position, version FROM events WHERE stream_id = ? AND type = 'process.spawned'").get(`run:${run.id}`) as { position: number; version: number };
+    runtime.db.prepare('UPDATE events SET data = ? WHERE position = ?').run('{"pid": 12', row.position);
+    const message = `the log is damaged: the data of event ${row.position} (run:${run.id} version ${row.version}, process.spawned) is not valid JSON`;
+    await expect(replayStream(runtime.log, `run:${run.id}`)).rejects.toThrow(message);
+    expect(() => verifyProjections(runtime.db)).toThrow(message);
+    await expect(replayStream(runtime.log, `run:${run.id}`)).rejects.toBeInstanceOf(LoopsError);
+  });
+
+  it('a dropped projection table is a difference verify reports, pointing to rebuild', async () => {
+    const runtime = await useRuntime();
+    await createCommandLoop(runtime, { name: 'job', command: 'true', schedule: manual });
+    runtime.db.exec('DROP TABLE slot_decisions');
+    const result = verifyProjections(runtime.db);
+    expect(result.ok).toBe(false);
+    expect(result.tables.find((t) => t.table === 'slot_decisions')).toEqual({
+      table: 'slot_decisions',
+      liveRows: 0,
+      rebuiltRows: 0,
+      differences: ['the table is missing from the database: loops projections rebuild recreates it from the log'],
+    });
+    expect(result.tables.filter((t) => t.differences.length > 0)).toHaveLength(1);
+  });
+});
