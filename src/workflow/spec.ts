@@ -1060,9 +1060,23 @@ export function normalizeWorkflowSpec(
   }
 
   // ── references ──
-  const ancestors = ancestorsOf(ids, edges);
+  // Whether a referenced step is among a step's (transitive) needs: a search from the step that
+  // stops when it meets it, only for the references there are — building every step's ancestor set
+  // would cost n² on a 9,000-step chain that has no reference at all.
+  const isAncestor = (step: string, of: string): boolean => {
+    const seen = new Set<string>();
+    const stack = [...(edges.get(of) ?? [])];
+    while (stack.length > 0) {
+      const next = stack.pop()!;
+      if (next === step) return true;
+      if (seen.has(next)) continue;
+      seen.add(next);
+      for (const need of edges.get(next) ?? []) stack.push(need);
+    }
+    return false;
+  };
   const inputNames = inputs === null ? null : Object.keys(inputs);
-  const checkRef = (scope: Scope, own: string | null, ancestry: ReadonlySet<string> | null, { rel, ref }: Reference) => {
+  const checkRef = (scope: Scope, own: string | null, ancestry: ((step: string) => boolean) | null, { rel, ref }: Reference) => {
     if (ref.kind === 'input') {
       if (inputNames !== null && !inputNames.includes(ref.name)) {
         const guess = closest(ref.name, inputNames);
@@ -1088,7 +1102,7 @@ export function normalizeWorkflowSpec(
       report(ctx, scope, rel, `unknown step "${ref.step}"`, unknownStepHint(ref.step, ids));
       return;
     }
-    if (!ancestry.has(ref.step)) {
+    if (!ancestry(ref.step)) {
       report(ctx, scope, rel, `refers to step "${ref.step}", which is not among its needs`, `add needs: ${ref.step} (directly, or through a step that needs it)`);
       return;
     }
@@ -1099,8 +1113,9 @@ export function normalizeWorkflowSpec(
     }
   };
   for (const draft of drafts) {
-    const ancestry = draft.id === null ? new Set<string>() : (ancestors.get(draft.id) ?? new Set<string>());
-    for (const reference of draft.refs) checkRef(draft.scope, draft.id, ancestry, reference);
+    const own = draft.id;
+    const ancestry = (step: string) => own !== null && isAncestor(step, own);
+    for (const reference of draft.refs) checkRef(draft.scope, own, ancestry, reference);
   }
   for (const [k, v] of Object.entries(env)) {
     const refs: Reference[] = [];
