@@ -45,6 +45,8 @@ const entries: Entry[] = [
   { name: 'cancel', summary: 'cancel a running run (its process group is stopped)', load: () => import('./commands/cancel.js').then((m) => m.commands) },
   { name: 'stats', summary: 'sum runs, failures, duration, tokens and cost per loop', load: () => import('./commands/stats.js').then((m) => m.commands) },
   { name: 'prune', summary: 'remove the output folders of finished runs (--older-than, --keep-last; --dry-run)', load: () => import('./commands/prune.js').then((m) => m.commands) },
+  { name: 'backup', summary: 'write a consistent copy of the log and its tables to a file, while the daemon runs', load: () => import('./commands/backup.js').then((m) => m.commands) },
+  { name: 'restore', summary: 'put a backup in place of the data directory\'s database (checked first)', load: () => import('./commands/backup.js').then((m) => m.commands) },
   { name: 'doctor', summary: 'check the data directory, database, daemon, agent CLIs and every active loop', load: () => import('./commands/doctor.js').then((m) => m.commands) },
   { name: 'accounts add', summary: 'register a credentials profile for an agent CLI', load: () => import('./commands/accounts.js').then((m) => m.commands) },
   { name: 'accounts list', summary: 'list the credentials profiles', load: () => import('./commands/accounts.js').then((m) => m.commands) },

@@ -242,6 +242,39 @@ describe('loops prune --archive', () => {
   });
 });
 
+describe('loops backup and restore', () => {
+  it('backs up while the daemon runs a loop every second; restore refuses the live store and restores into an empty one', async () => {
+    const d = sandbox();
+    const daemon = d.start(['daemon', 'run']);
+    children.push(daemon.child);
+    expect(d.run(['create', 'command', 'fast', '--cmd', 'echo fast', '--every', '1s']).code).toBe(0);
+    const count = () => d.json<Run[]>(['runs', 'fast', '--limit', '1000']).filter((r) => r.status === 'succeeded').length;
+    await waitFor(() => count() >= 3, 20_000, '3 runs');
+    const file = join(sandbox().dataDir, 'copy.db');
+    const b = d.run(['backup', file]);
+    expect(b.code, b.stderr).toBe(0);
+    expect(b.stdout).toMatch(new RegExp(`^Backed up \\d+ events to ${file} \\(\\S+ \\S+, log format 1, integrity ok\\)\\.\n$`));
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const busy = d.run(['restore', file]);
+    expect(busy.code).toBe(2);
+    expect(busy.stderr).toMatch(/^loops restore: a daemon \(pid \d+\) is running on /);
+    expect(d.run(['backup', file]).code).toBe(2);
+    const before = count();
+    await waitFor(() => count() >= before + 2, 20_000, 'the daemon to go on running');
+    expect(d.run(['daemon', 'stop']).code).toBe(0);
+
+    const fresh = sandbox();
+    const r = fresh.run(['restore', file]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^Restored \d+ events from /);
+    expect(fresh.run(['projections', 'verify']).code).toBe(0);
+    const restored = fresh.json<Run[]>(['runs', 'fast', '--limit', '1000']);
+    expect(restored.length).toBeGreaterThanOrEqual(3);
+    expect(restored.length).toBeLessThan(d.json<Run[]>(['runs', 'fast', '--limit', '1000']).length);
+    expectDataDirInvariants(fresh.dataDir);
+  });
+});
+
 describe('daemon.log rotation', () => {
   it('a 1 KiB cap: the log rotates to daemon.log.1 (.2, .3), the daemon keeps logging, and daemon logs -f follows every line once', async () => {
     const s = sandbox();
