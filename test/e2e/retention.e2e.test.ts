@@ -141,6 +141,16 @@ describe('loops prune', () => {
   });
 });
 
+/** A sandbox whose real daemon (`daemon run`) runs a loop `fast` every second; `count`: its succeeded runs so far. */
+function fastLoopUnderDaemon() {
+  const d = sandbox();
+  const daemon = d.start(['daemon', 'run']);
+  children.push(daemon.child);
+  expect(d.run(['create', 'command', 'fast', '--cmd', 'echo fast', '--every', '1s']).code).toBe(0);
+  const count = () => d.json<Run[]>(['runs', 'fast', '--limit', '1000']).filter((r) => r.status === 'succeeded').length;
+  return { d, count };
+}
+
 describe('loops prune --archive', () => {
   const s = sandbox();
   const runIds: string[] = [];
@@ -208,11 +218,7 @@ describe('loops prune --archive', () => {
   });
 
   it('archiving while the daemon runs a loop every second: nothing lost, nothing run twice, the daemon keeps its pace and stops promptly', async () => {
-    const d = sandbox();
-    const daemon = d.start(['daemon', 'run']);
-    children.push(daemon.child);
-    expect(d.run(['create', 'command', 'fast', '--cmd', 'echo fast', '--every', '1s']).code).toBe(0);
-    const count = () => d.json<Run[]>(['runs', 'fast', '--limit', '1000']).filter((r) => r.status === 'succeeded').length;
+    const { d, count } = fastLoopUnderDaemon();
     await waitFor(() => count() >= 4, 20_000, '4 runs');
     let archived = 0;
     for (let round = 0; round < 3; round++) {
@@ -244,11 +250,7 @@ describe('loops prune --archive', () => {
 
 describe('loops backup and restore', () => {
   it('backs up while the daemon runs a loop every second; restore refuses the live store and restores into an empty one', async () => {
-    const d = sandbox();
-    const daemon = d.start(['daemon', 'run']);
-    children.push(daemon.child);
-    expect(d.run(['create', 'command', 'fast', '--cmd', 'echo fast', '--every', '1s']).code).toBe(0);
-    const count = () => d.json<Run[]>(['runs', 'fast', '--limit', '1000']).filter((r) => r.status === 'succeeded').length;
+    const { d, count } = fastLoopUnderDaemon();
     await waitFor(() => count() >= 3, 20_000, '3 runs');
     const file = join(sandbox().dataDir, 'copy.db');
     const b = d.run(['backup', file]);

@@ -67,7 +67,7 @@ const prune: CliCommand = {
       });
     }
     if (vacuuming && values['dry-run'] === true) {
-      throw new UsageError('loops prune: --vacuum rewrites loops.db; it has no dry run', { hint: 'drop --dry-run, or --vacuum to see what would be pruned' });
+      throw new UsageError('loops prune: --vacuum rewrites loops.db; it has no dry run', { hint: 'drop --dry-run to vacuum, or drop --vacuum to see what would be pruned' });
     }
     if (vacuuming) {
       const { runningDaemon } = await import('../../runtime/daemon/daemon-info.js');
