@@ -69,6 +69,7 @@ const entries: Entry[] = [
   { name: 'schema workflow', summary: 'print the JSON Schema of workflow spec files', load: workflowCmds },
   { name: 'projections rebuild', summary: 'drop the tables and rebuild them from the log', load: () => import('./commands/projections.js').then((m) => m.commands) },
   { name: 'projections verify', summary: 'rebuild into a scratch database and compare with the tables', load: () => import('./commands/projections.js').then((m) => m.commands) },
+  { name: 'verify', summary: "check the log's invariants (integrity, one run per slot, replay, tables)", load: () => import('./commands/verify.js').then((m) => m.commands) },
 ];
 
 function mainHelp(): string {

@@ -29,16 +29,8 @@ export function isAlive(pid: number): boolean {
   return stat !== null && stat.state !== 'Z' && stat.state !== 'X';
 }
 
-/** Pids of live (non-zombie) processes whose process group is `pgid`. */
-export function liveGroupMembers(pgid: number): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const stat = procStat(Number(name));
-    if (stat && stat.pgrp === pgid && stat.state !== 'Z' && stat.state !== 'X') out.push(stat.pid);
-  }
-  return out;
-}
+export { liveGroupMembers } from '../../src/runtime/execution/process-info.js';
+import { liveGroupMembers } from '../../src/runtime/execution/process-info.js';
 
 /**
  * Safety net for failing tests: SIGKILLs whatever is still alive in the group. Passing tests

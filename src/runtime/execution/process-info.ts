@@ -170,6 +170,27 @@ export function descendants(pid: number): number[] {
   return out;
 }
 
+/**
+ * Pids of the live (not zombie, not dead) processes whose process group is `pgid`, from /proc on
+ * Linux; [] elsewhere. A zombie counts as dead: where PID 1 does not reap orphans,
+ * `process.kill(pid, 0)` keeps succeeding for a killed, reparented process.
+ */
+export function liveGroupMembers(pgid: number): number[] {
+  if (process.platform !== 'linux') return [];
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const rest = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const fields = rest.slice(rest.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[2]) === pgid && fields[0] !== 'Z' && fields[0] !== 'X') out.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
 /** The process group of a process, or null. */
 export function processGroup(pid: number): number | null {
   try {
