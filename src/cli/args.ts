@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../events/errors.js';
 import { distance } from '../events/suggest.js';
+import { shownRef } from '../runtime/queries/refs.js';
 
 export interface OptionSpec {
   type: 'string' | 'boolean';
@@ -58,7 +59,7 @@ export function parseCommand(spec: CommandSpec, argv: string[]): Parsed {
   for (const [name, o] of Object.entries(spec.options)) {
     const v = values[name];
     if (o.type === 'string' && !o.multiple && typeof v === 'string' && v.startsWith('--') && v.length > 2) {
-      throw new UsageError(`loops ${spec.name}: --${name} needs a value, got the flag ${v}`, {
+      throw new UsageError(`loops ${spec.name}: --${name} needs a value, got the flag ${shownFlag(v)}`, {
         hint: `write --${name} ${o.value ?? '<value>'}`,
       });
     }
@@ -73,7 +74,7 @@ export function parseCommand(spec: CommandSpec, argv: string[]): Parsed {
   }
   if (result.positionals.length > max) {
     const extra = result.positionals.slice(max);
-    throw new UsageError(`loops ${spec.name}: unexpected argument ${JSON.stringify(extra[0])}`, {
+    throw new UsageError(`loops ${spec.name}: unexpected argument ${shownRef(extra[0]!)}`, {
       hint: /\s/.test(extra[0]!) ? 'quote values that contain spaces' : `usage: ${usageLine(spec)}`,
     });
   }
@@ -87,30 +88,35 @@ function translate(spec: CommandSpec, error: Error & { code?: string }, argv: st
     case 'ERR_PARSE_ARGS_UNKNOWN_OPTION': {
       const known = Object.keys(spec.options).map((o) => `--${o}`);
       const near = flag ? known.filter((k) => similar(k, flag)) : [];
-      return new UsageError(`loops ${spec.name}: unknown option ${flag ?? ''}`.trim(), {
+      return new UsageError(`loops ${spec.name}: unknown option ${flag === undefined ? '' : shownFlag(flag)}`.trim(), {
         hint: near.length ? `did you mean ${near.join(' or ')}?` : `see loops ${spec.name} --help`,
       });
     }
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
       const name = flag?.replace(/^-+/, '') ?? '';
       const o = spec.options[name] ?? Object.values(spec.options).find((x) => x.short === name);
-      if (o?.type === 'boolean') return new UsageError(`loops ${spec.name}: ${flag} does not take a value`);
+      if (o?.type === 'boolean') return new UsageError(`loops ${spec.name}: ${shownFlag(flag!)} does not take a value`);
       // A value that starts with a dash (-1, -5s) is read as an option: say so, and how to write it.
       const next = flag ? argv[argv.indexOf(flag) + 1] : undefined;
       if (flag && next !== undefined && /^-[^-]/.test(next)) {
-        return new UsageError(`loops ${spec.name}: ${flag} ${next}: a value starting with "-" reads as an option`, {
-          hint: `write ${flag}=${next} to pass it as the value`,
+        return new UsageError(`loops ${spec.name}: ${flag} ${shownFlag(next)}: a value starting with "-" reads as an option`, {
+          hint: next.length <= 80 ? `write ${flag}=${next} to pass it as the value` : `write ${flag}=<value> to pass it as the value`,
         });
       }
-      return new UsageError(`loops ${spec.name}: ${flag ?? 'an option'} needs a value`, {
+      return new UsageError(`loops ${spec.name}: ${flag === undefined ? 'an option' : shownFlag(flag)} needs a value`, {
         hint: o ? `write ${flag} ${o.value ?? '<value>'}` : `see loops ${spec.name} --help`,
       });
     }
     case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
       return new UsageError(`loops ${spec.name}: unexpected argument`, { hint: `see loops ${spec.name} --help` });
     default:
-      return new UsageError(`loops ${spec.name}: ${message}`, { hint: `see loops ${spec.name} --help` });
+      return new UsageError(`loops ${spec.name}: ${message.length <= 200 ? message : `${message.slice(0, 200)}…`}`, { hint: `see loops ${spec.name} --help` });
   }
+}
+
+/** A flag or a flag-like value as typed, or its start and length when it is too long to repeat. */
+function shownFlag(text: string): string {
+  return text.length <= 80 ? text : shownRef(text);
 }
 
 export function similar(a: string, b: string): boolean {
@@ -152,7 +158,7 @@ export function intOption(spec: CommandSpec, name: string, value: unknown, fallb
   if (value === undefined) return fallback;
   const n = Number(value);
   if (typeof value !== 'string' || !/^\d+$/.test(value) || n <= 0) {
-    throw new UsageError(`loops ${spec.name}: --${name} must be a positive whole number, got ${JSON.stringify(value)}`);
+    throw new UsageError(`loops ${spec.name}: --${name} must be a positive whole number, got ${typeof value === 'string' ? shownRef(value) : JSON.stringify(value)}`);
   }
   return n;
 }
