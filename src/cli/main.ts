@@ -6,10 +6,12 @@
 import { LoopsError } from '../events/errors.js';
 import { shiftedClock, systemClock, type Clock } from '../runtime/clock.js';
 import { resolveDataDir } from '../runtime/paths.js';
+import { shownRef } from '../runtime/queries/refs.js';
 import { helpText, parseCommand, similar } from './args.js';
 import type { CliCommand, CliContext } from './context.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
 import { useColor } from './render.js';
+import { checkFaultEnv } from '../events/faults.js';
 
 export const VERSION = '0.1.0';
 
@@ -91,6 +93,7 @@ function mainHelp(): string {
     '  NO_COLOR         disable colour',
     '  LOOPS_DEBUG=1    print stack traces for errors',
     '  LOOPS_NOW=<time> act as if it were that time (try out schedules; used by tests)',
+    '  LOOPS_FAULT=<point>[:<n>]  crash (SIGKILL) at a named point: recovery tests only (docs/RELIABILITY.md)',
     '  LOOPS_DAEMON_LOG_MAX_BYTES  rotate daemon.log past this size (default 10M; 0 never)',
     '',
     'Exit codes: 0 ok, 1 error, 2 bad input, 3 run failed, 4 run timed out, 5 run cancelled,',
@@ -132,6 +135,7 @@ export async function main(argv: string[], ctxOverrides: Partial<CliContext> = {
       return EXIT.ok;
     }
     const json = parsed.values.json === true;
+    checkFaultEnv();
     const clock = loopsClock();
     const ctx: CliContext = {
       out,
@@ -182,15 +186,33 @@ export function reportError(err: NodeJS.WritableStream, error: unknown): number 
   const debug = process.env.LOOPS_DEBUG === '1';
   if (error instanceof LoopsError) {
     const message = error.message.startsWith('loops ') ? error.message : `loops: ${error.message}`;
-    err.write(`${message}${error.hint ? `; ${error.hint}` : ''}\n`);
+    err.write(`${printable(message)}${error.hint ? `; ${printable(error.hint)}` : ''}\n`);
     if (debug && error.stack) err.write(`${error.stack}\n`);
     return exitCodeFor(error.code);
   }
   const e = error as Error;
-  err.write(`loops: internal error: ${e?.message ?? String(error)}${debug ? '' : ' (set LOOPS_DEBUG=1 for details)'}\n`);
+  err.write(`loops: internal error: ${printable(e?.message ?? String(error))}${debug ? '' : ' (set LOOPS_DEBUG=1 for details)'}\n`);
   if (debug && e?.stack) err.write(`${e.stack}\n`);
   return EXIT.error;
 }
+
+/**
+ * An error is one short line, whatever it quotes from the input: a quoted value over 80 characters
+ * is shown by its start and length (as ids are: shownRef), anything still over 1,000 characters is
+ * cut, and control characters (a newline in a path, an escape sequence) are shown escaped.
+ */
+function printable(text: string): string {
+  let short = text.replace(/"(?:[^"\\]|\\.){81,}"/g, (literal) => {
+    try {
+      return shownRef(JSON.parse(literal) as string);
+    } catch {
+      return literal;
+    }
+  });
+  if (short.length > 1000) short = `${short.slice(0, 400)}… (${short.length} characters)`;
+  return short.replace(/[\u0000-\u001f\u007f\u2028\u2029]/g, (c) => CONTROL_ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+const CONTROL_ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
 // Run when executed as the `loops` binary (not when imported by tests).
 const invokedAs = process.argv[1] ?? '';

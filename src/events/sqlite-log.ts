@@ -9,6 +9,7 @@
  * A batch is a transaction held open across its callback's awaits; `WriteGate` makes every write
  * that does not belong to it wait for its end, so nothing joins it by accident.
  */
+import { faultPoint } from './faults.js';
 import { Subject } from 'rxjs';
 import { ARCHIVED_FORMAT_VERSION, busyError, cached, isBusy, type Db } from './db.js';
 import { applyGuards } from './sqlite-leases.js';
@@ -162,6 +163,7 @@ export class SqliteEventLog implements EventStore {
       state: event.state === undefined ? null : event.state,
     }));
     let result: AppendResult;
+    faultPoint('before-append');
     try {
       result = this.appendTx.immediate(streamId, prepared, options);
     } catch (error) {
@@ -217,6 +219,7 @@ export class SqliteEventLog implements EventStore {
       }
       try {
         result = await fn(batch);
+        faultPoint('mid-batch');
         this.db.exec('COMMIT');
       } catch (error) {
         if (this.db.inTransaction) this.db.exec('ROLLBACK');

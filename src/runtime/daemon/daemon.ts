@@ -6,15 +6,15 @@
  * head position, and runs the same pass as `loops tick` (pass.ts): decide what is due, then claim
  * and run the queued work up to `concurrency` — without ever waiting for runs before the next pass.
  */
-import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { hostname } from 'node:os';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { cached, writeTransaction } from '../../events/db.js';
 import { LoopsError } from '../../events/errors.js';
+import { formatDuration } from '../../events/durations.js';
 import type { TimerHandle } from '../clock.js';
 import type { Lease } from '../leases.js';
 import { databaseFile } from '../paths.js';
-import { bootId, processStartTime } from '../execution/process-info.js';
+import { bootId, processStartTime, runnerGone } from '../execution/process-info.js';
 import type { RunView } from '../queries/loops.js';
 import { pidFile, readPidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
 import { processRunning } from './recovery.js';
@@ -22,6 +22,8 @@ import { decide, Dispatcher } from './pass.js';
 import { nextQueuedDue } from './run-queue.js';
 import { type Runtime, useSpawnerHelper } from '../runtime.js';
 import { checkCancelRequests } from '../execution/cancel.js';
+import { faultPoint } from '../../events/faults.js';
+import { storageFault, type StorageFaultKind } from '../storage-fault.js';
 
 export const DAEMON_LEASE = 'daemon';
 export { pidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
@@ -42,6 +44,15 @@ export interface DaemonState {
   stalledSince?: string | null;
   /** Who forks the runs: the spawner helper (its pid while it runs) or the daemon itself, and why. */
   spawner?: { mode: 'helper' | 'inline'; pid: number | null; reason: string | null };
+  /**
+   * Writes fail for a reason of the machine's, not of the work (storage-fault.ts): the disk is
+   * full, the database is locked by another connection beyond its busy timeout, an I/O error.
+   * Nothing that failed was written (SQLite rolled it back); due slots and queued runs wait. The
+   * daemon backs off (`retryInMs`: 1 s doubling to 10 × the watch interval) and, while degraded,
+   * starts each pass with one write — its lease renewed — and does nothing else until that
+   * succeeds; the first pass without a fault clears it. `daemon status` reports it (unhealthy).
+   */
+  degraded?: { since: string; kind: StorageFaultKind; reason: string; failures: number; retryInMs: number } | null;
 }
 
 export interface DaemonOptions {
@@ -62,18 +73,6 @@ export interface DaemonOptions {
   spawner?: 'helper' | 'inline';
 }
 
-/**
- * True when a lease holder (`<host>:<pid>:<tag>`, see openRuntime) provably no longer runs: it ran
- * on this host and no process has its pid now. A live pid proves nothing (pids are reused).
- */
-function holderGone(holder: string): boolean {
-  const parts = holder.split(':');
-  if (parts.length < 3) return false;
-  const pid = Number(parts[parts.length - 2]);
-  const host = parts.slice(0, -2).join(':');
-  return host === hostname() && Number.isInteger(pid) && pid > 0 && processStartTime(pid) === null;
-}
-
 export function stateFile(dataDir: string): string {
   return join(dataDir, 'daemon-state.json');
 }
@@ -82,16 +81,52 @@ export function logFile(dataDir: string): string {
 }
 
 export function readDaemonState(dataDir: string): DaemonState | null {
-  try {
-    return JSON.parse(readFileSync(stateFile(dataDir), 'utf8')) as DaemonState;
-  } catch {
-    return null;
+  // Twice: a file rewritten in place on a full disk (writeStateFile) may be caught half-written.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      return JSON.parse(readFileSync(stateFile(dataDir), 'utf8')) as DaemonState;
+    } catch {
+      // missing, or caught mid-write
+    }
   }
+  return null;
 }
 
 function writeJson(file: string, value: unknown): void {
   writeFileSync(`${file}.tmp`, JSON.stringify(value, null, 2) + '\n', { mode: 0o600 });
   renameSync(`${file}.tmp`, file);
+}
+
+/** The state file is padded to a multiple of this, so that it can be rewritten in place on a full disk. */
+const STATE_BLOCK = 4096;
+
+/**
+ * Writes the daemon's state file: a new file renamed over the old one (a reader sees one or the
+ * other), padded with spaces to whole 4 KiB blocks. When the new file cannot be written — the disk
+ * is full, which is exactly when `daemon status` must say so — the old file's blocks are rewritten
+ * in place instead: that takes no new space (on tmpfs, ext4, xfs; not on copy-on-write file
+ * systems). A reader may then catch a half-written file; `readDaemonState` reads again.
+ */
+export function writeStateFile(file: string, value: unknown): void {
+  const json = JSON.stringify(value, null, 2) + '\n';
+  const size = Math.ceil((Buffer.byteLength(json) + 1) / STATE_BLOCK) * STATE_BLOCK;
+  const text = json.padEnd(size - 1, ' ') + '\n';
+  try {
+    writeFileSync(`${file}.tmp`, text, { mode: 0o600 });
+    renameSync(`${file}.tmp`, file);
+    return;
+  } catch (error) {
+    rmSync(`${file}.tmp`, { force: true }); // what it took is given back
+    let fd: number | null = null;
+    try {
+      fd = openSync(file, 'r+');
+      const have = fstatSync(fd).size;
+      if (have < Buffer.byteLength(text)) throw error;
+      writeSync(fd, text.padEnd(have - 1, ' ') + '\n', 0);
+    } finally {
+      if (fd !== null) closeSync(fd);
+    }
+  }
 }
 
 export class Daemon {
@@ -113,7 +148,10 @@ export class Daemon {
     passes: 0,
     spinning: false,
     stalledSince: null,
+    degraded: null,
   };
+  /** A storage fault was met since the current pass began (it must not clear `degraded`). */
+  private faultInPass = false;
   private stopped!: Promise<void>;
   private stopPromise: Promise<void> | null = null;
 
@@ -138,6 +176,7 @@ export class Daemon {
         this.options.onRun?.(run);
       },
       onError: (item, error) => {
+        if (this.noteFault(error, `run ${item.runId} (${item.loopName})`)) return;
         this.state.lastError = `run ${item.runId} (${item.loopName}): ${error.message}`;
         this.log(this.state.lastError);
       },
@@ -178,7 +217,7 @@ export class Daemon {
     const dead =
       previous && !other && previous.runnerId !== runtime.runnerId
         ? previous.runnerId
-        : holder && holder.holder !== runtime.runnerId && holder.expiresAt > runtime.clock.now() && holderGone(holder.holder)
+        : holder && holder.holder !== runtime.runnerId && holder.expiresAt > runtime.clock.now() && runnerGone(holder.holder)
           ? holder.holder
           : null;
     const ttl = this.options.leaseTtlMs ?? 15_000;
@@ -198,6 +237,7 @@ export class Daemon {
       this.lease = await runtime.log.batch(async (batch) => {
           if (dead) await runtime.leases.expireHolder(dead, now, batch);
           const lease = await runtime.leases.take(DAEMON_LEASE, runtime.runnerId, ttl, now, batch);
+          faultPoint('between-lease-and-pidfile');
           // The pid file is written while the write lock is held, before the lease commits: a
           // daemon killed at any point leaves either no lease, or a lease and a pid file that names
           // its (dead) process — never a lease nobody can prove dead.
@@ -250,6 +290,9 @@ export class Daemon {
           this.lease = lease;
         },
         (error: unknown) => {
+          // The disk full or the database locked: not lost — the next beat tries again (and the
+          // lease, once expired, is still ours unless another daemon took it: renew says so).
+          if (this.noteFault(error, 'renewing the daemon lease')) return;
           this.state.lastError = `lost the daemon lease: ${(error as Error).message}`;
           this.log(this.state.lastError);
           void this.stop('lost the daemon lease');
@@ -298,13 +341,17 @@ export class Daemon {
     const watch = this.options.watchMs ?? 1000;
     /** Passes in a row after which something was still due at once. */
     let hot = 0;
+    /** Passes in a row that ended degraded: the back-off doubles with each. */
+    let failing = 0;
     while (!this.stopping) {
       const passMs = this.runtime.clock.now();
       try {
         await this.pass();
       } catch (error) {
-        this.state.lastError = (error as Error).message;
-        this.log(`pass failed: ${this.state.lastError}`);
+        if (!this.noteFault(error, 'pass')) {
+          this.state.lastError = (error as Error).message;
+          this.log(`pass failed: ${this.state.lastError}`);
+        }
       }
       // Sleep until the earliest due time, at most maxSleep, waking every `watch` to see whether
       // someone else changed the log (then re-plan at once).
@@ -312,7 +359,16 @@ export class Daemon {
       const next = this.nextDue(passMs);
       this.state.nextFireAt = next === null ? null : new Date(next).toISOString();
       let wait = next === null ? maxSleep : Math.min(maxSleep, next - this.runtime.clock.now());
-      if (wait <= 0) {
+      const degraded = this.state.degraded ?? null;
+      if (degraded) {
+        // Writes fail: what is due waits. Back off (1 s, 2 s, 4 s … at most 10 × watch) instead of
+        // passing again at once; a change in the log (someone could write) cuts the wait short.
+        failing += 1;
+        hot = 0;
+        this.state.spinning = false;
+        wait = Math.min(maxSleep, 10 * watch, watch * 2 ** Math.min(failing - 1, 10));
+        degraded.retryInMs = wait;
+      } else if (wait <= 0) {
         // Due again right after a pass (a loop with more due slots than one pass decides, or a
         // clock that moved meanwhile): pass again — but a pass that keeps leaving something due is
         // a bug, not work: back off to the watch interval and say so.
@@ -329,6 +385,7 @@ export class Daemon {
         hot = 0;
         this.state.spinning = false;
       }
+      if (!degraded) failing = 0;
       this.saveState();
       // Every iteration awaits, whatever the sums say: signals, run ends and stop() get their turn.
       if (wait <= 0) await new Promise<void>((resolve) => setImmediate(resolve));
@@ -338,6 +395,8 @@ export class Daemon {
         if (left <= 0) break;
         await this.sleep(Math.min(left, watch));
         if ((await this.runtime.log.headPosition()) !== head) break;
+        // Degraded: due work waits for the back-off (it is what cannot be written).
+        if (degraded) continue;
         // A wall-clock jump (or suspend) can make something due early: check the due time again.
         const due = this.nextDue(passMs);
         if (due !== null && due <= this.runtime.clock.now()) break;
@@ -371,9 +430,22 @@ export class Daemon {
   async pass(): Promise<void> {
     const { runtime } = this;
     const now = runtime.clock.now();
+    this.faultInPass = false;
+    if (this.state.degraded && this.lease) {
+      // Degraded: one write first — the daemon lease renewed — and nothing else until it succeeds
+      // (each failing write may wait out the busy timeout: no pass made of them).
+      try {
+        const lease = await runtime.leases.renew(this.lease, this.options.leaseTtlMs ?? 15_000, now);
+        if (this.lease && lease.expiresAt > this.lease.expiresAt) this.lease = lease;
+      } catch (error) {
+        if (this.noteFault(error, 'pass (renewing the daemon lease)')) return;
+        throw error;
+      }
+    }
     await this.recover();
     await decide(runtime, now, {
       onError: (loopName, error) => {
+        if (this.noteFault(error, `deciding ${loopName}`)) return;
         this.state.lastError = `${loopName}: ${error.message}`;
         this.log(`deciding ${loopName} failed: ${error.message}`);
       },
@@ -385,6 +457,31 @@ export class Daemon {
     else this.state.stalledSince ??= new Date(now).toISOString();
     this.state.lastPassAt = new Date(now).toISOString();
     this.state.passes += 1;
+    const degraded = this.state.degraded;
+    if (degraded && !this.faultInPass) {
+      this.state.degraded = null;
+      this.log(`no longer degraded: writes succeed again (${degraded.reason} since ${degraded.since}, ${formatDuration(Math.max(0, now - Date.parse(degraded.since)))}; ${degraded.failures} failed write(s), each rolled back and retried)`);
+    }
+  }
+
+  /**
+   * A write failed: when it is a storage fault (the disk full, the database locked beyond its busy
+   * timeout, an I/O error), the daemon is degraded — said once in its log, in its state for
+   * `daemon status` — and true is returned; anything else is the caller's to report.
+   */
+  private noteFault(error: unknown, where: string): boolean {
+    const fault = storageFault(error);
+    if (!fault) return false;
+    this.faultInPass = true;
+    const now = new Date(this.runtime.clock.now()).toISOString();
+    const before = this.state.degraded ?? null;
+    this.state.degraded = { since: before?.since ?? now, kind: fault.kind, reason: fault.reason, failures: (before?.failures ?? 0) + 1, retryInMs: before?.retryInMs ?? 0 };
+    this.state.lastError = `${where}: ${fault.reason}`;
+    if (!before || before.kind !== fault.kind) {
+      this.log(`degraded: ${fault.reason} (${where}); nothing was written — due slots and runs wait, retried with back-off until writes succeed`);
+    }
+    this.saveState();
+    return true;
   }
 
   private saveState(): void {
@@ -394,7 +491,7 @@ export class Daemon {
     const why = spawner ? spawner.unavailableReason : (this.options.spawner ?? 'helper') === 'inline' ? 'spawner: inline was asked for' : null;
     this.state.spawner = spawner && why === null ? { mode: 'helper', pid: spawner.pid, reason: null } : { mode: 'inline', pid: null, reason: why };
     try {
-      writeJson(stateFile(this.runtime.dataDir), this.state);
+      writeStateFile(stateFile(this.runtime.dataDir), this.state);
     } catch {
       // best effort: status falls back to the database
     }

@@ -32,6 +32,7 @@ import { claimableWork, QUEUE_COLUMNS, type QueueItem } from './run-queue.js';
 import { executeRun, type RunNowOptions } from '../execution/run-now.js';
 import type { Runtime } from '../runtime.js';
 import { decideLoop, repairFixedDelay } from '../loops/decisions.js';
+import { faultPoint } from '../../events/faults.js';
 
 // ── step 1: decide ─────────────────────────────────────────────────────────────────────────────
 
@@ -106,6 +107,7 @@ export async function decide(runtime: Runtime, nowMs: number, options: DecideOpt
       }
     }
   });
+  if (result.decisions.some((d) => d.type === 'slot.fired')) faultPoint('between-fired-and-claimed');
   for (const { loopName, event } of recorded) options.onDecision?.(loopName, event);
   return result;
 }
@@ -242,7 +244,8 @@ export class Dispatcher {
    * went on. Both then count as this dispatcher's runs. Returns what recovery found.
    */
   async recover(): Promise<RecoveryReport> {
-    const report = await recoverRuns(this.runtime, this.options.runOptions?.leaseTtlMs);
+    // Runs executed here are never stale to us (one whose lease ran out while it retried a write on a full disk is still ours).
+    const report = await recoverRuns(this.runtime, this.options.runOptions?.leaseTtlMs, (runId) => this.inFlight.has(runId));
     if (this.closed || this.options.signal?.aborted) return report;
     const signal = this.options.signal ? { signal: this.options.signal } : {};
     const ttl = this.options.runOptions?.leaseTtlMs !== undefined ? { leaseTtlMs: this.options.runOptions.leaseTtlMs } : {};

@@ -39,8 +39,9 @@ import { watchCancel } from './cancel.js';
 import { recordedDeadline, SpawnFailedError, spawnProcess, type Deadline, type ExitInfo, type SpawnSpec } from './executor.js';
 import { adoptProcess, exitFromFiles, type AdoptedProcess } from './process-watch.js';
 import type { ProcessIdentity } from './process-info.js';
-import { runSecrets } from './run-secrets.js';
+import { maskingSecrets } from './run-secrets.js';
 import { SecretMasker } from './secrets.js';
+import { faultPoint } from '../../events/faults.js';
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
 
@@ -126,6 +127,7 @@ async function superviseRun(
 
 /** Records a process's end on the run: its agent report first, then its exit, in one transaction. */
 function recordExit(actor: DurableActor<typeof runMachine>, lease: HeldLease, exit: ExitInfo, agent: EventData<'run.agent_reported'> | null): Promise<void> {
+  faultPoint('after-exit-before-record');
   return actor.recordOrFail([...(agent ? [{ type: 'run.agent_reported', data: agent }] : []), { type: 'process.exited', data: exit }], lease.fence());
 }
 
@@ -226,10 +228,11 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       const target = loop.target;
       if (target.kind === 'workflow') return;
       const context = actor.context;
-      const prepared = prepareSpawn(runtime, {
+      const prepared = await prepareSpawn(runtime, {
         target,
         agent,
         secretNames: target.secretEnv ?? [],
+        secretRefs: target.secretRefs ?? [],
         env: runEnv(context),
         dir,
         // The deadline recorded in the intent: the only timeout the executor knows.
@@ -243,6 +246,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
         return;
       }
       let handle;
+      faultPoint('after-append-before-spawn');
       try {
         handle = await spawnProcess(prepared.spec, clock, runtime.spawner);
       } catch (error) {
@@ -253,6 +257,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
         throw error;
       }
       running = handle;
+      faultPoint('after-spawn-before-record');
       await actor.record('process.spawned', { pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId }, lease.fence());
       if (actor.context.cancelRequested) handle.cancel(cancelReason(actor));
       void handle.exited.then((exit) => recordExit(actor, lease, exit, agentEnd(prepared)));
@@ -352,7 +357,7 @@ export async function adoptRun(runtime: Runtime, runId: string, identity: Proces
     lease.fence(),
   );
   options.onAdopted?.(runId, identity.pid);
-  const secrets = runSecrets(context.target && context.target.kind !== 'workflow' ? (context.target.secretEnv ?? []) : []);
+  const secrets = await maskingSecrets(context.target, runtime.clock);
   watched = adoptProcess(runtime.clock, {
     identity,
     dir: runDir(runtime.dataDir, runId),
@@ -408,7 +413,7 @@ export async function finishStaleRun(
   const context = actor.context;
   const lease = new HeldLease(runtime, `run:${runId}`, options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS);
   const takeOver = lease.takeOverIn();
-  const secrets = runSecrets(context.target && context.target.kind !== 'workflow' ? (context.target.secretEnv ?? []) : []);
+  const secrets = await maskingSecrets(context.target, runtime.clock);
   const found = exitFromFiles(runDir(runtime.dataDir, runId), {
     secrets,
     startedAt: context.startedAt,

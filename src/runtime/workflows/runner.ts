@@ -40,6 +40,7 @@ import { HeldLease } from '../leases.js';
 import { runDir } from '../paths.js';
 import type { Runtime } from '../runtime.js';
 import { findWorkflow, findWorkflowRun, workflowVersion, type WorkflowRunView } from '../queries/workflows.js';
+import { faultPoint } from '../../events/faults.js';
 
 export interface RunWorkflowOptions {
   /** Values for the spec's `inputs` (`--input k=v`). */
@@ -388,7 +389,7 @@ class WorkflowRunner {
       this.agents.delete(`${stepId}#${attempt}`);
     }
     const argv = { command: request.command, args: request.args, shell: request.shell, cwd: request.cwd };
-    const prepared = prepareSpawn(this.runtime, {
+    const prepared = await prepareSpawn(this.runtime, {
       target: agent && 'target' in agent ? agent.target : { kind: 'command', ...argv, env: {} },
       agent,
       argv,
@@ -406,6 +407,7 @@ class WorkflowRunner {
       return;
     }
     let handle: ProcessHandle;
+    faultPoint('after-append-before-spawn');
     try {
       handle = await spawnProcess(prepared.spec, this.runtime.clock, this.runtime.spawner);
     } catch (error) {
@@ -416,12 +418,14 @@ class WorkflowRunner {
       throw error;
     }
     this.handles.set(stepId, handle);
+    faultPoint('after-spawn-before-record');
     this.recordSoon('step.spawned', { stepId, attempt, pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId });
     // Cancelled (or timed out) while it was starting: stop it now — unless it is a step that
     // starts because the run is stopping (always() / cancelled()).
     const now = this.context;
     if ((now.cancelRequested || now.timedOut) && !now.steps[stepId]!.afterStop) handle.cancel(now.cancelReason ?? 'workflow stopping');
     void handle.exited.then((exit) => {
+      faultPoint('after-exit-before-record');
       this.handles.delete(stepId);
       const report = agentEnd(prepared);
       this.recordSoon('step.exited', {
