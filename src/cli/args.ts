@@ -121,7 +121,8 @@ function shownFlag(text: string): string {
 
 export function similar(a: string, b: string): boolean {
   if (a.startsWith(b) || b.startsWith(a)) return true;
-  return distance(a, b) <= 2;
+  // The distance is at least the difference in length: a long word is compared with nothing.
+  return Math.abs(a.length - b.length) <= 2 && distance(a, b) <= 2;
 }
 
 export function usageLine(spec: CommandSpec): string {

@@ -86,7 +86,7 @@ describe('fuzz: the argument parser', () => {
         expect(parsed.positionals.length).toBeGreaterThanOrEqual(required);
         expect(parsed.positionals.length).toBeLessThanOrEqual(max);
       }),
-      fuzzParams(0x11a5, 3000),
+      fuzzParams(0x11a5, 1500),
     );
   });
 
@@ -128,7 +128,7 @@ describe('fuzz: the argument parser', () => {
           if (o.type === 'string' && !o.multiple && typeof v === 'string') expect(v.startsWith('--') && v.length > 2, `--${name} took ${JSON.stringify(v)}`).toBe(false);
         }
       }),
-      fuzzParams(0x11a6, 1000),
+      fuzzParams(0x11a6, 500),
     );
   });
 });
