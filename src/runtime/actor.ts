@@ -15,6 +15,10 @@ import { initialSnapshot, stateOf, step } from '../machines/fold.js';
 import { getMachine, type MachineRef } from '../machines/registry.js';
 import { isoNow } from './clock.js';
 import type { Runtime } from './runtime.js';
+import { storageFault } from './storage-fault.js';
+
+/** How long `recordOrFail` retries a record that a storage fault (disk full, database locked) rolled back. */
+export const RECORD_RETRY_MS = 120_000;
 
 /** The named actions a machine asks for (its `setup({ actions })`), each `{ type, params }`. */
 export type ActionsOf<M> = M extends StateMachine<any, any, any, any, infer A, any, any, any, any, any, any, any, any, any, any> ? A : never;
@@ -281,12 +285,26 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
   /**
    * `recordAll` for callers with no one to report a failure to (a timer, a process's exit, a
    * cancel request): a failure to record ends the actor with it (`done` rejects). Never rejects.
+   *
+   * A storage fault (the disk full, the database locked beyond its busy timeout, an I/O error:
+   * storage-fault.ts) rolled the append back and may pass: the same events are recorded again
+   * with back-off (0.1 s doubling to 5 s) for up to `RECORD_RETRY_MS`, so a process's end that
+   * happened while the disk was full is recorded once there is space — by its runner, who knows
+   * it. A runner fenced out meanwhile (its lease expired and taken over) fails the next try.
    */
   async recordOrFail(inputs: ReadonlyArray<{ type: string; data: unknown }>, options: RecordOptions = {}): Promise<void> {
-    try {
-      await this.recordAll(inputs, options);
-    } catch (error) {
-      this.fail(error);
+    const since = this.runtime.clock.monotonic();
+    for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
+      try {
+        await this.recordAll(inputs, options);
+        return;
+      } catch (error) {
+        if (this.failed || storageFault(error) === null || this.runtime.clock.monotonic() - since + delay > RECORD_RETRY_MS) {
+          this.fail(error);
+          return;
+        }
+      }
+      await new Promise<void>((resolve) => this.runtime.clock.setTimeout(resolve, delay));
     }
   }
 

@@ -8,6 +8,7 @@
  */
 import { LeaseLostError } from '../events/errors.js';
 import type { AppendGuard, Batch, Lease, LeaseStore } from '../events/types.js';
+import { storageFault } from './storage-fault.js';
 
 export type { Lease } from '../events/types.js';
 
@@ -122,8 +123,11 @@ export class HeldLease {
             const held = this.lease;
             if (held && held.token === renewed.token && renewed.expiresAt > held.expiresAt) this.lease = renewed;
           },
-          // Lost: stop renewing (the next fenced append reports it).
-          () => this.stop(),
+          // Lost: stop renewing (the next fenced append reports it). A storage fault (the disk
+          // full, the database locked beyond its busy timeout) is no loss: the next beat tries again.
+          (error: unknown) => {
+            if (storageFault(error) === null) this.stop();
+          },
         );
       }, Math.max(1, Math.floor(this.ttlMs / 3)));
     };

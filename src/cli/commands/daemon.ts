@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, readSync, statSync, watch } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, statSync, watch, writeSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { LoopsError } from '../../events/errors.js';
 import {
@@ -28,6 +28,20 @@ const LOG_MAX_SIZE_OPTION = {
   value: '<size>',
   description: 'rotate daemon.log past this size (10M, 512K; 0 never; default $LOOPS_DAEMON_LOG_MAX_BYTES or 10M)',
 } as const;
+
+function isFile(fd: number): boolean {
+  try {
+    return fstatSync(fd).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** Writes all of `text` to `fd`, throwing when it cannot (ENOSPC). */
+function writeAll(fd: number, text: string): void {
+  const buf = Buffer.from(text);
+  for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
+}
 
 /** Waits (bounded) for an OS-visible condition: a pid file to appear, a process to exit. */
 async function until(cond: () => boolean, timeoutMs: number, stepMs = 50): Promise<boolean> {
@@ -60,7 +74,14 @@ const run: CliCommand = {
     const maxBytes = daemonLogMaxBytes(values['log-max-size'] as string | undefined);
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     // When stdout is daemon.log (daemon start, a LaunchAgent), it is rotated past the cap.
-    const daemonLog = new DaemonLog({ path: logFile(ctx.dataDir), maxBytes, write: (text) => ctx.out.write(text) });
+    // A file stdout (daemon.log) is written with writeSync, whose failure (the disk full) the log
+    // catches and holds the line; through process.stdout it would be an 'error' event that kills
+    // the daemon. Stray writes to stdout/stderr on a full disk are dropped, not fatal, likewise.
+    const toFile = isFile(1);
+    const daemonLog = new DaemonLog({ path: logFile(ctx.dataDir), maxBytes, write: toFile ? (text) => writeAll(1, text) : (text) => ctx.out.write(text) });
+    const ignore = () => undefined;
+    process.stdout.on('error', ignore);
+    process.stderr.on('error', ignore);
     const daemon = new Daemon(runtime, { concurrency, version: VERSION, log: (line) => daemonLog.line(line) });
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals) => {
@@ -180,6 +201,11 @@ interface StatusView {
   nextFireAt: string | null;
   lastPassAt: string | null;
   lastError: string | null;
+  /**
+   * Writes fail for a reason of the machine's (the disk full, the database locked beyond its busy
+   * timeout, an I/O error): since when, why, how many failed, the next retry. Null when not.
+   */
+  degraded: { since: string; kind: string; reason: string; failures: number; retryInMs: number } | null;
   /** Who forks the runs: the spawner helper (and its pid) or the daemon itself (and why). */
   spawner: { mode: 'helper' | 'inline'; pid: number | null; reason: string | null } | null;
 }
@@ -189,9 +215,10 @@ const status: CliCommand = {
     name: 'daemon status',
     summary: 'Is the daemon running and healthy? pid, uptime, version, database, runs, next fire time, last error.',
     description: [
-      'Exit code 0 when the daemon runs and is healthy, 1 otherwise: not running; no pass for 2 minutes;',
-      'passes that spin (something stays due right after every pass); or due runs that wait for a',
-      'minute while nothing runs. `problem` says which.',
+      'Exit code 0 when the daemon runs and is healthy, 1 otherwise: not running; degraded (writes fail:',
+      'the disk is full, the database is locked beyond its busy timeout, an I/O error — it backs off and',
+      'recovers by itself once they succeed); no pass for 2 minutes; passes that spin (something stays due',
+      'right after every pass); or due runs that wait for a minute while nothing runs. `problem` says which.',
     ].join('\n'),
     positionals: [],
     options: { json: JSON_OPTION },
@@ -202,9 +229,12 @@ const status: CliCommand = {
     const now = ctx.now;
     const recent = state?.lastPassAt ? now - Date.parse(state.lastPassAt) < 120_000 : false;
     const stalled = state?.stalledSince ? now - Date.parse(state.stalledSince) >= 60_000 : false;
+    const degraded = state?.degraded ?? null;
     const problem = !info
       ? 'not running'
-      : !recent
+      : degraded
+        ? `degraded since ${degraded.since}: ${degraded.reason} (${degraded.failures} failed write(s); next try in ${formatDuration(Math.max(1000, degraded.retryInMs))})`
+        : !recent
         ? `no pass since ${state?.lastPassAt ?? 'it started'}`
         : state?.spinning
           ? 'its passes spin: something stays due right after every pass'
@@ -226,6 +256,7 @@ const status: CliCommand = {
       nextFireAt: state?.nextFireAt ?? null,
       lastPassAt: state?.lastPassAt ?? null,
       lastError: state?.lastError ?? null,
+      degraded: info ? degraded : null,
       spawner: state?.spawner ?? null,
     };
     if (ctx.json) printJson(ctx, view);

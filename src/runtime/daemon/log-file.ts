@@ -68,12 +68,18 @@ export interface DaemonLogOptions {
   path: string;
   /** Rotate when a line would take the file past this many bytes; 0: never. */
   maxBytes: number;
-  /** Writes text to the daemon's stdout (process.stdout, synchronous for a file). */
+  /**
+   * Writes text to the daemon's stdout, synchronously, throwing when it cannot (a full disk):
+   * the line is then held and written later (see `DaemonLog.line`).
+   */
   write: (text: string) => void;
   /** The descriptor `write` writes to (default 1). */
   fd?: number;
   generations?: number;
 }
+
+/** At most this much of the log is held in memory while it cannot be written. */
+const HELD_MAX_BYTES = 1024 * 1024;
 
 export class DaemonLog {
   private readonly fd: number;
@@ -83,6 +89,12 @@ export class DaemonLog {
   /** Why it does not rotate although stdout is daemon.log (said once, in the log). */
   private warned = false;
   rotations = 0;
+  /** Lines that could not be written when they were logged (the disk full), oldest first. */
+  private held: string[] = [];
+  private heldBytes = 0;
+  /** Held lines dropped past the cap, and the error that held them. */
+  private dropped = 0;
+  private heldBecause: string | null = null;
 
   constructor(private readonly options: DaemonLogOptions) {
     this.fd = options.fd ?? 1;
@@ -98,10 +110,47 @@ export class DaemonLog {
       // A log that cannot rotate must not stop the daemon: say so once, and go on writing.
       if (!this.warned) {
         this.warned = true;
-        this.options.write(`${new Date().toISOString()} daemon.log: could not rotate it: ${(error as Error).message}; it keeps growing\n`);
+        this.write(`${new Date().toISOString()} daemon.log: could not rotate it: ${(error as Error).message}; it keeps growing\n`);
       }
     }
-    this.options.write(out);
+    this.write(out);
+  }
+
+  /**
+   * Writes `out`, after any lines held before it. A line that cannot be written (the disk full) is
+   * held — at most HELD_MAX_BYTES, the oldest dropped and counted past that — and written, with a
+   * line saying so, at the first write that succeeds: the log keeps its order and says what
+   * happened while it could not be written, instead of the daemon dying of an unwritable stdout.
+   */
+  private write(out: string): void {
+    if (this.held.length || this.dropped) {
+      const header = `${new Date().toISOString()} daemon.log: the ${this.held.length} line(s) below could not be written when they were logged (${this.heldBecause ?? 'write failed'})${this.dropped ? `; ${this.dropped} older one(s) were dropped` : ''}\n`;
+      try {
+        this.options.write(header + this.held.join(''));
+        this.held = [];
+        this.heldBytes = 0;
+        this.dropped = 0;
+        this.heldBecause = null;
+      } catch (error) {
+        this.hold(out, error);
+        return;
+      }
+    }
+    try {
+      this.options.write(out);
+    } catch (error) {
+      this.hold(out, error);
+    }
+  }
+
+  private hold(out: string, error: unknown): void {
+    this.heldBecause ??= (error as Error).message;
+    this.held.push(out);
+    this.heldBytes += out.length;
+    while (this.heldBytes > HELD_MAX_BYTES && this.held.length > 1) {
+      this.heldBytes -= this.held.shift()!.length;
+      this.dropped += 1;
+    }
   }
 
   /** True when this process's stdout is the log file (and rotation is on). */
@@ -117,7 +166,7 @@ export class DaemonLog {
       return false;
     }
     if (!openedForAppend(this.fd)) {
-      this.options.write(`${new Date().toISOString()} daemon.log: stdout was not opened for appending (>> rather than >), so it is not rotated\n`);
+      this.write(`${new Date().toISOString()} daemon.log: stdout was not opened for appending (>> rather than >), so it is not rotated\n`);
       return false;
     }
     this.rotating = true;

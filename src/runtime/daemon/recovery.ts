@@ -14,7 +14,7 @@ import { finishStaleRun } from '../execution/attempt.js';
 import { WRAPPER_NAME } from '../execution/executor.js';
 import { HeldLease } from '../leases.js';
 import { runDir } from '../paths.js';
-import { findWrapperProcess, type ProcessIdentity, processState } from '../execution/process-info.js';
+import { findWrapperProcess, type ProcessIdentity, processState, runnerGone } from '../execution/process-info.js';
 import type { Runtime } from '../runtime.js';
 
 export interface RecoveryReport {
@@ -42,24 +42,43 @@ export { processRunning } from '../execution/process-info.js';
 
 interface StaleRow {
   id: string;
+  holder: string | null;
+  expires_at: string | null;
 }
 
-/** Unfinished runs whose lease is gone or expired. */
-function staleRuns(runtime: Runtime, nowIso: string): string[] {
-  return cached<[string], StaleRow>(
+/**
+ * Unfinished runs whose runner is gone: their lease is gone or expired, or it is held by a runner
+ * that provably no longer runs (`runnerGone`: a `run-now` killed, or one that gave up recording its
+ * end on a full disk) — whose leases are expired now, as a daemon starting expires a dead
+ * predecessor's, instead of holding the run `running` until they run out. `skip`: runs the caller
+ * executes itself (a daemon's runs whose lease ran out while it retried a write are still its own).
+ */
+async function staleRuns(runtime: Runtime, nowMs: number, skip: (runId: string) => boolean): Promise<string[]> {
+  const nowIso = new Date(nowMs).toISOString();
+  const rows = cached<[], StaleRow>(
     runtime.db,
-    `SELECT r.id FROM loop_runs r LEFT JOIN leases l ON l.name = 'run:' || r.id
-     WHERE r.status IN ('claimed', 'spawning', 'running') AND (l.name IS NULL OR l.expires_at <= ?)
+    `SELECT r.id, l.holder, l.expires_at FROM loop_runs r LEFT JOIN leases l ON l.name = 'run:' || r.id
+     WHERE r.status IN ('claimed', 'spawning', 'running')
      ORDER BY r.claimed_position`,
-  )
-    .all(nowIso)
-    .map((r) => r.id);
+  ).all();
+  const dead = new Set<string>();
+  const out: string[] = [];
+  for (const row of rows) {
+    if (skip(row.id)) continue;
+    if (row.holder === null || row.expires_at === null || row.expires_at <= nowIso) out.push(row.id);
+    else if (row.holder !== runtime.runnerId && (dead.has(row.holder) || runnerGone(row.holder))) {
+      dead.add(row.holder);
+      out.push(row.id);
+    }
+  }
+  for (const holder of dead) await runtime.leases.expireHolder(holder, nowMs);
+  return out;
 }
 
-export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000): Promise<RecoveryReport> {
+export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000, skip: (runId: string) => boolean = () => false): Promise<RecoveryReport> {
   const now = runtime.clock.now();
   const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [], workflows: [], unconfirmed: [] };
-  for (const runId of staleRuns(runtime, new Date(now).toISOString())) {
+  for (const runId of await staleRuns(runtime, now, skip)) {
     const actor = await DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
     if (actor.snapshot.status === 'done') continue;
     const context = actor.context;

@@ -5,6 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 
 let cachedBootId: string | null | undefined;
 
@@ -249,4 +250,19 @@ export function findWrapperProcess(statusFile: string, wrapperName = 'loops-run'
     // no ps
   }
   return null;
+}
+
+/**
+ * True when a runner (`<host>:<pid>:<tag>`, see openRuntime) provably no longer runs: it ran on
+ * this host and no process has its pid now. A live pid proves nothing (pids are reused), so a
+ * runner whose pid is taken is not gone by this test: its leases run out instead. Used where a
+ * dead runner's leases must not hold things up: a daemon starting, and recovery (a `run-now`
+ * killed mid-run, or that gave up recording its end on a full disk).
+ */
+export function runnerGone(runnerId: string): boolean {
+  const parts = runnerId.split(':');
+  if (parts.length < 3) return false;
+  const pid = Number(parts[parts.length - 2]);
+  const host = parts.slice(0, -2).join(':');
+  return host === hostname() && Number.isInteger(pid) && pid > 0 && processStartTime(pid) === null;
 }
