@@ -18,6 +18,7 @@
  * Reading `process.env` once, at the first point reached; a value naming no point is reported by
  * `checkFaultEnv` (the CLI calls it at start) rather than ignored.
  */
+import { writeSync } from 'node:fs';
 import { ValidationError } from './errors.js';
 
 export const FAULT_POINTS = [
@@ -67,6 +68,11 @@ export function faultPoint(point: FaultPoint): void {
   const n = (passes.get(point) ?? 0) + 1;
   passes.set(point, n);
   if (n !== at) return;
-  process.stderr.write(`loops: LOOPS_FAULT: crash point ${point} (pass ${n}) reached in pid ${process.pid}: SIGKILL\n`);
+  // Synchronously: a write to a piped stderr is asynchronous in Node and would die with the process.
+  try {
+    writeSync(2, `loops: LOOPS_FAULT: crash point ${point} (pass ${n}) reached in pid ${process.pid}: SIGKILL\n`);
+  } catch {
+    // no stderr: die all the same
+  }
   process.kill(process.pid, 'SIGKILL');
 }

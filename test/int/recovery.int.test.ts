@@ -235,6 +235,33 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     await expectAbandoned(runtime, runId, new RegExp(`pid ${zombie.pid}\\) is gone`));
   });
 
+  it('running, its process exited but left a TERM-ignoring child in its group (the runner died before the SIGKILL): the leftover is stopped, then the run abandoned', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    // The leader ignores SIGTERM and so does the sleep it leaves behind; it waits for its stdin to close.
+    const child = spawn('sh', ['-c', "trap '' TERM; sleep 300 & echo $!; read x"], { detached: true, stdio: ['pipe', 'pipe', 'ignore'] });
+    const leader = child.pid!;
+    onTestFinished(() => killGroupIfAlive(leader));
+    const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
+    const leftover = Number(line);
+    const startTime = processStartTime(leader)!;
+    child.stdin!.end();
+    await once(child, 'exit');
+    expect(isAlive(leftover), 'the leftover outlives its leader').toBe(true);
+    const runId = await strandRun(old, loop, { pid: leader, startTime });
+    die();
+    clock.advance(TTL + 1);
+    let recovered = false;
+    const recovering = recover(runtime).finally(() => (recovered = true));
+    // Its SIGTERM is ignored: it goes at the SIGKILL, the loop's --kill-grace (5 s) later.
+    while (!recovered) {
+      clock.advance(100);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(await recovering).toEqual({ abandoned: [runId], orphaned: [] });
+    expect(isAlive(leftover), 'the leftover was stopped before the run was recorded').toBe(false);
+    await expectAbandoned(runtime, runId, new RegExp(`pid ${leader}\\) is gone`));
+  });
+
   it('running, its pid alive now but recorded on another boot (same pid and start time): abandoned, saying so; that process is not signalled', async () => {
     const { clock, runtime, old, die, loop } = await setup();
     // A start time is ticks since boot: after a reboot another process can have the same pid and

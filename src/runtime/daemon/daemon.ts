@@ -213,13 +213,13 @@ export class Daemon {
     // start (and recovery) until they run out. Without a pid file (removed by hand, or left by a
     // build that wrote it after the lease), a holder on this host whose pid no process has is dead
     // as surely.
+    // Both, when they differ: a daemon killed after writing its pid file but before its lease
+    // committed (LOOPS_FAULT=mid-batch) leaves the pid file naming it and the lease its
+    // predecessor's — proving only one of them dead left the other's lease blocking every start.
     const holder = await runtime.leases.get(DAEMON_LEASE);
-    const dead =
-      previous && !other && previous.runnerId !== runtime.runnerId
-        ? previous.runnerId
-        : holder && holder.holder !== runtime.runnerId && holder.expiresAt > runtime.clock.now() && runnerGone(holder.holder)
-          ? holder.holder
-          : null;
+    const dead = new Set<string>();
+    if (previous && !other && previous.runnerId !== runtime.runnerId) dead.add(previous.runnerId);
+    if (holder && holder.holder !== runtime.runnerId && holder.expiresAt > runtime.clock.now() && runnerGone(holder.holder)) dead.add(holder.holder);
     const ttl = this.options.leaseTtlMs ?? 15_000;
     const info: DaemonInfo = {
       pid: process.pid,
@@ -235,7 +235,7 @@ export class Daemon {
     try {
       const now = runtime.clock.now();
       this.lease = await runtime.log.batch(async (batch) => {
-          if (dead) await runtime.leases.expireHolder(dead, now, batch);
+          for (const runner of dead) await runtime.leases.expireHolder(runner, now, batch);
           const lease = await runtime.leases.take(DAEMON_LEASE, runtime.runnerId, ttl, now, batch);
           faultPoint('between-lease-and-pidfile');
           // The pid file is written while the write lock is held, before the lease commits: a

@@ -42,6 +42,7 @@ import type { ProcessIdentity } from './process-info.js';
 import { maskingSecrets } from './run-secrets.js';
 import { SecretMasker } from './secrets.js';
 import { faultPoint } from '../../events/faults.js';
+import { stopLeftovers } from './terminate.js';
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
 
@@ -414,6 +415,8 @@ export async function finishStaleRun(
   const lease = new HeldLease(runtime, `run:${runId}`, options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS);
   const takeOver = lease.takeOverIn();
   const secrets = await maskingSecrets(context.target, runtime.clock);
+  // Its runner may have died between the process's exit and the SIGKILL of what it left behind.
+  await stopLeftovers(context.pid, runtime.clock, context.policies?.killGraceMs ?? undefined);
   const found = exitFromFiles(runDir(runtime.dataDir, runId), {
     secrets,
     startedAt: context.startedAt,

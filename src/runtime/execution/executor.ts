@@ -458,8 +458,8 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
       if (timeoutTimer !== null) clock.clearTimeout(timeoutTimer);
       if (idleTimer !== null) clock.clearTimeout(idleTimer);
       // Whatever the leader left behind in its group goes with it; the pending SIGKILL is dropped
-      // once the group is gone.
-      terminator.leaderExited();
+      // once the group is gone — and the end is reported only then (see leaderExited).
+      const groupGone = terminator.leaderExited();
       const finish = () => {
         closeOutputs();
         const exitCode = code;
@@ -487,7 +487,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
       };
       // Streams normally close right after exit; a grandchild that escaped the group may keep
       // them open, so wait at most the grace period (plus a beat) and then stop reading.
-      launched.streamsClosed(grace + 500).then(finish, finish);
+      void Promise.all([launched.streamsClosed(grace + 500).catch(() => undefined), groupGone]).then(finish);
     });
   });
 

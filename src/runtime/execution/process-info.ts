@@ -97,10 +97,11 @@ export function isSameProcessAlive(id: ProcessIdentity): boolean {
 export function groupAlive(pgid: number): boolean {
   try {
     process.kill(-pgid, 0);
-    return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
+  // Zombies count as gone: where PID 1 does not reap orphans, a killed member stays one for good.
+  return process.platform !== 'linux' || liveGroupMembers(pgid).length > 0;
 }
 
 /** Sends `signal` to every process in the group; false when the group is gone. */

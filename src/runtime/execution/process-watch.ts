@@ -150,36 +150,39 @@ export function adoptProcess(clock: Clock, o: AdoptOptions): AdoptedProcess {
       if (processRunning(identity)) return poll();
       done = true;
       stopTimers();
-      terminator.leaderExited();
-      const stopped = { timedOut: timedOut ? { timeoutMs: o.deadline?.timeoutMs ?? 0 } : null, cancelled };
-      const end = exitFromFiles(o.dir, { ...o, ...stopped });
-      if (end) return resolveEnded({ kind: 'exited', end });
-      const unknown = `its process (pid ${identity.pid}) ended and left no exit status`;
-      // Stopped by loops (a deadline, a cancel) and killed before its wrapper could write: what
-      // loops did is known, the exit status is not. Otherwise nothing is known: abandoned.
-      if (timedOut || cancelled !== null) {
-        const started = o.startedAt ? Date.parse(o.startedAt) : clock.now();
-        resolveEnded({
-          kind: 'exited',
-          end: {
-            exit: {
-              exitCode: null,
-              signal: null,
-              timedOut,
-              cancelled: !timedOut,
-              stdout: '',
-              stderr: '',
-              stdoutBytes: 0,
-              stderrBytes: 0,
-              durationMs: Math.max(0, clock.now() - started),
-              error: `${timedOut ? `timed out after ${formatDuration(o.deadline?.timeoutMs ?? 0)}` : `cancelled: ${cancelled}`} (${o.how}); ${unknown}`,
-            },
-            agent: null,
-            pid: null,
-          },
-        });
-      } else resolveEnded({ kind: 'unknown', reason: unknown });
+      // The end is read (and recorded) once the group's leftovers are gone too (see leaderExited).
+      void terminator.leaderExited().then(() => settleEnd());
     });
+  const settleEnd = () => {
+    const stopped = { timedOut: timedOut ? { timeoutMs: o.deadline?.timeoutMs ?? 0 } : null, cancelled };
+    const end = exitFromFiles(o.dir, { ...o, ...stopped });
+    if (end) return resolveEnded({ kind: 'exited', end });
+    const unknown = `its process (pid ${identity.pid}) ended and left no exit status`;
+    // Stopped by loops (a deadline, a cancel) and killed before its wrapper could write: what
+    // loops did is known, the exit status is not. Otherwise nothing is known: abandoned.
+    if (timedOut || cancelled !== null) {
+      const started = o.startedAt ? Date.parse(o.startedAt) : clock.now();
+      resolveEnded({
+        kind: 'exited',
+        end: {
+          exit: {
+            exitCode: null,
+            signal: null,
+            timedOut,
+            cancelled: !timedOut,
+            stdout: '',
+            stderr: '',
+            stdoutBytes: 0,
+            stderrBytes: 0,
+            durationMs: Math.max(0, clock.now() - started),
+            error: `${timedOut ? `timed out after ${formatDuration(o.deadline?.timeoutMs ?? 0)}` : `cancelled: ${cancelled}`} (${o.how}); ${unknown}`,
+          },
+          agent: null,
+          pid: null,
+        },
+      });
+    } else resolveEnded({ kind: 'unknown', reason: unknown });
+  };
   poll();
   return {
     identity,

@@ -14,7 +14,7 @@
  * the pending SIGKILL is dropped as soon as the group is gone.
  */
 import type { Clock, TimerHandle } from '../clock.js';
-import { descendants, identityNow, isSameProcessAlive, processGroup, processStartTime, groupAlive, type ProcessIdentity, signalGroup } from './process-info.js';
+import { descendants, identityNow, isSameProcessAlive, liveGroupMembers, processGroup, processStartTime, groupAlive, type ProcessIdentity, signalGroup } from './process-info.js';
 
 export const DEFAULT_GRACE_MS = 5000;
 /** After a group's SIGTERM, when members that appeared since get theirs. */
@@ -73,9 +73,12 @@ export class GroupTerminator {
   /**
    * The leader exited: whatever it left in its group goes too, and the pending SIGKILL is dropped
    * as soon as the group is gone (watched at most for the grace period), so a finished run does
-   * not keep its runner waiting out the grace.
+   * not keep its runner waiting out the grace. Resolves once the group is gone (or, at the latest,
+   * just after its SIGKILL): a run's end is recorded only then, so a runner killed while leftovers
+   * ignore their SIGTERM leaves the end unrecorded — and the next runner, recovering the run,
+   * stops them (`stopLeftovers`) instead of leaving them to run forever.
    */
-  leaderExited(): void {
+  leaderExited(): Promise<void> {
     if (groupAlive(this.leader)) {
       this.started = true;
       signalGroup(this.leader, 'SIGTERM');
@@ -89,17 +92,23 @@ export class GroupTerminator {
       }
     }
     const since = this.clock.monotonic();
-    const settle = () => {
-      if (this.kill === null) return this.dropLate();
-      if (!groupAlive(this.leader)) {
-        this.clock.clearTimeout(this.kill);
-        this.kill = null;
-        this.dropLate();
-      } else if (this.clock.monotonic() - since < this.graceMs) {
-        this.clock.setTimeout(settle, 25);
-      }
-    };
-    settle();
+    return new Promise<void>((resolve) => {
+      const settle = () => {
+        if (this.kill === null) {
+          this.dropLate();
+          return resolve();
+        }
+        if (!groupAlive(this.leader)) {
+          this.clock.clearTimeout(this.kill);
+          this.kill = null;
+          this.dropLate();
+          resolve();
+        } else if (this.clock.monotonic() - since < this.graceMs + 250) {
+          this.clock.setTimeout(settle, 25);
+        } else resolve();
+      };
+      settle();
+    });
   }
 
   /** Forgets the pending signals (the runner is stopping and leaves the group to the next one). */
@@ -122,3 +131,20 @@ export function signalProcess(pid: number, signal: NodeJS.Signals): void {
     // gone
   }
 }
+
+/**
+ * Stops what a run's (or step's) process group still holds after its leader is gone — the same
+ * routine as `leaderExited` — for a runner recovering a run whose end nobody recorded: its previous
+ * runner may have died between the leader's exit and the leftovers' SIGKILL. A group id is never
+ * a new process's pid while any member lives, so the members found are the run's. Resolves once
+ * they are gone.
+ */
+export function stopLeftovers(pgid: number | null, clock: Clock, graceMs: number = DEFAULT_GRACE_MS): Promise<void> {
+  if (pgid === null || pgid <= 1) return Promise.resolve();
+  const members = liveGroupMembers(pgid);
+  // A live leader is not a leftover: the run's own (adopted elsewhere), or a process that reused
+  // the pid after the whole group was gone. Either way, not this routine's to stop.
+  if (members.length === 0 || members.includes(pgid)) return Promise.resolve();
+  return new GroupTerminator(pgid, clock, graceMs).leaderExited();
+}
+

@@ -41,6 +41,7 @@ import { runDir } from '../paths.js';
 import type { Runtime } from '../runtime.js';
 import { findWorkflow, findWorkflowRun, workflowVersion, type WorkflowRunView } from '../queries/workflows.js';
 import { faultPoint } from '../../events/faults.js';
+import { stopLeftovers } from '../execution/terminate.js';
 
 export interface RunWorkflowOptions {
   /** Values for the spec's `inputs` (`--input k=v`). */
@@ -440,6 +441,8 @@ class WorkflowRunner {
 
   /** Records the end of a step attempt whose process ended while nobody watched, from its files. */
   private async recordFromFiles(stepId: string, attempt: number, startedAt: string | null, how: string): Promise<boolean> {
+    // Its runner may have died between the step's exit and the SIGKILL of what it left behind.
+    await stopLeftovers(this.context.steps[stepId]?.pid ?? null, this.runtime.clock);
     const dir = this.stepDir(stepId, attempt);
     const found = exitFromFiles(dir, { secrets: this.secrets(this.context.spec!.secrets), startedAt, provider: this.providerOf(stepId), how });
     if (!found) return false;
