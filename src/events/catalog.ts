@@ -45,6 +45,18 @@ export const timingSchema = z
   .strict();
 export type Timing = z.infer<typeof timingSchema>;
 
+/**
+ * A secret a run reads when its process starts, on the runner that starts it: the contents of a
+ * file (`--secret-file NAME=PATH`, the path absolute) or what a command prints (`--secret-cmd
+ * NAME=COMMAND`, run by /bin/sh). Only this reference is stored — never the value; the process gets
+ * the value as the variable `name`, and it is masked in output like every secret.
+ */
+export const secretRefSchema = z.discriminatedUnion('from', [
+  z.object({ name: z.string().min(1), from: z.literal('file'), path: z.string().min(1) }).strict(),
+  z.object({ name: z.string().min(1), from: z.literal('cmd'), command: z.string().min(1) }).strict(),
+]);
+export type SecretRef = z.infer<typeof secretRefSchema>;
+
 export const commandTargetSchema = z
   .object({
     kind: z.literal('command'),
@@ -56,6 +68,8 @@ export const commandTargetSchema = z
     env: z.record(z.string(), z.string()),
     /** Names of variables passed from the runner's environment: their values are never stored, and are masked in output. */
     secretEnv: z.array(z.string()).optional(),
+    /** Secrets read from a file or a command when each process starts (absent in events written before them). */
+    secretRefs: z.array(secretRefSchema).optional(),
     /** Names in `env` the user said are not secrets although their names say so (`--not-secret`). */
     notSecret: z.array(z.string()).optional(),
   })
@@ -90,6 +104,7 @@ export const agentTargetSchema = z
     /** No output for this long stops the run (recorded timed_out). */
     idleTimeoutMs: z.number().int().positive().nullable(),
     secretEnv: z.array(z.string()).optional(),
+    secretRefs: z.array(secretRefSchema).optional(),
     notSecret: z.array(z.string()).optional(),
   })
   .strict();

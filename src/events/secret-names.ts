@@ -36,3 +36,15 @@ export function secretByConvention(name: string, value: string): boolean {
   return SECRET_NAME.test(name) && [...value.trim()].length >= MIN_SECRET_LENGTH && !NOT_SECRET.has(value.trim().toLowerCase());
 }
 
+
+/**
+ * The names in `env` whose values are secrets by the convention (`secretByConvention`), except the
+ * names `notSecret` lists (`--not-secret`, compared case-insensitively): the values a definition
+ * would store in clear.
+ */
+export function inlineSecretNames(env: Record<string, string> | undefined, notSecret: readonly string[] = []): string[] {
+  const allowed = new Set(notSecret.map((n) => n.toUpperCase()));
+  return Object.entries(env ?? {})
+    .filter(([name, value]) => secretByConvention(name, value) && !allowed.has(name.toUpperCase()))
+    .map(([name]) => name);
+}

@@ -109,7 +109,7 @@ describe('create, run-now, runs, show', () => {
     const refused = s.run(['create', 'command', 'leaky', '--cmd', 'echo "$CLI_TOKEN"', '--env', `CLI_TOKEN=${secret}`, '--manual']);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toBe(
-      'loops: --env CLI_TOKEN: its name says it holds a secret, and --env values are stored with the loop, in clear; pass it from the environment the runs run in instead: --secret-env CLI_TOKEN (export CLI_TOKEN=… where loops daemon runs; never stored, masked in output); if it is not a secret: --not-secret CLI_TOKEN\n',
+      "loops: --env CLI_TOKEN: its name says it holds a secret, and --env values are stored with the loop, in clear; pass it from where the runs run instead — --secret-env CLI_TOKEN (export CLI_TOKEN=… where loops daemon runs), --secret-file CLI_TOKEN=PATH (a file outside the data directory) or --secret-cmd CLI_TOKEN='COMMAND' (e.g. pass show …), read when each run starts: never stored, masked in output; if it is not a secret: --not-secret CLI_TOKEN\n",
     );
     expect(s.run(['show', 'leaky']).code).toBe(2);
     s.json(['create', 'command', 'sealed', '--cmd', 'echo "token=$CLI_TOKEN"', '--secret-env', 'CLI_TOKEN', '--manual']);

@@ -3,6 +3,7 @@ import { UsageError } from '../../events/errors.js';
 import { describeSchedule } from '../../scheduling/describe.js';
 import { CATCH_UP, OVERLAP, RETRY, type PolicyFamily } from '../../scheduling/policies.js';
 import { providerList } from '../../runtime/agents/index.js';
+import { secretFileWarnings } from '../../runtime/execution/secret-refs.js';
 import { createAgentLoop, createCommandLoop, createWorkflowLoop } from '../../runtime/loops/commands.js';
 import type { LoopView } from '../../runtime/queries/loops.js';
 import { openRuntime, type Runtime } from '../../runtime/runtime.js';
@@ -61,6 +62,18 @@ const spec: CommandSpec = {
       value: '<NAME>',
       description: "a variable passed from the runner's environment as a secret: never stored, masked as *** in output",
     },
+    'secret-file': {
+      type: 'string',
+      multiple: true,
+      value: '<NAME=PATH>',
+      description: 'a secret read from a file (outside the data directory) when each run starts, one trailing newline dropped: only the path is stored; masked as *** in output',
+    },
+    'secret-cmd': {
+      type: 'string',
+      multiple: true,
+      value: '<NAME=COMMAND>',
+      description: "a secret printed by a command (/bin/sh, 30 s at most) when each run starts, e.g. NAME='pass show x': the command is stored as written, never its output; masked as *** in output",
+    },
     'not-secret': {
       type: 'string',
       multiple: true,
@@ -96,6 +109,7 @@ const spec: CommandSpec = {
     "loops create command poll --cmd ./poll.sh --every 5m --jitter 30s --expires-at 2026-12-24T00:00",
     "loops create command tests --cmd 'make test && ./deploy' --every 1h --cwd ~/app --timeout 20m",
     'loops create command ping --no-shell --cmd curl --arg -fsS --arg https://example.com --every 5m',
+    "loops create command sync --cmd ./sync.sh --every 1h --secret-file API_TOKEN=$HOME/.config/loops/api-token --secret-cmd DB_PASSWORD='pass show db'",
   ],
 };
 
@@ -109,6 +123,24 @@ function parseEnv(values: string[] | undefined): Record<string, string> {
     env[item.slice(0, eq)] = item.slice(eq + 1);
   }
   return env;
+}
+
+/** `--secret-file NAME=PATH` / `--secret-cmd NAME=COMMAND` values, split at the first `=`. */
+function parseSecretRefs(values: Record<string, unknown>) {
+  const split = (flag: string, what: string) =>
+    ((values[flag] as string[] | undefined) ?? []).map((item) => {
+      const eq = item.indexOf('=');
+      if (eq <= 0) {
+        throw new UsageError(`--${flag} ${JSON.stringify(item)} is not NAME=${what}`, {
+          hint: flag === 'secret-file' ? 'e.g. --secret-file API_TOKEN=$HOME/.config/loops/api-token' : "e.g. --secret-cmd API_TOKEN='pass show api/token'",
+        });
+      }
+      return [item.slice(0, eq), item.slice(eq + 1)] as const;
+    });
+  return {
+    secretFiles: split('secret-file', 'PATH').map(([name, path]) => ({ name, path })),
+    secretCmds: split('secret-cmd', 'COMMAND').map(([name, command]) => ({ name, command })),
+  };
 }
 
 const createCommand: CliCommand = {
@@ -128,6 +160,7 @@ const createCommand: CliCommand = {
         cwd: (values.cwd as string | undefined) ?? null,
         env,
         secretEnv: (values['secret-env'] as string[] | undefined) ?? [],
+        ...parseSecretRefs(values),
         notSecret: (values['not-secret'] as string[] | undefined) ?? [],
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
@@ -170,7 +203,9 @@ function loopOptions(values: Record<string, unknown>) {
 async function createAndPrint(ctx: CliContext, create: (runtime: Runtime) => Promise<LoopView>): Promise<number> {
   const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
   try {
-    printCreated(ctx, await create(runtime), runtime.clock.now());
+    const loop = await create(runtime);
+    if (loop.target.kind !== 'workflow') for (const w of secretFileWarnings(loop.target.secretRefs)) ctx.err.write(`warning: ${w}\n`);
+    printCreated(ctx, loop, runtime.clock.now());
     return EXIT.ok;
   } finally {
     runtime.close();
@@ -187,7 +222,7 @@ function printCreated(ctx: CliContext, loop: LoopView, nowMs: number): void {
   }
 }
 
-const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'no-preflight', 'env', 'secret-env', 'not-secret', 'timeout', 'kill-grace']);
+const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'no-preflight', 'env', 'secret-env', 'secret-file', 'secret-cmd', 'not-secret', 'timeout', 'kill-grace']);
 
 const workflowSpec: CommandSpec = {
   name: 'create workflow',
@@ -258,6 +293,8 @@ const agentSpec: CommandSpec = {
     },
     env: spec.options.env!,
     'secret-env': spec.options['secret-env']!,
+    'secret-file': spec.options['secret-file']!,
+    'secret-cmd': spec.options['secret-cmd']!,
     'not-secret': spec.options['not-secret']!,
     timeout: spec.options.timeout!,
     'kill-grace': spec.options['kill-grace']!,
@@ -294,6 +331,7 @@ const createAgentCommand: CliCommand = {
         cwd: (values.cwd as string | undefined) ?? null,
         env: parseEnv(values.env as string[] | undefined),
         secretEnv: (values['secret-env'] as string[] | undefined) ?? [],
+        ...parseSecretRefs(values),
         notSecret: (values['not-secret'] as string[] | undefined) ?? [],
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,

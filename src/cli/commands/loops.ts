@@ -2,6 +2,7 @@ import { enforcedLimits } from '../../runtime/agents/providers.js';
 import { describeSchedule, describeTiming } from '../../scheduling/describe.js';
 import { formatDuration } from '../../events/durations.js';
 import { UsageError } from '../../events/errors.js';
+import type { SecretRef } from '../../events/catalog.js';
 import { findLoop, findRun, listLoops, listRuns, type LoopView } from '../../runtime/queries/loops.js';
 import { runTarget, workflowRunOfLoopRun } from '../../runtime/queries/run-files.js';
 import { isRunId, runDetail } from '../run-view.js';
@@ -85,6 +86,7 @@ function targetText(loop: LoopView, reveal: boolean): string[] {
       `prompt      ${prompt}`,
       `cwd         ${t.cwd ?? '(the directory loops runs in)'}`,
       ...(env.length ? [`env         ${Object.entries(t.env).map(([k, v]) => `${k}=${reveal ? quote(v) : '***'}`).join(' ')}`] : []),
+      ...secretsText(t),
       ...(t.extraArgs.length ? [`extra args  ${t.extraArgs.map(quote).join(' ')}`] : []),
       ...(t.maxTurns || t.maxCostUsd || t.idleTimeoutMs ? [`limits      ${limitsText(t)}`] : []),
     ];
@@ -96,7 +98,17 @@ function targetText(loop: LoopView, reveal: boolean): string[] {
   lines.push(`cwd         ${t.cwd ?? '(the directory loops runs in)'}`);
   const env = Object.entries(t.env);
   if (env.length) lines.push(`env         ${env.map(([k, v]) => `${k}=${reveal ? quote(v) : '***'}`).join(' ')}${reveal ? '' : '   (--reveal shows the values)'}`);
+  lines.push(...secretsText(t));
   return lines;
+}
+
+/** Where each secret of a run comes from (never a value: the log has none). */
+function secretsText(t: { secretEnv?: string[]; secretRefs?: SecretRef[] }): string[] {
+  const from = [
+    ...(t.secretEnv ?? []).map((n) => `${n} from the runner's environment`),
+    ...(t.secretRefs ?? []).map((r) => (r.from === 'file' ? `${r.name} from file ${r.path}` : `${r.name} from command ${quote(r.command)}`)),
+  ];
+  return from.length ? [`secrets     ${from.join(', ')}`] : [];
 }
 
 function quote(s: string): string {

@@ -12,6 +12,7 @@ import type { Runtime } from '../runtime.js';
 import { join } from 'node:path';
 import type { Deadline, SpawnSpec } from './executor.js';
 import { runSecrets } from './run-secrets.js';
+import { resolveSecretRefs, type SecretRef } from './secret-refs.js';
 import { SecretMasker } from './secrets.js';
 
 export interface SpawnPlan {
@@ -23,6 +24,8 @@ export interface SpawnPlan {
   argv?: { command: string; args: readonly string[]; shell: boolean; cwd: string | null };
   /** Secret variables passed from this runner's environment (`--secret-env`, a spec's `secrets:`). */
   secretNames: readonly string[];
+  /** Secrets read now, on this runner, from a file or a command (`--secret-file`, `--secret-cmd`). */
+  secretRefs?: readonly SecretRef[];
   /** The attempt's own environment (loops' variables, rendered step env …), applied last. */
   env: Record<string, string>;
   /** The attempt's directory: stdout.log, stderr.log, exit-status. */
@@ -39,10 +42,12 @@ export type Prepared =
 
 /**
  * Everything one process needs before it is forked, or why it cannot start (recorded as the
- * attempt's spawn failure): the secrets come from this runner's environment — never from the log —
- * and are masked in its output; an account's credentials replace every inherited one.
+ * attempt's spawn failure): the secrets come from this runner — its environment, and the files and
+ * commands the references name, read now — never from the log, and are masked in its output; an
+ * account's credentials replace every inherited one. A reason names the variable and where it was
+ * looked for, never a value.
  */
-export function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Prepared {
+export async function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Promise<Prepared> {
   const { target } = plan;
   const missing = plan.secretNames.filter((n) => process.env[n] === undefined);
   if (missing.length) {
@@ -52,14 +57,17 @@ export function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Prepared {
       code: 'ENOENT',
     };
   }
-  const secretEnv = Object.fromEntries(plan.secretNames.map((n) => [n, process.env[n]!]));
+  const refs = plan.secretRefs ?? [];
+  const resolved = refs.length ? await resolveSecretRefs(refs, { cwd: plan.argv?.cwd ?? target.cwd, env: target.env, clock: runtime.clock }) : { ok: true as const, values: {} };
+  if (!resolved.ok) return { ok: false, error: `${resolved.error} (runner ${runtime.runnerId})`, code: resolved.code };
+  const secretEnv = { ...Object.fromEntries(plan.secretNames.map((n) => [n, process.env[n]!])), ...resolved.values };
   const files = {
     stdoutFile: join(plan.dir, 'stdout.log'),
     stderrFile: join(plan.dir, 'stderr.log'),
     statusFile: join(plan.dir, 'exit-status'),
   };
   const common = {
-    secrets: runSecrets(plan.secretNames),
+    secrets: runSecrets(plan.secretNames, resolved.values),
     deadline: plan.deadline,
     ...(plan.killGraceMs !== null ? { killGraceMs: plan.killGraceMs } : {}),
     ...(plan.tailBytes !== undefined ? { tailBytes: plan.tailBytes } : {}),

@@ -9,8 +9,10 @@ import { buildInvocation, isProviderId, PROVIDER_IDS, PROVIDERS } from '../agent
 import { resolveAccountEnv } from '../agents/accounts.js';
 import { resolveExecutable } from '../execution/executor.js';
 import { checkCommand, effectivePath } from '../execution/preflight.js';
+import { buildSecretRefs } from '../execution/secret-refs.js';
 import { secretByConvention } from '../execution/secrets.js';
 import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../../events/errors.js';
+import type { Batch } from '../../events/types.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { decideLoop } from './decisions.js';
@@ -39,6 +41,13 @@ export interface CreateCommandLoopInput {
   env?: Record<string, string>;
   /** Variables passed from the runner's environment as secrets (`--secret-env`): never stored, masked in output. */
   secretEnv?: string[];
+  /**
+   * Secrets read from a file when each process starts (`--secret-file NAME=PATH`): the absolute
+   * path is stored, never the value. The file must be outside the data directory.
+   */
+  secretFiles?: Array<{ name: string; path: string }>;
+  /** Secrets printed by a command (/bin/sh) when each process starts (`--secret-cmd NAME=COMMAND`): the command is stored as written. */
+  secretCmds?: Array<{ name: string; command: string }>;
   /**
    * Names in `env` whose name says secret but whose value is not one (`--not-secret`): without it,
    * such a variable is refused, since `env` is stored with the loop in clear.
@@ -168,7 +177,11 @@ function toMs(value: string | number | null | undefined, flag: string): number |
   return parseDuration(value, flag);
 }
 
-export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env' | 'secretEnv' | 'notSecret'>, baseDir = process.cwd()): Target {
+export function buildCommandTarget(
+  input: Pick<CreateCommandLoopInput, 'command' | 'args' | 'shell' | 'cwd' | 'env' | 'secretEnv' | 'secretFiles' | 'secretCmds' | 'notSecret' | 'preflight'>,
+  baseDir = process.cwd(),
+  dataDir?: string,
+): Target {
   const shell = input.shell ?? true;
   const command = input.command;
   const args = input.args ?? [];
@@ -202,7 +215,19 @@ export function buildCommandTarget(input: Pick<CreateCommandLoopInput, 'command'
   }
   const secretEnv = checkSecretEnv(input.secretEnv ?? [], env);
   const notSecret = refuseInlineSecrets(env, input.notSecret ?? []);
-  return { kind: 'command', command, args, shell, cwd, env, ...(secretEnv.length ? { secretEnv } : {}), ...(notSecret.length ? { notSecret } : {}) };
+  const taken = new Map([...Object.keys(env).map((n) => [n, '--env'] as const), ...secretEnv.map((n) => [n, '--secret-env'] as const)]);
+  const secretRefs = buildSecretRefs(input, { baseDir, ...(dataDir !== undefined ? { dataDir } : {}), cwd, env, preflight: input.preflight !== false, taken });
+  return {
+    kind: 'command',
+    command,
+    args,
+    shell,
+    cwd,
+    env,
+    ...(secretEnv.length ? { secretEnv } : {}),
+    ...(secretRefs.length ? { secretRefs } : {}),
+    ...(notSecret.length ? { notSecret } : {}),
+  };
 }
 
 /**
@@ -216,7 +241,7 @@ function refuseInlineSecrets(env: Record<string, string>, notSecret: readonly st
   for (const [name, value] of Object.entries(env)) {
     if (allowed.has(name.toUpperCase()) || !secretByConvention(name, value)) continue;
     throw new ValidationError(`--env ${name}: its name says it holds a secret, and --env values are stored with the loop, in clear`, {
-      hint: `pass it from the environment the runs run in instead: --secret-env ${name} (export ${name}=… where loops daemon runs; never stored, masked in output); if it is not a secret: --not-secret ${name}`,
+      hint: `pass it from where the runs run instead — --secret-env ${name} (export ${name}=… where loops daemon runs), --secret-file ${name}=PATH (a file outside the data directory) or --secret-cmd ${name}='COMMAND' (e.g. pass show …), read when each run starts: never stored, masked in output; if it is not a secret: --not-secret ${name}`,
     });
   }
   const given = new Set(Object.keys(env).map((n) => n.toUpperCase()));
@@ -251,7 +276,7 @@ export function assertCommandStarts(target: Target, baseDir = process.cwd()): vo
 }
 
 export async function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): Promise<LoopView> {
-  const target = buildCommandTarget(input);
+  const target = buildCommandTarget(input, process.cwd(), runtime.dataDir);
   // Checked once every input is valid, right before anything is recorded.
   return createLoop(runtime, input, target, input.preflight === false ? undefined : () => assertCommandStarts(target));
 }
@@ -279,7 +304,7 @@ export type CreateAgentLoopInput = Omit<CreateCommandLoopInput, 'command' | 'arg
  * Checks an agent target the way a run will use it (the adapter builds its argv now), and — unless
  * `preflight: false` — that its CLI is installed.
  */
-export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'schedule'>, baseDir = process.cwd()): LoopAgentTarget {
+export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'schedule'>, baseDir = process.cwd(), dataDir?: string): LoopAgentTarget {
   if (!isProviderId(input.provider)) {
     throw new ValidationError(`--provider: unknown provider ${JSON.stringify(input.provider)}`, { hint: `one of: ${PROVIDER_IDS.join(', ')}` });
   }
@@ -296,7 +321,20 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
   if (promptFile !== null && !existsSync(promptFile)) {
     throw new ValidationError(`--prompt-file: ${promptFile} does not exist`, { hint: 'the file is read when each run starts; create it first' });
   }
-  const command = buildCommandTarget({ command: 'agent', cwd: input.cwd ?? null, env: input.env ?? {}, secretEnv: input.secretEnv ?? [], notSecret: input.notSecret ?? [] }, baseDir);
+  const command = buildCommandTarget(
+    {
+      command: 'agent',
+      cwd: input.cwd ?? null,
+      env: input.env ?? {},
+      secretEnv: input.secretEnv ?? [],
+      secretFiles: input.secretFiles ?? [],
+      secretCmds: input.secretCmds ?? [],
+      notSecret: input.notSecret ?? [],
+      ...(input.preflight !== undefined ? { preflight: input.preflight } : {}),
+    },
+    baseDir,
+    dataDir,
+  );
   const isolation = input.configIsolation ?? 'safe';
   if (isolation !== 'safe' && isolation !== 'none') {
     throw new ValidationError(`--config-isolation: ${JSON.stringify(isolation)} is not safe or none`, { hint: 'safe (default) or none' });
@@ -322,6 +360,7 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
     maxCostUsd: maxCost,
     idleTimeoutMs: toMs(input.idleTimeout ?? null, '--idle-timeout'),
     ...(command.kind === 'command' && command.secretEnv ? { secretEnv: command.secretEnv } : {}),
+    ...(command.kind === 'command' && command.secretRefs ? { secretRefs: command.secretRefs } : {}),
     ...(command.kind === 'command' && command.notSecret ? { notSecret: command.notSecret } : {}),
   };
   // The adapter refuses what its CLI would (an unknown permission mode, a flag-like value).
@@ -373,7 +412,7 @@ function asFlagError(error: unknown): unknown {
 
 /** A loop whose runs run an AI coding-agent CLI (`loops create agent`). */
 export async function createAgentLoop(runtime: Runtime, input: CreateAgentLoopInput): Promise<LoopView> {
-  const target = buildAgentTarget(input);
+  const target = buildAgentTarget(input, process.cwd(), runtime.dataDir);
   // The profile must resolve now (registered, or through an external accounts command).
   if (target.account !== null && input.preflight !== false) resolveAccountEnv(runtime.db, target.provider, target.account);
   return createLoop(runtime, { ...input, command: 'unused' }, target);
@@ -409,17 +448,22 @@ async function createLoop(runtime: Runtime, input: CreateCommandLoopInput, targe
     // Scheduled runs are counted from the first slot on; none exist before creation.
     nextRunAt: nextFireAt({ id: loopId, schedule, timing }, now, 0),
   };
-  const actor = DurableActor.create(runtime, `loop:${loopId}`, 'loop', currentMachines.loop);
+  await recordLoopCreated(runtime, data);
+  return findLoop(runtime.db, loopId);
+}
+
+/** Records a new loop's `loop.created` (in `batch` when given): the one place a loop stream begins. */
+export async function recordLoopCreated(runtime: Runtime, data: EventData<'loop.created'>, batch?: Batch): Promise<void> {
+  const actor = DurableActor.create(runtime, `loop:${data.loopId}`, 'loop', currentMachines.loop);
   try {
-    await actor.record('loop.created', data);
+    await actor.record('loop.created', data, batch ? { batch } : {});
   } catch (error) {
     // The partial unique index on live names catches a concurrent create of the same name.
     if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('loops.live_name')) {
-      throw nameTaken(name);
+      throw nameTaken(data.name);
     }
     throw error;
   }
-  return findLoop(runtime.db, loopId);
 }
 
 function assertNameFree(runtime: Runtime, name: string): void {
@@ -450,7 +494,7 @@ export async function changeLoopState(
   runtime: Runtime,
   idOrName: string,
   command: LoopStateCommand,
-  options: { reason?: string | null } = {},
+  options: { reason?: string | null; batch?: Batch } = {},
 ): Promise<LoopView> {
   const loop = findLoop(runtime.db, idOrName);
   const actor = await DurableActor.load(runtime, `loop:${loop.id}`);
@@ -485,7 +529,7 @@ export async function changeLoopState(
     // passed while it was paused or stopped: those slots are not run late): it expires now, as a
     // pass would decide, instead of staying active with no next run.
     if (command === 'resume' && data.nextRunAt === null && loop.schedule.kind !== 'manual') await decideLoop(runtime, loop.id, runtime.clock.now(), { batch });
-  });
+  }, options.batch);
   return findLoop(runtime.db, loop.id, { includeRemoved: true });
 }
 

@@ -11,7 +11,7 @@
 import { NotFoundError, UsageError } from '../../events/errors.js';
 import type { Db } from '../../events/db.js';
 import { isProviderId, PROVIDERS, type TranscriptFormat } from '../agents/index.js';
-import { runSecrets } from '../execution/run-secrets.js';
+import { maskingSecretsSync, runSecrets } from '../execution/run-secrets.js';
 import { SecretMasker, StreamMasker } from '../execution/secrets.js';
 import { runDir } from '../paths.js';
 import { findRun, type RunView } from './loops.js';
@@ -189,13 +189,16 @@ export function outputTracker(db: Db, dataDir: string, subject: LogsSubject, sel
   };
 }
 
-/** The secret variable names of the subject's runs: the loop's --secret-env, or the workflow's `secrets:`. */
-function secretNames(db: Db, subject: LogsSubject, view: OutputView): string[] {
-  if (subject.kind === 'run' && subject.target.kind !== 'workflow') return subject.target.secretEnv ?? [];
+/**
+ * The secret values of the subject's runs that this process can see: the loop's --secret-env
+ * variables and what its --secret-file / --secret-cmd references give now, or the workflow's `secrets:`.
+ */
+function secretsOf(db: Db, subject: LogsSubject, view: OutputView): string[] {
+  if (subject.kind === 'run' && subject.target.kind !== 'workflow') return maskingSecretsSync(subject.target);
   const wf = view.wfRun;
   if (!wf) return [];
   try {
-    return workflowVersion(db, wf.workflowId, wf.version).spec.secrets ?? [];
+    return runSecrets(workflowVersion(db, wf.workflowId, wf.version).spec.secrets ?? []);
   } catch {
     return [];
   }
@@ -208,7 +211,7 @@ function secretNames(db: Db, subject: LogsSubject, view: OutputView): string[] {
  */
 export function outputMasker(db: Db, subject: LogsSubject, view: OutputView): SecretMasker | null {
   if (view.ended) return null;
-  const masker = new SecretMasker(runSecrets(secretNames(db, subject, view)));
+  const masker = new SecretMasker(secretsOf(db, subject, view));
   return masker.empty ? null : masker;
 }
 
