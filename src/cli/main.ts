@@ -50,6 +50,7 @@ const entries: Entry[] = [
   { name: 'backup', summary: 'write a consistent copy of the log and its tables to a file, while the daemon runs', load: () => import('./commands/backup.js').then((m) => m.commands) },
   { name: 'restore', summary: 'put a backup in place of the data directory\'s database (checked first)', load: () => import('./commands/backup.js').then((m) => m.commands) },
   { name: 'doctor', summary: 'check the data directory, database, daemon, agent CLIs and every active loop', load: () => import('./commands/doctor.js').then((m) => m.commands) },
+  { name: 'secrets scrub', summary: 'redefine loops and workflows that hold a secret value in clear, passing it by name (--dry-run)', load: () => import('./commands/secrets.js').then((m) => m.commands) },
   { name: 'accounts add', summary: 'register a credentials profile for an agent CLI', load: () => import('./commands/accounts.js').then((m) => m.commands) },
   { name: 'accounts list', summary: 'list the credentials profiles', load: () => import('./commands/accounts.js').then((m) => m.commands) },
   { name: 'accounts remove', summary: 'remove a credentials profile', load: () => import('./commands/accounts.js').then((m) => m.commands) },

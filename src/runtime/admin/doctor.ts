@@ -40,8 +40,8 @@ import { checkCommand } from '../execution/preflight.js';
 import { rebuildProjections } from './projections.js';
 import { listLoops, type LoopView } from '../queries/loops.js';
 import { staleProjections } from '../store.js';
-import { findWorkflow, listWorkflows, type WorkflowView } from '../queries/workflows.js';
-import { secretByConvention } from '../../events/secret-names.js';
+import { findWorkflow, listWorkflows, workflowVersion, workflowVersions, type WorkflowView } from '../queries/workflows.js';
+import { storedSecrets } from './stored-secrets.js';
 import { preflightWorkflow } from '../workflows/preflight.js';
 import { countEvents } from '../../events/sqlite-reads.js';
 
@@ -641,33 +641,50 @@ function lookupWorkflow(db: Db, loop: LoopView): WorkflowView | Error | null {
 }
 
 /**
- * Values stored in clear under names that say they are secrets: `--env` values of loops created
- * before such values were refused, and `env:` values of workflows registered before. They are in
- * the log's events as given; the check names where, and how to move them out of definitions.
+ * Values stored in clear under names that say they are secrets (stored-secrets.ts): in a live
+ * definition — one that still starts processes — a warning pointing to `loops secrets scrub`; only
+ * in history (removed, archived or expired loops, archived workflows, older workflow versions,
+ * e.g. after a scrub) `ok`, saying the log still holds them. Never a failure: doctor exits 1 only
+ * for what keeps an active loop from running.
  */
-export function checkStoredSecrets(loops: readonly LoopView[], workflows: readonly WorkflowView[]): DoctorCheck {
-  const found: string[] = [];
-  const names = (env: Record<string, string> | undefined, notSecret: readonly string[] = []) =>
-    Object.entries(env ?? {})
-      .filter(([k, v]) => secretByConvention(k, v) && !notSecret.includes(k))
-      .map(([k]) => k);
-  for (const loop of loops) {
-    const t = loop.target;
-    for (const name of t.kind === 'workflow' ? [] : names(t.env, t.notSecret)) found.push(`loop ${loop.name}${loop.status === 'removed' ? ' (removed)' : ''}: --env ${name}`);
-  }
-  for (const workflow of workflows) {
-    for (const name of names(workflow.spec.env)) found.push(`workflow ${workflow.name}: env.${name}`);
-    for (const step of workflow.spec.steps) for (const name of names(step.target.env)) found.push(`workflow ${workflow.name}, step ${step.id}: env.${name}`);
-  }
+export function checkStoredSecrets(
+  loops: readonly LoopView[],
+  workflows: readonly WorkflowView[],
+  older: ReadonlyArray<{ name: string; version: number; spec: WorkflowSpec }> = [],
+): DoctorCheck {
+  const found = storedSecrets(loops, workflows, older);
+  const live = found.filter((f) => f.live).map((f) => f.where);
+  const history = found.filter((f) => !f.live).map((f) => f.where);
   const base = { id: 'stored-secrets', title: 'secrets in definitions', neededBy: [] as string[] };
-  if (found.length === 0) return { ...base, status: 'ok', detail: 'no loop or workflow definition holds a value under a secret name' };
+  const past = history.length
+    ? `the log's history still holds ${plural(history.length, 'value')} under secret names (rotate them; no command removes history, see docs/cli.md, "Secrets"): ${list(history, 10)}`
+    : '';
+  if (live.length === 0) {
+    return { ...base, status: 'ok', detail: history.length ? `no live loop or workflow definition holds a value under a secret name; ${past}` : 'no loop or workflow definition holds a value under a secret name' };
+  }
   return {
     ...base,
     status: 'warn',
-    detail: `${plural(found.length, 'value')} under secret names stored in clear in the log: ${list(found, 10)}`,
+    detail: `${plural(live.length, 'value')} under secret names stored in clear in live definitions: ${list(live, 10)}${past ? `; ${past}` : ''}`,
     hint:
-      'rotate those secrets (their old values stay in the log); then pass them from the environment the runs run in: recreate each loop with --secret-env NAME instead of --env NAME=… (loops remove, loops create), and list the name under secrets: in each workflow file (loops workflows update). See docs/cli.md, "Secrets"',
+      'loops secrets scrub (try --dry-run first) redefines them with each secret passed by name (--secret-env NAME, a workflow\'s secrets:), which the daemon\'s environment must then set; rotate those secrets: their old values stay in the log\'s history. See docs/cli.md, "Secrets"',
   };
+}
+
+/** Every workflow version before each workflow's latest, for the stored-secrets check. */
+function olderVersions(db: Db, workflows: readonly WorkflowView[]): Array<{ name: string; version: number; spec: WorkflowSpec }> {
+  const out: Array<{ name: string; version: number; spec: WorkflowSpec }> = [];
+  for (const wf of workflows) {
+    for (const v of workflowVersions(db, wf.id)) {
+      if (v.version === wf.version) continue;
+      try {
+        out.push({ name: wf.name, version: v.version, spec: workflowVersion(db, wf.id, v.version).spec });
+      } catch {
+        // an unreadable version is the database check's to report
+      }
+    }
+  }
+  return out;
 }
 
 export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
@@ -709,7 +726,10 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
       });
     }
 
-    if (db) checks.push(checkStoredSecrets(loops, listWorkflows(db, { all: true })));
+    if (db) {
+      const all = listWorkflows(db, { all: true });
+      checks.push(checkStoredSecrets(loops, all, olderVersions(db, all)));
+    }
 
     for (const provider of PROVIDER_IDS) {
       const users = active.filter((l) => providersOf(l, workflows.get(l.id) ?? null).includes(provider));
