@@ -19,7 +19,8 @@ import { SqliteEventLog } from '../../events/sqlite-log.js';
 import type { EventStore } from '../../events/types.js';
 import { fold } from '../../machines/fold.js';
 import { getMachine } from '../../machines/registry.js';
-import { liveGroupMembers } from '../execution/process-info.js';
+import { readdirSync, readFileSync } from 'node:fs';
+import { bootId } from '../execution/process-info.js';
 import { verifyProjections } from './projections.js';
 import { replayEvents } from './replay.js';
 
@@ -225,17 +226,75 @@ export function findViolations(db: Db, store: EventStore, options: InvariantOpti
   // 7. The projections equal a rebuild from the log.
   const verify = verifyProjections(db);
   if (!verify.ok) for (const t of verify.tables) for (const d of t.differences) out.push(`projection ${t.table}: ${d}`);
-  // 8. No process a run or step started is still alive.
-  if (options.processes !== false) {
+  // 8. No process a run or step started is still alive: /proc read once for every recorded group.
+  if (options.processes !== false && process.platform === 'linux') {
+    const live = liveGroups();
+    const boot = bootId();
     for (const r of db
-      .prepare<[], { stream_id: string; pgid: number | null }>(
-        "SELECT stream_id, json_extract(data, '$.pgid') AS pgid FROM events WHERE type IN ('process.spawned', 'step.spawned')",
+      .prepare<[], { stream_id: string; pgid: number | null; start: string | null; boot: string | null; duration: number | null }>(
+        `SELECT s.stream_id, json_extract(s.data, '$.pgid') AS pgid, json_extract(s.data, '$.startTime') AS start, json_extract(s.data, '$.bootId') AS boot,
+           (SELECT json_extract(x.data, '$.durationMs') FROM events x
+            WHERE x.stream_id = s.stream_id AND x.position > s.position
+              AND x.type = CASE s.type WHEN 'process.spawned' THEN 'process.exited' ELSE 'step.exited' END
+              AND (s.type = 'process.spawned' OR (json_extract(x.data, '$.stepId') = json_extract(s.data, '$.stepId') AND json_extract(x.data, '$.attempt') = json_extract(s.data, '$.attempt')))
+            ORDER BY x.position LIMIT 1) AS duration
+         FROM events s WHERE s.type IN ('process.spawned', 'step.spawned')`,
       )
       .all()) {
       if (r.pgid === null) continue;
-      const alive = liveGroupMembers(r.pgid);
+      const alive = runGroupMembers({ startTime: r.start, bootId: r.boot, durationMs: r.duration }, live.get(r.pgid) ?? [], boot);
       if (alive.length) out.push(`${r.stream_id}: process group ${r.pgid} is still alive (${alive.join(', ')})`);
     }
   }
   return out;
+}
+
+/** A live process: its pid and its start (clock ticks since boot, /proc/<pid>/stat field 22). */
+export interface LiveMember {
+  pid: number;
+  startTicks: number;
+}
+
+/** Every live process group on this host (Linux), by group id, zombies left out: one pass over /proc. */
+function liveGroups(): Map<number, LiveMember[]> {
+  const groups = new Map<number, LiveMember[]>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (fields[0] === 'Z' || fields[0] === 'X') continue;
+      const pgid = Number(fields[2]);
+      const members = groups.get(pgid) ?? [];
+      members.push({ pid: Number(name), startTicks: Number(fields[19]) });
+      groups.set(pgid, members);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return groups;
+}
+
+/** USER_HZ: the unit of /proc start times (100 on every mainstream Linux architecture). */
+const TICKS_PER_SECOND = 100;
+
+/**
+ * The pids of `members` (the live processes whose group id is the one a run's process recorded)
+ * that can be the run's. A group id is not reused while any member of the group lives, so once the
+ * run's group was empty a new process may lead a group with the same id — with a small pid_max
+ * (32,768) within minutes of a busy host. Not the run's, then: members on another boot than the one
+ * recorded, and — when the process's start and its duration were recorded — members that all
+ * started after it ended (1 s of slack). A member that started before the end lived on past it.
+ */
+export function runGroupMembers(
+  recorded: { startTime: string | null; bootId: string | null; durationMs: number | null },
+  members: readonly LiveMember[],
+  currentBoot: string | null,
+): number[] {
+  if (members.length === 0) return [];
+  if (recorded.bootId !== null && currentBoot !== null && recorded.bootId !== currentBoot) return [];
+  const start = recorded.startTime === null ? NaN : Number(recorded.startTime);
+  if (!Number.isFinite(start) || recorded.durationMs === null) return members.map((m) => m.pid);
+  const endTicks = start + Math.ceil((recorded.durationMs / 1000 + 1) * TICKS_PER_SECOND);
+  return members.some((m) => m.startTicks <= endTicks) ? members.map((m) => m.pid) : [];
 }
