@@ -6,11 +6,17 @@
 // database growth per run, then runs the invariant checker (`loops verify`'s) on the data directory.
 //
 //   node bench/soak.mjs [--minutes 10 | --seconds 60] [--loops 10000] [--rate 1000]
-//                       [--concurrency 4] [--sample 5] [--json] [--data-dir DIR] [--keep]
+//                       [--concurrency 8] [--sample 5] [--json] [--data-dir DIR] [--keep]
 //   npm run soak [-- <flags>]
+//   LOOPS_BENCH_CLI=path/to/main.js node bench/soak.mjs …   (the daemon from another build)
 //
 // Exit 0 when every invariant holds, the runs finished reach 90 % of the target rate, and firing
 // lateness p99 stays under 2 s; 1 otherwise (why is printed); 2 for bad flags.
+//
+// The daemon runs with --concurrency 8, not its default 4: a run of `true` holds a slot from its
+// claim to its recorded exit, ~170–270 ms on a loaded 2-core machine, so 1,000 runs a minute keep
+// 3–4.5 slots busy on average (Little's law) — at 4 the pool is saturated by any slowdown and a
+// backlog builds (docs/soak-results.md has both).
 import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -20,7 +26,9 @@ import { fileURLToPath } from 'node:url';
 import { machineInfo, makeTempDir, removeTempDir, table } from './lib.mjs';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
-const BIN = join(ROOT, 'dist', 'cli', 'main.js');
+// LOOPS_BENCH_CLI: another build's binary runs the daemon (an A/B of a change); loops are still
+// defined, and the log checked, by this checkout's build.
+const BIN = process.env.LOOPS_BENCH_CLI ? resolve(process.env.LOOPS_BENCH_CLI) : join(ROOT, 'dist', 'cli', 'main.js');
 
 // ── thresholds (why: docs/soak-results.md) ──────────────────────────────────────────────────
 /** Runs finished over the window, as a share of the runs the schedule made due. */
@@ -35,7 +43,7 @@ function usage(message) {
 }
 
 function parseFlags(argv) {
-  const flags = { seconds: 600, loops: 10_000, rate: 1000, concurrency: 4, sample: 5, json: false, dataDir: null, keep: false };
+  const flags = { seconds: 600, loops: 10_000, rate: 1000, concurrency: 8, sample: 5, json: false, dataDir: null, keep: false };
   let minutes = null;
   let seconds = null;
   for (let i = 0; i < argv.length; i++) {
@@ -317,6 +325,14 @@ const decisions = Object.fromEntries(
     .all()
     .map((r) => [r.type, r.n]),
 );
+// Slots decided: one each for fired / skipped / buffered, `count` for a coalesced or missed range
+// (a coalesced range's slots are folded into a later slot that fires, and is counted as fired).
+const slotsDecided = db
+  .prepare(
+    `SELECT coalesce(sum(CASE WHEN type IN ('slot.coalesced', 'slot.missed') THEN json_extract(data, '$.count') ELSE 1 END), 0) AS n
+     FROM events WHERE stream_id LIKE 'loop:%' AND type IN ('slot.fired', 'slot.skipped', 'slot.buffered', 'slot.coalesced', 'slot.missed')`,
+  )
+  .get().n;
 // Firing lateness: how long after its slot's instant a run was decided, claimed and spawned.
 const fired = db
   .prepare("SELECT at, json_extract(data, '$.fireAt') AS fire_at FROM events WHERE type = 'slot.fired'")
@@ -383,11 +399,12 @@ const late = spread(spawnLate);
 const result = {
   at: iso(t0),
   command: `node bench/soak.mjs ${process.argv.slice(2).join(' ')}`.trim(),
+  binary: BIN,
   machine: machineInfo(),
   config: { seconds: flags.seconds, loops: flags.loops, firingLoops: mix.firing, idleLoops: mix.idle, mix: mix.buckets, rate: mix.rate, concurrency: flags.concurrency },
   setupMs: Math.round(setupMs),
   decisions,
-  runs: { due, claimed: runs.length, completed, byStatus, failures, leftPending },
+  runs: { due, slotsDecided, claimed: runs.length, completed, byStatus, failures, leftPending },
   throughput: { perMinute: throughput, target, ratio: due ? completed / due : NaN, minuteMin: Math.min(...perMinute), minuteMax: Math.max(...perMinute) },
   latenessMs: { decided: spread(fired), claimed: spread(claimLate), spawned: late },
   daemon: {
@@ -416,14 +433,14 @@ result.failed = failed;
 const mib = (v) => (Number.isFinite(v) ? `${v.toFixed(1)} MiB` : '-');
 const ms = (v) => (Number.isFinite(v) ? `${Math.round(v)} ms` : '-');
 const count = (v) => v.toLocaleString('en-US');
-if (flags.json) {
-  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-} else {
+// The table goes to stdout, or with --json to stderr (the JSON document to stdout).
+{
+  const write = (text) => (flags.json ? process.stderr : process.stdout).write(text);
   const m = result.machine;
   const rows = [
     ['loops defined (firing / idle)', `${count(flags.loops)} (${mix.firing} / ${count(mix.idle)})`, `setup ${(setupMs / 1000).toFixed(1)} s`],
-    ['window', `${flags.seconds} s from ${iso(t0)}`, `concurrency ${flags.concurrency}`],
-    ['runs due in the window', `${count(due)} (${target.toFixed(0)} / min)`, mix.buckets.map((b) => `${b.count}×${b.seconds}s`).join(' ')],
+    ['window', `${flags.seconds} s from ${iso(t0)}`, `concurrency ${flags.concurrency}${process.env.LOOPS_BENCH_CLI ? `, daemon ${BIN}` : ''}`],
+    ['slots due in the window (decided)', `${count(due)} (${count(slotsDecided)}), ${target.toFixed(0)} / min`, mix.buckets.map((b) => `${b.count}×${b.seconds}s`).join(' ')],
     ['slot decisions', Object.entries(decisions).map(([k, v]) => `${k.slice(5)} ${count(v)}`).join(', '), ''],
     ['runs claimed', count(runs.length), Object.entries(byStatus).map(([k, v]) => `${k} ${count(v)}`).join(', ')],
     ['throughput (due in the window, ended)', `${throughput.toFixed(0)} runs/min`, `${(result.throughput.ratio * 100).toFixed(1)} % of due; per minute ${result.throughput.minuteMin.toFixed(0)}–${result.throughput.minuteMax.toFixed(0)}`],
@@ -438,8 +455,8 @@ if (flags.json) {
     ['daemon stop', ms(stopMs), `daemon.log ${mib(result.daemon.logBytes / 2 ** 20)}`],
     ['invariant violations', count(violations.length), `checked in ${(verifyMs / 1000).toFixed(1)} s`],
   ];
-  process.stdout.write(`\nloops soak — ${iso(t0)}, node ${m.node}, ${m.cpus} × ${m.cpuModel}, load ${m.loadavg.join(' ')}\n\n`);
-  process.stdout.write(`${table(['', 'figure', ''], rows)}\n\n`);
+  write(`\nloops soak — ${iso(t0)}, node ${m.node}, ${m.cpus} × ${m.cpuModel}, load ${m.loadavg.join(' ')}\n\n`);
+  write(`${table(['', 'figure', ''], rows)}\n\n`);
   // Over time: ten rows across the window (the sample nearest each tenth).
   const overTime = [];
   for (let k = 0; k <= 10; k++) {
@@ -447,17 +464,18 @@ if (flags.json) {
     const s = during.reduce((best, x) => (best === null || Math.abs(x.t - at) < Math.abs(best.t - at) ? x : best), null);
     if (s && !overTime.includes(s)) overTime.push(s);
   }
-  process.stdout.write(
+  write(
     `${table(
       ['time', 'runs ended', 'daemon RSS', 'spawner RSS', 'loops.db + wal'],
       overTime.map((s) => [`${((s.t - t0) / 1000).toFixed(0)} s`, count(s.finished), mib(s.rssKiB / 1024), s.spawnerRssKiB === null ? '-' : mib(s.spawnerRssKiB / 1024), mib(s.dbBytes / 2 ** 20)]),
       ['r', 'r', 'r', 'r', 'r'],
     )}\n\n`,
   );
-  for (const v of violations.slice(0, 50)) process.stdout.write(`violated  ${v}\n`);
-  if (violations.length > 50) process.stdout.write(`… ${violations.length - 50} more\n`);
-  process.stdout.write(failed.length ? `FAIL: ${failed.join('; ')}\n` : 'PASS\n');
-  if (!removeAtEnd) process.stdout.write(`data directory kept: ${dataDir}\n`);
+  for (const v of violations.slice(0, 50)) write(`violated  ${v}\n`);
+  if (violations.length > 50) write(`… ${violations.length - 50} more\n`);
+  write(failed.length ? `FAIL: ${failed.join('; ')}\n` : 'PASS\n');
+  if (!removeAtEnd) write(`data directory kept: ${dataDir}\n`);
 }
+if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
 if (removeAtEnd) removeTempDir(dataDir);
 process.exitCode = failed.length ? 1 : 0;
