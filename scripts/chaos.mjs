@@ -278,9 +278,10 @@ function check() {
     }
     const leaks = [];
     const forms = secretForms(secret);
-    for (const file of filesUnder(dataDir)) {
+    // The data directory, and the daemons' log (their stdout, kept beside it).
+    for (const file of [...filesUnder(dataDir), join(work, 'daemon.out')]) {
       const bytes = readFileSync(file);
-      for (const form of forms) if (bytes.includes(form)) leaks.push(`${file.slice(dataDir.length + 1)} holds the secret (${form === secret ? 'raw' : `as ${form}`})`);
+      for (const form of forms) if (bytes.includes(form)) leaks.push(`${file.slice(work.length + 1)} holds the secret (${form === secret ? 'raw' : `as ${form}`})`);
     }
     violations.push(...leaks);
     return {
