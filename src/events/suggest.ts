@@ -4,32 +4,39 @@
  * bottom layer so that every layer can use it.
  */
 
-/** Edit distance with adjacent transpositions (optimal string alignment), for "did you mean". */
+/** Edit distance with adjacent transpositions (optimal string alignment), for "did you mean". Three rows, not a matrix. */
 export function distance(a: string, b: string): number {
-  const rows = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  let before = new Array<number>(b.length + 1).fill(0);
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  let row = new Array<number>(b.length + 1).fill(0);
   for (let i = 1; i <= a.length; i++) {
+    row[0] = i;
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      let d = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, rows[i - 2]![j - 2]! + 1);
-      rows[i]![j] = d;
+      let d = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, before[j - 2]! + 1);
+      row[j] = d;
     }
+    [before, previous, row] = [previous, row, before];
   }
-  return rows[a.length]![b.length]!;
+  return previous[b.length]!;
 }
 
 /** The candidate closest to `word`, when it is close enough to be a likely typo (or another spelling). */
 export function closest(word: string, candidates: Iterable<string>): string | null {
   const squash = (s: string) => s.toLowerCase().replace(/[-_]/g, '');
+  const limit = word.length <= 3 ? 1 : Math.max(2, Math.floor(word.length / 3));
+  const squashed = squash(word);
+  const lower = word.toLowerCase();
   let best: string | null = null;
   let bestScore = Infinity;
   for (const candidate of candidates) {
-    const score = squash(candidate) === squash(word) ? 0 : distance(word.toLowerCase(), candidate.toLowerCase());
+    // The distance is at least the difference in length: a candidate that far off cannot be chosen.
+    const score = squash(candidate) === squashed ? 0 : Math.abs(candidate.length - word.length) > limit ? Infinity : distance(lower, candidate.toLowerCase());
     if (score < bestScore) {
       best = candidate;
       bestScore = score;
     }
   }
-  const limit = word.length <= 3 ? 1 : Math.max(2, Math.floor(word.length / 3));
   return best !== null && bestScore <= limit && bestScore < Math.max(word.length, 1) ? best : null;
 }

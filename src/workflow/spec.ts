@@ -1003,7 +1003,7 @@ export function normalizeWorkflowSpec(
   const ctx: Ctx = { problems: [], warnings: [] };
   const root: Scope = { base: [], step: null, label: null };
   if (!isRecord(input)) {
-    report(ctx, root, [], `a workflow spec must be a mapping with name and steps, got ${describe(input)}`, 'e.g. name: nightly\nsteps:\n  - id: test\n    run: npm test');
+    report(ctx, root, [], `a workflow spec must be a mapping with name and steps, got ${describe(input)}`, 'e.g. name: nightly and steps: [{ id: test, run: npm test }]');
     throw fail(ctx, source);
   }
   const rootTable: FieldTable = { ...ROOT_FIELDS, inputs: z.unknown(), steps: z.unknown() };

@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
-import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, visit, type Document, type Pair, type YAMLError, type YAMLMap } from 'yaml';
+import { Composer, isAlias, isMap, isScalar, isSeq, LineCounter, Parser, visit, YAMLParseError, type CST, type Document, type Pair, type YAMLError, type YAMLMap } from 'yaml';
 import { ValidationError } from '../../events/errors.js';
 import { hasTemplate } from '../../workflow/expr.js';
 import { normalizeWorkflowSpec, type SpecProblem, type WorkflowSpec } from '../../workflow/spec.js';
@@ -17,6 +17,19 @@ import { buildInvocation, isProviderId } from '../agents/providers.js';
 
 /** Spec files larger than this are refused (a spec is a few kilobytes; this is a typo guard). */
 export const MAX_WORKFLOW_FILE_BYTES = 1024 * 1024;
+
+/**
+ * Deeper than any spec nests (a handful of levels): refused before the YAML document is built, whose
+ * recursion a file nested thousands of levels deep overflows — and an overflow there can leave the
+ * process unable to compile a regular expression again (it aborted on the next such file).
+ */
+export const MAX_SPEC_NESTING = 200;
+
+/**
+ * More anchors and aliases than a spec uses (a few dozen): refused, since resolving each alias
+ * looks through all of them (a 1 MiB file of aliases took minutes).
+ */
+export const MAX_SPEC_ALIASES = 1000;
 
 /** A spec file, loaded and normalised. */
 export interface LoadedWorkflow {
@@ -86,12 +99,35 @@ function positionAt(lineCounter: LineCounter, offset: number): Position {
   return { line, column: col, offset };
 }
 
-/** The pair with key `key` in a map, also looking through `<<` merge keys (as `toJS` merges them). */
-function findPair(doc: Document.Parsed, map: YAMLMap, key: string, depth: number): Pair | null {
-  const own = map.items.find((item) => isScalar(item.key) && typeof item.key.value !== 'symbol' && String(item.key.value) === key);
-  if (own || depth > 10) return own ?? null;
+/** A map's own pairs by key text (the first of each), and its `<<` merge pairs: built once per map. */
+interface MapIndex {
+  own: Map<string, Pair>;
+  merges: Pair[];
+}
+const mapIndexes = new WeakMap<YAMLMap, MapIndex>();
+
+function indexOf(map: YAMLMap): MapIndex {
+  let index = mapIndexes.get(map);
+  if (index) return index;
+  index = { own: new Map(), merges: [] };
   for (const item of map.items) {
-    if (!(isScalar(item.key) && item.key.source === '<<')) continue;
+    if (!isScalar(item.key)) continue;
+    if (item.key.source === '<<') index.merges.push(item);
+    if (typeof item.key.value !== 'symbol' && !index.own.has(String(item.key.value))) index.own.set(String(item.key.value), item);
+  }
+  mapIndexes.set(map, index);
+  return index;
+}
+
+/**
+ * The pair with key `key` in a map, also looking through `<<` merge keys (as `toJS` merges them).
+ * Indexed, so that locating every problem of a file with thousands of them stays linear.
+ */
+function findPair(doc: Document.Parsed, map: YAMLMap, key: string, depth: number): Pair | null {
+  const index = indexOf(map);
+  const own = index.own.get(key);
+  if (own || depth > 10) return own ?? null;
+  for (const item of index.merges) {
     const sources = isSeq(item.value) ? item.value.items : [item.value];
     for (const source of sources) {
       const target = isAlias(source) ? source.resolve(doc) : source;
@@ -263,30 +299,88 @@ function jsonSyntaxError(text: string): JsonSyntax | null {
   }
 }
 
-/** The text of the key a DUPLICATE_KEY error points at. */
-function keyAt(doc: Document.Parsed, offset: number): string | null {
-  let found: string | null = null;
-  visit(doc, {
-    Pair(_, pair) {
-      if (isScalar(pair.key) && pair.key.range?.[0] === offset) {
-        found = String(pair.key.value);
-        return visit.BREAK;
+/**
+ * The CST's nesting depth, measured without recursion (the parser that builds it keeps its own
+ * stack): the offset of the first node deeper than `limit`, or null.
+ */
+function tooDeep(tokens: readonly CST.Token[], limit: number): number | null {
+  const stack: Array<[CST.Token | undefined, number]> = tokens.map((t) => [t, 0]);
+  while (stack.length > 0) {
+    const [token, depth] = stack.pop()!;
+    if (token === undefined) continue;
+    if (depth > limit) return token.offset;
+    if (token.type === 'document') stack.push([token.value, depth]);
+    else if (token.type === 'block-map' || token.type === 'block-seq' || token.type === 'flow-collection') {
+      for (const item of token.items) {
+        if ('key' in item) stack.push([item.key ?? undefined, depth + 1]);
+        stack.push([item.value, depth + 1]);
       }
-      return undefined;
+    }
+  }
+  return null;
+}
+
+/**
+ * What `parseDocument` does — one document, a second one an error — with two guards first: a file
+ * nested deeper than {@link MAX_SPEC_NESTING} is refused before the document is built (see there),
+ * and duplicate keys are found here, in one pass, rather than by the YAML parser (which compares
+ * each key with every earlier one of its mapping: a mapping of 45,000 keys took 40 s).
+ */
+function parseYaml(file: string, body: string, lineCounter: LineCounter, merge: boolean): Document.Parsed {
+  const tokens = Array.from(new Parser(lineCounter.addNewLine).parse(body));
+  const deep = tooDeep(tokens, MAX_SPEC_NESTING);
+  if (deep !== null) {
+    throw problemsError(file, [
+      fileProblem(file, `nested more than ${MAX_SPEC_NESTING} levels deep`, 'a workflow spec nests a few levels: is this the right file?', positionAt(lineCounter, deep)),
+    ]);
+  }
+  let doc: Document.Parsed | null = null;
+  for (const next of new Composer({ uniqueKeys: false, prettyErrors: false, merge }).compose(tokens, true, body.length)) {
+    if (doc === null) {
+      doc = next;
+    } else {
+      doc.errors.push(new YAMLParseError([next.range[0], next.range[1]], 'MULTIPLE_DOCS', 'Source contains multiple documents'));
+      break;
+    }
+  }
+  const parsed = doc!;
+  let aliases = 0;
+  let firstAlias: number | null = null;
+  visit(parsed, {
+    Node(_, node) {
+      if (isAlias(node) || node.anchor !== undefined) {
+        aliases++;
+        if (firstAlias === null && aliases > MAX_SPEC_ALIASES) firstAlias = node.range?.[0] ?? 0;
+      }
+      if (!isMap(node)) return;
+      const seen = new Set<unknown>();
+      for (const { key } of node.items) {
+        if (!isScalar(key)) continue;
+        if (seen.has(key.value)) {
+          parsed.errors.push(Object.assign(new YAMLParseError([key.range?.[0] ?? 0, key.range?.[1] ?? 0], 'DUPLICATE_KEY', 'Map keys must be unique'), { key: String(key.value) }));
+        }
+        seen.add(key.value);
+      }
     },
   });
-  return found;
+  if (firstAlias !== null) {
+    throw problemsError(file, [
+      fileProblem(file, `${aliases} anchors and aliases, more than the ${MAX_SPEC_ALIASES} a workflow spec may use`, 'write the repeated parts out, or share them through fewer anchors', positionAt(lineCounter, firstAlias)),
+    ]);
+  }
+  return parsed;
 }
 
 /**
  * The YAML errors worth showing: every duplicate key, and the first syntax error (the parser's
- * recovery after one makes the later ones guesswork).
+ * recovery after one makes the later ones guesswork). Errors come in the order they were found:
+ * sorted by position with the problems.
  */
-function yamlProblems(file: string, doc: Document.Parsed, lineCounter: LineCounter, errors: readonly YAMLError[]): Located[] {
+function yamlProblems(file: string, lineCounter: LineCounter, errors: readonly YAMLError[]): Located[] {
   const duplicates = errors.filter((e) => e.code === 'DUPLICATE_KEY');
   const syntax = errors.find((e) => e.code !== 'DUPLICATE_KEY');
   return [...duplicates, ...(syntax ? [syntax] : [])].map((e) => {
-    const { message, hint } = yamlMessage(e, keyAt(doc, e.pos[0]));
+    const { message, hint } = yamlMessage(e, (e as YAMLError & { key?: string }).key ?? null);
     return fileProblem(file, message, hint, positionAt(lineCounter, e.pos[0]));
   });
 }
@@ -301,6 +395,7 @@ function yamlMessage(error: YAMLError, key: string | null): { message: string; h
     case 'TAB_AS_INDENT':
       return { message: `invalid YAML: ${message}`, hint: 'indent with spaces, not tabs' };
     default:
+      if (/Maximum call stack size exceeded/.test(message)) return { message: 'invalid YAML: nested too deeply', hint: 'a workflow spec nests a few levels: is this the right file?' };
       return { message: `invalid YAML: ${message}` };
   }
 }
@@ -331,14 +426,14 @@ export function parseWorkflowText(text: string, file: string): LoadedWorkflow {
       for (let i = body.indexOf('\n'); i >= 0; i = body.indexOf('\n', i + 1)) counter.addNewLine(i + 1);
       throw problemsError(file, [fileProblem(file, `invalid JSON: ${found.message}`, 'JSON has no comments and no trailing commas; strings and keys need double quotes', positionAt(counter, found.offset))]);
     }
-    const parsed = parseDocument(body, { lineCounter, uniqueKeys: true, prettyErrors: false });
+    const parsed = parseYaml(file, body, lineCounter, false);
     const duplicates = parsed.errors.filter((e) => e.code === 'DUPLICATE_KEY');
-    if (duplicates.length > 0) throw problemsError(file, yamlProblems(file, parsed, lineCounter, duplicates));
+    if (duplicates.length > 0) throw problemsError(file, yamlProblems(file, lineCounter, duplicates));
     // Valid JSON the YAML parser reads differently (rare) only costs the positions.
     doc = parsed.errors.length === 0 ? parsed : null;
   } else {
-    doc = parseDocument(body, { lineCounter, uniqueKeys: true, prettyErrors: false, merge: true });
-    if (doc.errors.length > 0) throw problemsError(file, yamlProblems(file, doc, lineCounter, doc.errors));
+    doc = parseYaml(file, body, lineCounter, true);
+    if (doc.errors.length > 0) throw problemsError(file, yamlProblems(file, lineCounter, doc.errors));
     for (const w of doc.warnings) warnings.push(`${prefix(file, positionAt(lineCounter, w.pos[0]))}${w.message}`);
     if (doc.contents === null) {
       throw problemsError(file, [fileProblem(file, 'the file is empty', 'a workflow needs at least name: and steps:')]);
