@@ -256,6 +256,7 @@ describe('loops doctor --json', () => {
       'data-dir',
       'database',
       'log-format',
+      'events',
       'projections',
       'daemon',
       'loops',

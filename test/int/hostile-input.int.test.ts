@@ -10,6 +10,7 @@
 import { describe, expect, it } from 'vitest';
 import { LoopsError, NotFoundError, ValidationError } from '../../src/events/errors.js';
 import { normalizeWorkflowSpec } from '../../src/workflow/spec.js';
+import { runDoctor } from '../../src/runtime/admin/doctor.js';
 import { verifyProjections } from '../../src/runtime/admin/projections.js';
 import { replayStream } from '../../src/runtime/admin/replay.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
@@ -75,6 +76,41 @@ describe('damaged data', () => {
     await expect(replayStream(runtime.log, `run:${run.id}`)).rejects.toThrow(message);
     expect(() => verifyProjections(runtime.db)).toThrow(message);
     await expect(replayStream(runtime.log, `run:${run.id}`)).rejects.toBeInstanceOf(LoopsError);
+  });
+
+  it('an unknown event type in one run: its replay fails closed naming run and version, doctor names the event, other runs replay and new runs go on', async () => {
+    const runtime = await useRuntime();
+    await createCommandLoop(runtime, { name: 'job', command: 'true', schedule: manual });
+    await createCommandLoop(runtime, { name: 'other', command: 'true', schedule: manual });
+    const damaged = await runNow(runtime, 'job');
+    const fine = await runNow(runtime, 'other');
+    const row = runtime.db.prepare("SELECT position, version FROM events WHERE stream_id = ? AND type = 'process.spawned'").get(`run:${damaged.id}`) as { position: number; version: number };
+    runtime.db.prepare("UPDATE events SET type = 'run.exploded' WHERE position = ?").run(row.position);
+    const replay = await replayStream(runtime.log, `run:${damaged.id}`);
+    expect(replay).toMatchObject({ ok: false, firstMismatch: row.version });
+    expect((await replayStream(runtime.log, `run:${fine.id}`)).ok).toBe(true);
+    const report = await runDoctor({ dataDir: runtime.dataDir, daemonEnv: () => null });
+    expect(report.checks.find((c) => c.id === 'events')).toMatchObject({
+      status: 'fail',
+      detail: `1 event cannot be read: event ${row.position} (run:${damaged.id} version ${row.version}, run.exploded): its type is unknown to this loops`,
+    });
+    // The damage stays in its stream: another run of the same loop starts, runs and is recorded.
+    expect((await runNow(runtime, 'job')).status).toBe('succeeded');
+  });
+
+  it('doctor: an event whose JSON does not parse and one of a newer schema version are named; a clean log is ok', async () => {
+    const runtime = await useRuntime();
+    await createCommandLoop(runtime, { name: 'job', command: 'true', schedule: manual });
+    const check = async () => (await runDoctor({ dataDir: runtime.dataDir, daemonEnv: () => null })).checks.find((c) => c.id === 'events');
+    expect(await check()).toMatchObject({ status: 'ok' });
+    const run = await runNow(runtime, 'job');
+    const rows = runtime.db.prepare('SELECT position, version, type FROM events WHERE stream_id = ? ORDER BY version').all(`run:${run.id}`) as Array<{ position: number; version: number; type: string }>;
+    runtime.db.prepare('UPDATE events SET data = ? WHERE position = ?').run('{"pid": 12', rows[2]!.position);
+    runtime.db.prepare('UPDATE events SET v = 99 WHERE position = ?').run(rows[3]!.position);
+    const result = await check();
+    expect(result?.status).toBe('fail');
+    expect(result?.detail).toContain(`2 events cannot be read: event ${rows[2]!.position} (run:${run.id} version 3, ${rows[2]!.type}): its stored JSON does not parse`);
+    expect(result?.detail).toMatch(/its schema v99 is newer than this loops knows \(v\d+\)/);
   });
 
   it('a dropped projection table is a difference verify reports, pointing to rebuild', async () => {

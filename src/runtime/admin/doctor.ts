@@ -23,7 +23,7 @@
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import type { CommandTarget, LoopAgentTarget, WorkflowTarget } from '../../events/catalog.js';
+import { isEventType, schemaVersion, type CommandTarget, type LoopAgentTarget, type WorkflowTarget } from '../../events/catalog.js';
 import { LOG_FORMAT_VERSION, openDatabase, type Db } from '../../events/db.js';
 import { FormatVersionError } from '../../events/errors.js';
 import type { WorkflowSpec } from '../../workflow/spec.js';
@@ -264,6 +264,7 @@ function checkDatabase(dataDir: string, dataDirExists: boolean): DatabaseResult 
     db.close();
     return { db: null, known: false, checks };
   }
+  checks.push(checkEvents(db));
   const pbase = { id: 'projections', title: 'projections', neededBy: [] as string[] };
   const stale = staleProjections(db);
   if (stale.length === 0) {
@@ -284,6 +285,34 @@ function checkDatabase(dataDir: string, dataDirExists: boolean): DatabaseResult 
     }
   }
   return { db, known: true, checks };
+}
+
+/**
+ * Events loops cannot read: data or meta that is not valid JSON, a type the catalogue does not know,
+ * or a schema version newer than this loops knows. Each such event stops replay, verify and rebuild of
+ * its stream (failing closed, naming it); the other streams are unaffected. One scan of the log.
+ */
+function checkEvents(db: Db): DoctorCheck {
+  const base = { id: 'events', title: 'events readable', neededBy: [] as string[] };
+  const bad: string[] = [];
+  let count = 0;
+  for (const e of db
+    .prepare<[], { position: number; stream_id: string; version: number; type: string; v: number; ok: number }>(
+      'SELECT position, stream_id, version, type, v, json_valid(data) AND json_valid(meta) AS ok FROM events',
+    )
+    .iterate()) {
+    const why = !e.ok ? 'its stored JSON does not parse' : !isEventType(e.type) ? 'its type is unknown to this loops' : e.v > schemaVersion(e.type) ? `its schema v${e.v} is newer than this loops knows (v${schemaVersion(e.type)})` : null;
+    if (why === null) continue;
+    count += 1;
+    if (bad.length < 3) bad.push(`event ${e.position} (${e.stream_id} version ${e.version}, ${e.type}): ${why}`);
+  }
+  if (count === 0) return { ...base, status: 'ok', detail: 'every event parses and has a known type and version' };
+  return {
+    ...base,
+    status: 'fail',
+    detail: `${plural(count, 'event')} cannot be read: ${bad.join('; ')}${count > bad.length ? '; …' : ''}`,
+    hint: 'replay, verify and rebuild of those streams fail closed, the rest work; a newer version: upgrade loops; damage: restore a backup (loops restore), or loops replay <run> to see the stream',
+  };
 }
 
 // ── daemon ──────────────────────────────────────────────────────────────────────────────────────────
