@@ -7,7 +7,12 @@
  *  - an event whose stored JSON is damaged makes replay and verify fail naming the event;
  *  - a dropped projection table is a difference `projections verify` reports (pointing to rebuild).
  */
+import { closeSync, openSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/events/db.js';
+import { SqliteEventLog } from '../../src/events/sqlite-log.js';
+import { findViolations } from '../../src/runtime/admin/invariants.js';
 import { LoopsError, NotFoundError, ValidationError } from '../../src/events/errors.js';
 import { normalizeWorkflowSpec } from '../../src/workflow/spec.js';
 import { runDoctor } from '../../src/runtime/admin/doctor.js';
@@ -111,6 +116,38 @@ describe('damaged data', () => {
     expect(result?.status).toBe('fail');
     expect(result?.detail).toContain(`2 events cannot be read: event ${rows[2]!.position} (run:${run.id} version 3, ${rows[2]!.type}): its stored JSON does not parse`);
     expect(result?.detail).toMatch(/its schema v99 is newer than this loops knows \(v\d+\)/);
+  });
+
+  it('a damaged page: doctor fails the database check with what integrity_check found, and the invariant checker reports it first', async () => {
+    const runtime = await useRuntime();
+    await createCommandLoop(runtime, { name: 'job', command: 'true', schedule: manual });
+    for (let i = 0; i < 3; i++) await runNow(runtime, 'job');
+    runtime.db.pragma('wal_checkpoint(TRUNCATE)');
+    const pageSize = runtime.db.pragma('page_size', { simple: true }) as number;
+    const root = (runtime.db.prepare("SELECT rootpage FROM sqlite_master WHERE name = 'loop_runs'").get() as { rootpage: number }).rootpage;
+    // Garbage over the cell area of the loop_runs table's page (a projection: the log is intact).
+    const file = join(runtime.dataDir, 'loops.db');
+    const fd = openSync(file, 'r+');
+    writeSync(fd, Buffer.alloc(pageSize - 200, 0xa5), 0, pageSize - 200, (root - 1) * pageSize + 100);
+    closeSync(fd);
+    const report = await runDoctor({ dataDir: runtime.dataDir, daemonEnv: () => null });
+    const database = report.checks.find((c) => c.id === 'database');
+    expect(database?.status).toBe('fail');
+    expect(database?.detail).toMatch(/PRAGMA integrity_check found \d+ problems?: /);
+    expect(database?.hint).toMatch(/restore a backup/);
+    const db = openDatabase(file);
+    try {
+      const violations = (() => {
+        try {
+          return findViolations(db, new SqliteEventLog(db, { handlers: [] }), { processes: false });
+        } catch (error) {
+          return [`threw: ${(error as Error).message}`];
+        }
+      })();
+      expect(violations[0]).toMatch(/^integrity_check: /);
+    } finally {
+      db.close();
+    }
   });
 
   it('a dropped projection table is a difference verify reports, pointing to rebuild', async () => {

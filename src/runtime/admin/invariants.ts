@@ -69,8 +69,14 @@ export function findViolations(db: Db, store: EventStore, options: InvariantOpti
   const out: string[] = [];
   // 0. SQLite's own check of the file (pages, indexes, free list).
   if (options.integrity !== false) {
-    const rows = db.prepare<[], { integrity_check: string }>('PRAGMA integrity_check').all();
-    if (rows.length !== 1 || rows[0]!.integrity_check !== 'ok') for (const r of rows.slice(0, 20)) out.push(`integrity_check: ${r.integrity_check}`);
+    // A damaged file is reported alone: the checks below would read garbage or throw.
+    try {
+      const rows = db.prepare<[], { integrity_check: string }>('PRAGMA integrity_check').all();
+      if (rows.length !== 1 || rows[0]!.integrity_check !== 'ok') for (const r of rows.slice(0, 20)) out.push(`integrity_check: ${r.integrity_check}`);
+    } catch (error) {
+      out.push(`integrity_check: ${(error as Error).message}`);
+    }
+    if (out.length > 0) return out;
   }
   // Archived streams (loops prune --archive) begin with their stream.archived tombstone at
   // toVersion + 1; what their deleted events said is in the tombstone.
