@@ -10,7 +10,7 @@
  * each test measures are printed (FAULTS lines) for docs/faults-results.md.
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, openSync, readFileSync, rmSync, statfsSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { liveGroupMembers } from '../helpers/proc.js';
@@ -285,4 +285,144 @@ describe.skipIf(!tmpfs)('disk full (the data directory on a 16 MiB tmpfs)', () =
     expect(runs(s).filter((r) => ['claimed', 'spawning', 'running'].includes(r.status))).toEqual([]);
     verify(s);
   }, 90_000);
+});
+
+interface Decision {
+  decision: string;
+  slot_from: string;
+  slot_to: string;
+  count: number;
+}
+
+/** A loop's slot decisions (the slot_decisions projection), in slot order. */
+function decisions(s: Sandbox, loop: string): Decision[] {
+  const id = s.json<{ id: string }>(['show', loop]).id;
+  const db = s.db();
+  try {
+    return db.prepare('SELECT decision, slot_from, slot_to, count FROM slot_decisions WHERE loop_id = ? ORDER BY slot_from').all(id) as Decision[];
+  } finally {
+    db.close();
+  }
+}
+
+/** Every slot of an every-`stepMs` loop decided once: each decision starts one step after the last one ended. */
+function expectContiguous(list: Decision[], stepMs: number): void {
+  const breaks = list.slice(1).flatMap((d, i) => {
+    const gap = Date.parse(d.slot_from) - Date.parse(list[i]!.slot_to);
+    return gap === stepMs ? [] : [`${list[i]!.decision} ${list[i]!.slot_to} → ${d.decision} ${d.slot_from} (${gap} ms)`];
+  });
+  expect(breaks).toEqual([]);
+}
+
+// ── the database locked beyond the busy timeout ────────────────────────────────────────────────
+
+const BUSY_LINE = 'loops: the database is busy (another loops process holds the write lock); retry in a moment\n';
+
+/** A command run asynchronously (the lock holder is this process: spawnSync would wait it out alone). */
+function runAsync(s: Sandbox, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return s.start(args).exited;
+}
+
+describe('the database locked beyond the busy timeout (another connection holds BEGIN EXCLUSIVE for 12 s)', () => {
+  it('every writing command exits 75 with one clear line and writes nothing; the daemon backs off, then decides every slot due meanwhile by its catch-up policy', async () => {
+    const s = sandbox();
+    const dir = tempDir();
+    const spec = (name: string, run = 'true') => {
+      const file = join(dir, `${name}-${run.length}.yaml`);
+      writeFileSync(file, `name: ${name}\nsteps:\n  - id: a\n    run: "${run}"\n`);
+      return file;
+    };
+    for (const args of [
+      ['each', '--every', '1s', '--catch-up', 'all', '--cmd', 'true'],
+      ['latest', '--every', '1s', '--catch-up', 'latest', '--cmd', 'true'],
+      ['man', '--manual', '--cmd', 'true'],
+      ['victim', '--manual', '--cmd', 'true'],
+      ['paused', '--manual', '--cmd', 'true'],
+      // Its lease outlives the lock: its runner keeps it (a lock outlasting a run's lease lets another runner adopt the run).
+      ['long', '--manual', '--cmd', 'sleep 600', '--lease', '5m'],
+    ]) {
+      const r = s.run(['create', 'command', ...args]);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    expect(s.run(['pause', 'paused']).code).toBe(0);
+    expect(s.run(['workflows', 'create', spec('wf')]).code).toBe(0);
+    const daemon = startDaemon(s);
+    await waitForRuns(s, 'each', (l) => l.filter((r) => r.status === 'succeeded').length >= 2, 30_000, '2 runs of each');
+    const long = s.start(['run-now', 'long']);
+    const [going] = await waitForRuns(s, 'long', (l) => l[0]?.status === 'running', 20_000, 'long running');
+
+    // Every command that writes: each must be refused whole.
+    const writers: Array<[string, string[]]> = [
+      ['create', ['create', 'command', 'new', '--manual', '--cmd', 'true']],
+      ['pause', ['pause', 'victim']],
+      ['resume', ['resume', 'paused']],
+      ['stop', ['stop', 'victim']],
+      ['archive', ['archive', 'victim']],
+      ['remove', ['remove', 'victim']],
+      ['run-now', ['run-now', 'man']],
+      ['cancel', ['cancel', going!.id]],
+      ['tick', ['tick']],
+      ['prune', ['prune', '--keep-last', '1']],
+      ['workflows create', ['workflows', 'create', spec('wf2')]],
+      ['workflows update', ['workflows', 'update', 'wf', spec('wf', 'exit 0')]],
+      ['workflows run', ['workflows', 'run', 'wf']],
+      ['workflows archive', ['workflows', 'archive', 'wf']],
+      ['accounts add', ['accounts', 'add', 'acc', '--tool', 'claude', '--dir', dir]],
+      ['projections rebuild', ['projections', 'rebuild']],
+    ];
+    const runFolders = () => readdirSync(join(s.dataDir, 'runs')).sort();
+    const lock = s.db();
+    let lockedMs = 0;
+    let lockedAt = 0;
+    try {
+      lock.exec('BEGIN EXCLUSIVE');
+      lockedAt = Date.now();
+      const count = () => (lock.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n;
+      const before = { events: count(), folders: runFolders() };
+      const results = await Promise.all(writers.map(([, args]) => runAsync(s, args)));
+      const wrong = writers.flatMap(([name], i) => {
+        const r = results[i]!;
+        return r.code === 75 && r.stderr === BUSY_LINE && r.stdout === '' ? [] : [`${name}: exit ${r.code}, stderr ${JSON.stringify(r.stderr)}, stdout ${JSON.stringify(r.stdout.slice(0, 200))}`];
+      });
+      expect(wrong).toEqual([]);
+      // The daemon meets the lock too: degraded (busy), backing off.
+      let st = status(s);
+      await waitFor(() => (st = status(s)).view.degraded?.kind === 'busy', 15_000, 'daemon status: degraded, busy');
+      expect(st.code).toBe(1);
+      expect(st.view.problem).toMatch(/^degraded since \S+: the database is locked by another connection beyond the busy timeout/);
+      const cpuBefore = cpuMs(daemon);
+      await waitFor(() => Date.now() - lockedAt >= 12_000, 15_000, '12 s of lock');
+      lockedMs = Date.now() - lockedAt;
+      figure('busy.daemon_while_locked', { lockedMs, failedWrites: status(s).view.degraded?.failures ?? null, cpuMsLast: cpuMs(daemon) - cpuBefore });
+      // Nothing was written by anyone meanwhile.
+      expect({ events: count(), folders: runFolders() }).toEqual(before);
+    } finally {
+      if (lock.inTransaction) lock.exec('ROLLBACK');
+      lock.close();
+    }
+    const releasedAt = Date.now();
+    await waitFor(() => status(s).view.healthy, 30_000, 'daemon status healthy again');
+    const healthyMs = Date.now() - releasedAt;
+    // catch-up all: every slot of the locked seconds fired once and ran; no slot of either loop
+    // left undecided or decided twice.
+    await waitForRuns(s, 'each', (l) => l.some((r) => Date.parse(r.slot) >= releasedAt) && !l.some((r) => r.status !== 'succeeded'), 60_000, 'each caught up');
+    const each = decisions(s, 'each');
+    expectContiguous(each, 1000);
+    expectContiguous(decisions(s, 'latest'), 1000);
+    const locked = each.filter((d) => Date.parse(d.slot_from) >= lockedAt && Date.parse(d.slot_to) < releasedAt);
+    expect(locked.every((d) => d.decision === 'fired'), JSON.stringify(locked.filter((d) => d.decision !== 'fired'))).toBe(true);
+    const caughtUp = locked.length;
+    // catch-up latest: the locked seconds coalesced into one run.
+    const coalesced = s.json<Array<{ type: string; data: { count: number } }>>(['events', 'latest']).filter((e) => e.type === 'slot.coalesced').map((e) => e.data.count);
+    figure('busy.after_release', { healthyMs, eachSlotsFiredFromLockedSpan: caughtUp, latestCoalesced: coalesced });
+    expect(caughtUp).toBeGreaterThanOrEqual(Math.floor(lockedMs / 1000) - 2);
+    expect(coalesced.some((n) => n >= 5)).toBe(true);
+
+    // The run-now that held on through the lock is cancelled now (its lease renewals failed meanwhile).
+    expect(s.run(['cancel', going!.id]).code).toBe(0);
+    expect((await long.exited).code).toBe(5);
+    const stop = s.run(['daemon', 'stop']);
+    expect(stop.code, stop.stderr).toBe(0);
+    verify(s);
+  }, 180_000);
 });

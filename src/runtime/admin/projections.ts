@@ -3,7 +3,7 @@
  * (rebuild into a scratch in-memory database and compare with the live tables row by row).
  */
 import Database from 'better-sqlite3';
-import { cached, type Db } from '../../events/db.js';
+import { cached, writeTransaction, type Db } from '../../events/db.js';
 import { iterateEvents } from '../../events/sqlite-log.js';
 import type { StoredEvent } from '../../events/types.js';
 import { inlineHandler, projections as allProjections, retiredProjections } from '../../projections/registry.js';
@@ -46,8 +46,8 @@ export interface RebuildResult {
 /** Drops and rebuilds projections from the log in one transaction. */
 export function rebuildProjections(db: Db, names?: ReadonlyArray<string>): RebuildResult {
   const list = select(names);
-  return db
-    .transaction((): RebuildResult => {
+  // One write transaction (BEGIN IMMEDIATE): a lock held past the busy timeout is the busy error (exit 75).
+  return writeTransaction(db, (): RebuildResult => {
       for (const retired of retiredProjections) {
         for (const table of retired.tables) db.exec(`DROP TABLE IF EXISTS ${table}`);
         db.prepare('DELETE FROM projections WHERE name = ?').run(retired.name);
@@ -65,8 +65,7 @@ export function rebuildProjections(db: Db, names?: ReadonlyArray<string>): Rebui
         }
       }
       return { projections: list.map((p) => p.name), events, rows };
-    })
-    .immediate();
+    });
 }
 
 export interface TableDiff {

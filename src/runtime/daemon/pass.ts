@@ -393,6 +393,7 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
   const started: QueueItem[] = [];
   const runs: RunView[] = [];
   let fired = new Set<string>();
+  let failure: Error | null = null;
   const dispatcher = new Dispatcher(runtime, {
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
@@ -409,7 +410,9 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
     onError: (_item, error) => {
       // A run this pass took over, or claimed, and lost to another runner since: theirs to record.
       if (error instanceof LeaseLostError) return;
-      throw error;
+      // Reported once the pass is done (thrown here, in a run's promise, it was an unhandled
+      // rejection: a stack trace and exit 1 instead of, say, the busy error's exit 75).
+      failure ??= error;
     },
   });
   // What runners that are gone left behind first (its retries are queued work of this pass), then
@@ -427,5 +430,6 @@ export async function tick(runtime: Runtime, options: TickOptions = {}): Promise
   } finally {
     dispatcher.close();
   }
+  if (failure) throw failure;
   return result;
 }
