@@ -9,20 +9,21 @@
  * what they leave (`runs --json`, `daemon status --json`, /proc), never by sleeping. The figures
  * each test measures are printed (FAULTS lines) for docs/faults-results.md.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { liveGroupMembers } from '../helpers/proc.js';
-import { canMountTmpfs, requirePrerequisite } from '../helpers/prerequisite.js';
+import { canMountTmpfs, canSetpriv, requirePrerequisite } from '../helpers/prerequisite.js';
 import { tempDir } from '../helpers/tmp.js';
 import { waitFor } from '../helpers/wait.js';
-import { Sandbox, pidAlive, useSandboxes } from './cli-helpers.js';
+import { BIN, Sandbox, pidAlive, useSandboxes } from './cli-helpers.js';
 
 const sandbox = useSandboxes();
 const groups = new Set<number>();
 const mounts: string[] = [];
 const daemons: Sandbox[] = [];
+const escaped = new Set<number>();
 
 afterAll(() => {
   // Before the sandboxes are removed (useSandboxes' afterAll runs after this one): nothing may keep
@@ -41,6 +42,8 @@ afterAll(() => {
     }
   }
   for (const dir of mounts) spawnSync('umount', ['-l', dir]);
+  // Processes of another uid that loops could not stop (the EPERM test): stopped here, by pid.
+  for (const pid of escaped) if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
 });
 
 /** Prints one measured figure (collected into docs/faults-results.md). */
@@ -425,4 +428,68 @@ describe('the database locked beyond the busy timeout (another connection holds 
     expect(stop.code, stop.stderr).toBe(0);
     verify(s);
   }, 180_000);
+});
+
+// ── EPERM on signal ────────────────────────────────────────────────────────────────────────────
+
+const setpriv = requirePrerequisite('setpriv to another uid (root, util-linux) for the EPERM test', canSetpriv);
+
+/** loops run under `setpriv` without CAP_KILL: root, but it may signal only its own uid's processes. */
+const NO_KILL = ['--bounding-set=-kill', '--inh-caps=-kill'];
+/** A command whose process runs as nobody (65534): a runner without CAP_KILL gets EPERM signalling it. */
+const AS_NOBODY = 'setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600';
+
+describe.skipIf(!setpriv)('EPERM on signal (a run\'s process of another uid, a runner without CAP_KILL)', () => {
+  it('timeout (daemon) and cancel (run-now): the run ends, recorded honestly — "could not signal pid N (uid 65534) …: EPERM … may still be running" — no crash, nothing left running; verify passes', async () => {
+    const s = sandbox();
+    for (const args of [
+      ['timeout', '--every', '2s', '--timeout', '2s', '--kill-grace', '1s', '--cmd', AS_NOBODY],
+      ['cancel', '--manual', '--kill-grace', '1s', '--cmd', AS_NOBODY],
+    ]) {
+      const r = s.run(['create', 'command', ...args]);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    daemons.push(s);
+    const started = spawnSync('setpriv', [...NO_KILL, process.execPath, BIN, 'daemon', 'start'], { env: s.env(), encoding: 'utf8' });
+    expect(started.status, started.stderr).toBe(0);
+    const daemon = s.daemonPid()!;
+    // Root, without CAP_KILL (bit 5) in its effective set.
+    const capEff = BigInt(`0x${/^CapEff:\s+([0-9a-f]+)$/m.exec(readFileSync(`/proc/${daemon}/status`, 'utf8'))![1]}`);
+    expect(capEff & 0x20n).toBe(0n);
+
+    // The timeout: SIGTERM and SIGKILL reach the wrapper, not the process of uid 65534.
+    const [timedOut] = await waitForRuns(s, 'timeout', (l) => l.some((r) => r.status === 'timed_out'), 60_000, 'a timed-out run');
+    expect(s.run(['pause', 'timeout']).code).toBe(0);
+    const denied = (r: Run) => {
+      const m = /could not signal pid (\d+) \(uid 65534\) \((SIGTERM, SIGKILL)\): EPERM \(operation not permitted\); it may still be running/.exec(r.error ?? '');
+      expect(m, r.error ?? '').not.toBeNull();
+      escaped.add(Number(m![1]));
+      return Number(m![1]);
+    };
+    const stray = denied(runs(s, 'timeout').find((r) => r.status === 'timed_out')!);
+    expect(timedOut).toBeDefined();
+    expect(readFileSync(`/proc/${stray}/status`, 'utf8')).toMatch(/^Uid:\s+65534\b/m);
+
+    // The cancel: a run-now without CAP_KILL, cancelled from another terminal.
+    const runNow = spawn('setpriv', [...NO_KILL, process.execPath, BIN, 'run-now', 'cancel'], { env: s.env(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    runNow.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const runNowExit = new Promise<number | null>((resolve) => runNow.once('close', resolve));
+    const [going] = await waitForRuns(s, 'cancel', (l) => l[0]?.status === 'running' && l[0]!.pid !== null, 30_000, 'the run-now running');
+    expect(s.run(['cancel', going!.id, '--reason', 'eperm test']).code).toBe(0);
+    expect(await runNowExit).toBe(5);
+    const cancelled = runs(s, 'cancel')[0]!;
+    expect(cancelled.status).toBe('cancelled');
+    expect(cancelled.error).toMatch(/^cancelled: eperm test; could not signal pid \d+ \(uid 65534\)/);
+    expect(stderr).toMatch(/could not signal pid \d+ \(uid 65534\)/);
+    denied(cancelled);
+    figure('eperm', { timedOutError: runs(s, 'timeout').find((r) => r.status === 'timed_out')!.error, cancelledError: cancelled.error });
+
+    // No crash, nothing left running, the log holds.
+    expect(pidAlive(daemon)).toBe(true);
+    expect(runs(s).filter((r) => ['claimed', 'spawning', 'running'].includes(r.status))).toEqual([]);
+    const stop = s.run(['daemon', 'stop']);
+    expect(stop.code, stop.stderr).toBe(0);
+    verify(s);
+  }, 120_000);
 });

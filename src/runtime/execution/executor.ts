@@ -476,13 +476,17 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
           stdoutBytes: stdoutTail.total,
           stderrBytes: stderrTail.total,
           durationMs: Math.max(0, Math.round(clock.monotonic() - startedMono)),
-          error: unknown
-            ? unknown
-            : stopped
-            ? `${stopped}${sig ? `; process killed by ${sig}` : exitCode !== null ? `; it then exited with code ${exitCode}` : ''}`
-            : idle
-            ? `no output for ${formatDuration(spec.idleTimeoutMs!)} (idle timeout)${sig ? `; process killed by ${sig}` : ''}`
-            : notFoundHint(describeExit({ exitCode, signal: sig, timedOut, cancelled, cancelReason, timeoutMs: spec.deadline?.timeoutMs ?? null }), spec.shell && exitCode === 127, path),
+          // A member loops may not signal (EPERM: another user's) is said, not hidden behind "killed".
+          error: withNote(
+            unknown
+              ? unknown
+              : stopped
+              ? `${stopped}${sig ? `; process killed by ${sig}` : exitCode !== null ? `; it then exited with code ${exitCode}` : ''}`
+              : idle
+              ? `no output for ${formatDuration(spec.idleTimeoutMs!)} (idle timeout)${sig ? `; process killed by ${sig}` : ''}`
+              : notFoundHint(describeExit({ exitCode, signal: sig, timedOut, cancelled, cancelReason, timeoutMs: spec.deadline?.timeoutMs ?? null }), spec.shell && exitCode === 127, path),
+            terminator.deniedNote(),
+          ),
         });
       };
       // Streams normally close right after exit; a grandchild that escaped the group may keep
@@ -671,6 +675,10 @@ function describeExit(x: {
   if (x.signal) return `killed by signal ${x.signal}`;
   if (x.exitCode !== null && x.exitCode !== 0) return `exited with code ${x.exitCode}`;
   return null;
+}
+
+function withNote(error: string | null, note: string | null): string | null {
+  return note === null ? error : error === null ? note : `${error}; ${note}`;
 }
 
 /** A shell's exit 127 is its "command not found": say so, with the PATH it searched. */

@@ -12,7 +12,14 @@
  * The leader's identity is checked before every signal, so a reused pid is never signalled. When
  * the leader exits on its own, anything it left behind in its group is stopped the same way, and
  * the pending SIGKILL is dropped as soon as the group is gone.
+ *
+ * A member this runner may not signal — another user's process (a command run through setpriv,
+ * su or a setuid program, under a runner without CAP_KILL): kill() says EPERM — cannot be stopped
+ * by loops. It is noted when the group is signalled, and `deniedNote()` says so for the run's
+ * record ("could not signal pid N (uid U) …: EPERM …; it may still be running") instead of a
+ * record that only says the process was killed.
  */
+import { readFileSync } from 'node:fs';
 import type { Clock, TimerHandle } from '../clock.js';
 import { descendants, identityNow, isSameProcessAlive, liveGroupMembers, processGroup, processStartTime, groupAlive, type ProcessIdentity, signalGroup } from './process-info.js';
 
@@ -26,6 +33,8 @@ export class GroupTerminator {
   private lateTerm: TimerHandle | null = null;
   private kill: TimerHandle | null = null;
   private started = false;
+  /** Processes a signal to which was refused (EPERM), by pid: who they are, whose, which signals. */
+  private readonly denied = new Map<number, { id: ProcessIdentity; uid: string | null; signals: Set<string> }>();
 
   /**
    * @param leader the group leader (the exit-status wrapper): its pid is the group id.
@@ -53,19 +62,19 @@ export class GroupTerminator {
       termed.add(child);
       if (processGroup(child) !== pid && !this.strays.has(child)) this.strays.set(child, identityNow(child, processStartTime(child)));
     }
-    signalGroup(pid, 'SIGTERM');
-    for (const [child, id] of this.strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGTERM');
+    this.signalGroup('SIGTERM');
+    for (const [child, id] of this.strays) if (isSameProcessAlive(id)) this.signal(child, 'SIGTERM');
     this.started = true;
     if (this.lateTerm === null) {
       this.lateTerm = this.clock.setTimeout(() => {
-        for (const child of descendants(pid)) if (!termed.has(child) && processGroup(child) === pid) signalProcess(child, 'SIGTERM');
+        for (const child of descendants(pid)) if (!termed.has(child) && processGroup(child) === pid) this.signal(child, 'SIGTERM');
       }, LATE_TERM_MS);
     }
     if (this.kill === null) {
       this.kill = this.clock.setTimeout(() => {
         this.kill = null;
-        if (groupAlive(pid)) signalGroup(pid, 'SIGKILL');
-        for (const [child, id] of this.strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGKILL');
+        if (groupAlive(pid)) this.signalGroup('SIGKILL');
+        for (const [child, id] of this.strays) if (isSameProcessAlive(id)) this.signal(child, 'SIGKILL');
       }, this.graceMs);
     }
   }
@@ -81,13 +90,13 @@ export class GroupTerminator {
   leaderExited(): Promise<void> {
     if (groupAlive(this.leader)) {
       this.started = true;
-      signalGroup(this.leader, 'SIGTERM');
-      for (const [child, id] of this.strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGTERM');
+      this.signalGroup('SIGTERM');
+      for (const [child, id] of this.strays) if (isSameProcessAlive(id)) this.signal(child, 'SIGTERM');
       if (this.kill === null) {
         this.kill = this.clock.setTimeout(() => {
           this.kill = null;
-          if (groupAlive(this.leader)) signalGroup(this.leader, 'SIGKILL');
-          for (const [child, id] of this.strays) if (isSameProcessAlive(id)) signalProcess(child, 'SIGKILL');
+          if (groupAlive(this.leader)) this.signalGroup('SIGKILL');
+          for (const [child, id] of this.strays) if (isSameProcessAlive(id)) this.signal(child, 'SIGKILL');
         }, this.graceMs);
       }
     }
@@ -111,6 +120,41 @@ export class GroupTerminator {
     });
   }
 
+  /**
+   * Signals the group, then notes the members the signal could not reach: a group kill succeeds
+   * when any member got it, so each live member is asked (kill 0) whether it may be signalled.
+   */
+  private signalGroup(signal: NodeJS.Signals): void {
+    signalGroup(this.leader, signal);
+    for (const member of liveGroupMembers(this.leader)) {
+      const known = this.denied.get(member);
+      if (known) known.signals.add(signal);
+      else if (signalError(member, 0) === 'EPERM') this.deny(member, signal);
+    }
+  }
+
+  private signal(pid: number, signal: NodeJS.Signals): void {
+    if (signalError(pid, signal) === 'EPERM') this.deny(pid, signal);
+  }
+
+  private deny(pid: number, signal: NodeJS.Signals): void {
+    const known = this.denied.get(pid);
+    if (known) known.signals.add(signal);
+    else this.denied.set(pid, { id: identityNow(pid, processStartTime(pid)), uid: uidOf(pid), signals: new Set([signal]) });
+  }
+
+  /**
+   * The processes a signal was refused to (EPERM) that still run, said for the run's record, or
+   * null: "could not signal pid 123 (uid 65534) (SIGTERM, SIGKILL): EPERM (operation not
+   * permitted); it may still be running".
+   */
+  deniedNote(): string | null {
+    const alive = [...this.denied].filter(([, d]) => isSameProcessAlive(d.id));
+    if (alive.length === 0) return null;
+    const who = alive.map(([pid, d]) => `pid ${pid}${d.uid !== null ? ` (uid ${d.uid})` : ''} (${[...d.signals].join(', ')})`).join(', ');
+    return `could not signal ${who}: EPERM (operation not permitted); ${alive.length === 1 ? 'it' : 'they'} may still be running`;
+  }
+
   /** Forgets the pending signals (the runner is stopping and leaves the group to the next one). */
   dispose(): void {
     if (this.kill !== null) this.clock.clearTimeout(this.kill);
@@ -125,10 +169,25 @@ export class GroupTerminator {
 }
 
 export function signalProcess(pid: number, signal: NodeJS.Signals): void {
+  signalError(pid, signal);
+}
+
+/** Sends `signal` (0: only asks) and returns the error code when it failed (ESRCH: gone; EPERM: not ours), else null. */
+function signalError(pid: number, signal: NodeJS.Signals | 0): string | null {
   try {
     process.kill(pid, signal);
+    return null;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code ?? 'unknown';
+  }
+}
+
+/** The real uid of a process, from /proc (null elsewhere or when gone). */
+function uidOf(pid: number): string | null {
+  try {
+    return /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? null;
   } catch {
-    // gone
+    return null;
   }
 }
 
