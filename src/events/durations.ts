@@ -10,8 +10,14 @@ const UNITS: Record<string, number> = {
 };
 
 /**
+ * The longest duration loops takes (100 years): longer ones are typos, and past the range of a
+ * date (and of a timer) they would fail where they are used, not where they were given.
+ */
+export const MAX_DURATION_MS = 5200 * UNITS.w!;
+
+/**
  * Parses `500ms`, `90s`, `15m`, `1h30m`, `2d`, `1w` (units may be combined, largest first).
- * A bare number is rejected: `--timeout 30` is ambiguous.
+ * A bare number is rejected: `--timeout 30` is ambiguous. At most {@link MAX_DURATION_MS}.
  */
 export function parseDuration(input: string, flag = 'duration'): number {
   const text = input.trim().toLowerCase();
@@ -34,6 +40,7 @@ export function parseDuration(input: string, flag = 'duration'): number {
   }
   const ms = Math.round(total);
   if (ms <= 0) throw new ValidationError(`${flag}: duration must be greater than zero, got ${JSON.stringify(input)}`);
+  if (ms > MAX_DURATION_MS) throw new ValidationError(`${flag}: ${JSON.stringify(input)} is longer than 5200w (100 years), the longest duration loops takes`);
   return ms;
 }
 

@@ -12,9 +12,10 @@
  *
  * It lives in src/events, not src/scheduling, because the catalogue validates the names recorded in
  * events and src/events may import only src/events (scripts/check-layers.mjs); src/scheduling/policies.ts
- * re-exports it for every layer above. Pure data, no imports. How to add a policy:
+ * re-exports it for every layer above. Pure data (its one import: the longest duration). How to add a policy:
  * docs/architecture.md, "How to add an overlap policy".
  */
+import { MAX_DURATION_MS } from './durations.js';
 
 /** A family of named policies: the `create` flag that picks one, what it decides, its default. */
 export interface PolicyFamily<Name extends string, Rule> {
@@ -120,9 +121,14 @@ export const RETRY = {
   maxRetryDelay: { flag: '--max-retry-delay', defaultMs: null, description: 'the longest wait between attempts' },
 } as const;
 
-/** The wait before attempt `next` (2, 3, …): delayMs × backoff^(next−2), at most maxDelayMs. Loops and workflow steps both use it. */
+/**
+ * The wait before attempt `next` (2, 3, …): delayMs × backoff^(next−2), at most maxDelayMs and at
+ * most MAX_DURATION_MS (100 years) — --attempts 100 --backoff 10 grows past any date, and the
+ * dueAt of such a retry was an invalid date that threw where it was written. Loops and workflow
+ * steps both use it.
+ */
 export function backoffDelay(delayMs: number, backoff: number, maxDelayMs: number | null, next: number): number {
-  const delay = Math.round(delayMs * backoff ** Math.max(0, next - 2));
+  const delay = delayMs <= 0 ? 0 : Math.min(Math.round(delayMs * backoff ** Math.max(0, next - 2)), MAX_DURATION_MS);
   return maxDelayMs === null ? delay : Math.min(delay, maxDelayMs);
 }
 

@@ -1,3 +1,5 @@
+import { readFileSync, statSync } from 'node:fs';
+
 /**
  * The one injected source of time. Wall time (`now`) drives schedules; monotonic time drives
  * timeouts and back-offs. Tests use `SimulatedClock` and advance it explicitly.
@@ -17,11 +19,34 @@ export function isoNow(clock: Clock): string {
   return new Date(clock.now()).toISOString();
 }
 
+/** The longest delay a Node timer takes (2^31 − 1 ms, 24.8 days): a longer one fires after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A timer longer than Node's: re-armed in steps of at most MAX_TIMER_MS until it is due. */
+interface LongTimer {
+  readonly id: number;
+  current: ReturnType<typeof globalThis.setTimeout>;
+}
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   monotonic: () => performance.now(),
-  setTimeout: (fn, ms) => globalThis.setTimeout(fn, ms),
-  clearTimeout: (handle) => globalThis.clearTimeout(handle as ReturnType<typeof globalThis.setTimeout>),
+  setTimeout: (fn, ms) => {
+    if (!(ms > MAX_TIMER_MS)) return globalThis.setTimeout(fn, ms);
+    // A run's --timeout 30d (or a workflow's timeout, a retry 30 days away) fired at once before.
+    const due = performance.now() + ms;
+    const step = (): ReturnType<typeof globalThis.setTimeout> => {
+      const left = due - performance.now();
+      return left > MAX_TIMER_MS ? globalThis.setTimeout(() => (timer.current = step()), MAX_TIMER_MS) : globalThis.setTimeout(fn, Math.max(0, left));
+    };
+    const timer: LongTimer = { id: 0, current: undefined as unknown as ReturnType<typeof globalThis.setTimeout> };
+    timer.current = step();
+    return timer;
+  },
+  clearTimeout: (handle) => {
+    const long = handle as Partial<LongTimer>;
+    globalThis.clearTimeout((long.current ?? handle) as ReturnType<typeof globalThis.setTimeout>);
+  },
 };
 
 interface SimTimer {
@@ -94,4 +119,42 @@ export class SimulatedClock implements Clock {
 export function shiftedClock(startIso: string): Clock {
   const offset = Date.parse(startIso) - Date.now();
   return { ...systemClock, now: () => Date.now() + offset };
+}
+
+/**
+ * FOR TESTS ONLY (`LOOPS_TEST_CLOCK_OFFSET_FILE`): `base` with its wall clock moved by the number of
+ * milliseconds the file holds (missing or empty: 0), re-read whenever the file changes (looked at
+ * at most every 50 ms) — so a test can step a running daemon's wall clock forward or back, as an
+ * NTP step or a resume from suspend would, while monotonic time and timers stay the real ones
+ * (which is what such a jump leaves alone). loops reads wall time only through its Clock, so this
+ * is the whole of what such a jump changes for it; process start times and file times do not move.
+ */
+export function offsetFileClock(file: string, base: Clock = systemClock, read: (file: string) => { mtimeMs: number; text: () => string } | null = statText): Clock {
+  let offset = 0;
+  let seen = -1;
+  let lookedAt = -Infinity;
+  const current = (): number => {
+    const mono = base.monotonic();
+    if (mono - lookedAt >= 50) {
+      lookedAt = mono;
+      const st = read(file);
+      const stamp = st ? st.mtimeMs : -2;
+      if (stamp !== seen) {
+        seen = stamp;
+        const value = st ? Number(st.text().trim() || '0') : 0;
+        offset = Number.isFinite(value) ? value : 0;
+      }
+    }
+    return offset;
+  };
+  return { ...base, now: () => base.now() + current() };
+}
+
+function statText(file: string): { mtimeMs: number; text: () => string } | null {
+  try {
+    const { mtimeMs, size } = statSync(file);
+    return { mtimeMs: mtimeMs + size / 1e6, text: () => readFileSync(file, 'utf8') };
+  } catch {
+    return null;
+  }
 }
