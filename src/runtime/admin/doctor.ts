@@ -704,13 +704,12 @@ export function checkStoredSecrets(
 function olderVersions(db: Db, workflows: readonly WorkflowView[]): Array<{ name: string; version: number; spec: WorkflowSpec }> {
   const out: Array<{ name: string; version: number; spec: WorkflowSpec }> = [];
   for (const wf of workflows) {
-    for (const v of workflowVersions(db, wf.id)) {
-      if (v.version === wf.version) continue;
-      try {
-        out.push({ name: wf.name, version: v.version, spec: workflowVersion(db, wf.id, v.version).spec });
-      } catch {
-        // an unreadable version is the database check's to report
+    try {
+      for (const v of workflowVersions(db, wf.id)) {
+        if (v.version !== wf.version) out.push({ name: wf.name, version: v.version, spec: workflowVersion(db, wf.id, v.version).spec });
       }
+    } catch {
+      // an unreadable version is the database check's to report
     }
   }
   return out;
