@@ -4,7 +4,7 @@
  * loaded lazily so that read commands never pay for xstate, zod, rxjs or execa.
  */
 import { LoopsError } from '../events/errors.js';
-import { shiftedClock, systemClock, type Clock } from '../runtime/clock.js';
+import { offsetFileClock, shiftedClock, systemClock, type Clock } from '../runtime/clock.js';
 import { resolveDataDir } from '../runtime/paths.js';
 import { shownRef } from '../runtime/queries/refs.js';
 import { helpText, parseCommand, similar } from './args.js';
@@ -154,8 +154,18 @@ export async function main(argv: string[], ctxOverrides: Partial<CliContext> = {
   }
 }
 
-/** The system clock, or — with LOOPS_NOW=<ISO time> — one that starts at that time. */
+/**
+ * The system clock, or — with LOOPS_NOW=<ISO time> — one that starts at that time; for tests only,
+ * LOOPS_TEST_CLOCK_OFFSET_FILE=<file> moves its wall clock by the milliseconds the file holds,
+ * re-read as it changes (offsetFileClock: clock jumps on a running daemon).
+ */
 function loopsClock(): Clock {
+  const file = process.env.LOOPS_TEST_CLOCK_OFFSET_FILE;
+  const clock = nowClock();
+  return file ? offsetFileClock(file, clock) : clock;
+}
+
+function nowClock(): Clock {
   const at = process.env.LOOPS_NOW;
   if (at === undefined || at === '') return systemClock;
   if (Number.isNaN(Date.parse(at))) {

@@ -493,3 +493,114 @@ describe.skipIf(!setpriv)('EPERM on signal (a run\'s process of another uid, a r
     verify(s);
   }, 120_000);
 });
+
+// ── wall-clock jumps and suspend/resume ────────────────────────────────────────────────────────
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+
+describe('wall-clock jumps on the real daemon (LOOPS_TEST_CLOCK_OFFSET_FILE moves its wall clock; timers stay real)', () => {
+  it('+2 h: each catch-up policy decides the missed slots once (latest coalesced, none missed, all each fired), a run going is not timed out by it; −1 h: nothing fires twice, the loop waits for its next slot; back again: it goes on', async () => {
+    const s = sandbox();
+    const offset = join(tempDir(), 'offset');
+    writeFileSync(offset, '0');
+    const env = { LOOPS_TEST_CLOCK_OFFSET_FILE: offset };
+    for (const args of [
+      ['fast', '--every', '2s', '--cmd', 'true'],
+      ['latest', '--every', '1m', '--catch-up', 'latest', '--cmd', 'true'],
+      ['none', '--every', '1m', '--catch-up', 'none', '--cmd', 'true'],
+      ['all', '--every', '10m', '--catch-up', 'all', '--cmd', 'true'],
+      // A run going across the jump: its deadline (30 s, counted on the monotonic clock) is not
+      // brought 2 h nearer by it.
+      ['going', '--every', '3s', '--timeout', '30s', '--cmd', 'sleep 6'],
+    ]) {
+      const r = s.run(['create', 'command', ...args], env);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    daemons.push(s);
+    expect(s.run(['daemon', 'start'], env).code).toBe(0);
+    await waitForRuns(s, 'fast', (l) => l.filter((r) => r.status === 'succeeded').length >= 2, 30_000, '2 runs of fast');
+    const [going] = await waitForRuns(s, 'going', (l) => l.some((r) => r.status === 'running'), 30_000, 'going running').then((l) => l.filter((r) => r.status === 'running'));
+
+    // +2 h.
+    writeFileSync(offset, String(2 * HOUR));
+    const jumpedAt = Date.now();
+    await waitForRuns(s, 'all', (l) => l.filter((r) => r.status === 'succeeded').length >= 12, 60_000, 'the 12 slots of all');
+    const noticedMs = Math.min(...runs(s, 'all').map((r) => Date.parse(r.claimedAt))) - 2 * HOUR - jumpedAt;
+    const [goingEnd] = await waitForRuns(s, 'going', (l) => l.some((r) => r.id === going!.id && r.finishedAt !== null), 30_000, 'the going run to end').then((l) => l.filter((r) => r.id === going!.id));
+    expect(goingEnd).toMatchObject({ status: 'succeeded', exitCode: 0 });
+    await waitFor(() => decisions(s, 'latest').some((d) => d.decision === 'coalesced') && decisions(s, 'none').some((d) => d.decision === 'missed'), 20_000, 'latest coalesced, none missed');
+    const byPolicy = Object.fromEntries(['latest', 'none', 'all'].map((n) => [n, decisions(s, n).map((d) => `${d.decision}×${d.count}`)]));
+    figure('clock.forward_2h', { noticedMs, decisions: byPolicy });
+    expect(decisions(s, 'latest').filter((d) => d.decision === 'coalesced').reduce((n, d) => n + d.count, 0)).toBeGreaterThanOrEqual(118);
+    expect(decisions(s, 'none').filter((d) => d.decision === 'missed').reduce((n, d) => n + d.count, 0)).toBeGreaterThanOrEqual(118);
+    expect(decisions(s, 'all').filter((d) => d.decision === 'fired')).toHaveLength(12);
+    for (const n of ['fast', 'latest', 'none', 'all']) expectContiguous(decisions(s, n), n === 'fast' ? 2000 : n === 'all' ? 10 * MIN : MIN);
+    expectContiguous(decisions(s, 'going'), 3000);
+
+    // −1 h: every slot of the hour it steps back into was decided already; none is decided again.
+    await waitForRuns(s, 'fast', (l) => l.some((r) => Date.parse(r.slot) > jumpedAt + 2 * HOUR + 2000 && r.status === 'succeeded'), 30_000, 'fast after the jump');
+    writeFileSync(offset, String(HOUR));
+    const backAt = Date.now();
+    // Counted once the step is surely seen (a pass under way when it came may still decide), then
+    // for 8 s (four of fast's periods) nothing is decided: its next slot is an hour away now.
+    await waitFor(() => Date.now() - backAt > 1500, 5000, 'the step back seen');
+    const before = Object.fromEntries(['fast', 'latest', 'none', 'all', 'going'].map((n) => [n, decisions(s, n).length]));
+    const countedAt = Date.now();
+    await waitFor(() => Date.now() - countedAt > 8000, 10_000, '8 s after stepping back');
+    const after = Object.fromEntries(['fast', 'latest', 'none', 'all', 'going'].map((n) => [n, decisions(s, n).length]));
+    expect(after).toEqual(before);
+    expect(status(s).view.healthy).toBe(true);
+
+    // Forward again to where it was: fast goes on; still every slot once.
+    writeFileSync(offset, String(2 * HOUR));
+    await waitForRuns(s, 'fast', (l) => l.some((r) => Date.parse(r.slot) > backAt + 2 * HOUR + 2000 && r.status === 'succeeded'), 30_000, 'fast going on');
+    for (const n of ['fast', 'latest', 'none', 'all']) expectContiguous(decisions(s, n), n === 'fast' ? 2000 : n === 'all' ? 10 * MIN : MIN);
+    expectContiguous(decisions(s, 'going'), 3000);
+    const slots = runs(s).map((r) => `${r.loopName} ${r.slot}`);
+    expect(new Set(slots).size).toBe(slots.length);
+    const stop = s.run(['daemon', 'stop'], env);
+    expect(stop.code, stop.stderr).toBe(0);
+    verify(s);
+  }, 180_000);
+
+  it('suspend (SIGSTOP the daemon 6 s, then SIGCONT): a run\'s 2 s timeout, counted on the monotonic clock, ends it at once; the seconds missed are coalesced once', async () => {
+    const s = sandbox();
+    for (const args of [
+      ['tick', '--every', '1s', '--cmd', 'true'],
+      ['slow', '--manual', '--timeout', '2s', '--kill-grace', '1s', '--cmd', 'sleep 30'],
+    ]) {
+      const r = s.run(['create', 'command', ...args]);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const daemon = startDaemon(s);
+    await waitForRuns(s, 'tick', (l) => l.filter((r) => r.status === 'succeeded').length >= 2, 30_000, '2 runs of tick');
+    // slow runs under a run-now in its own process: the daemon is the one stopped, so tick's
+    // slots are what it misses; slow shows the same deadline under a runner stopped the same way.
+    const slow = s.start(['run-now', 'slow']);
+    const [going] = await waitForRuns(s, 'slow', (l) => l[0]?.status === 'running', 20_000, 'slow running');
+    process.kill(daemon, 'SIGSTOP');
+    process.kill(slow.child.pid!, 'SIGSTOP');
+    const stoppedAt = Date.now();
+    await waitFor(() => Date.now() - stoppedAt >= 6000, 10_000, '6 s stopped');
+    process.kill(slow.child.pid!, 'SIGCONT');
+    process.kill(daemon, 'SIGCONT');
+    const contAt = Date.now();
+    const slowEnd = await slow.exited;
+    const endedMs = Date.now() - contAt;
+    expect(slowEnd.code).toBe(4);
+    const run = runs(s, 'slow')[0]!;
+    expect(run).toMatchObject({ id: going!.id, status: 'timed_out' });
+    expect(run.error).toMatch(/^timed out after 2s/);
+    await waitForRuns(s, 'tick', (l) => l.some((r) => Date.parse(r.slot) > contAt && r.status === 'succeeded'), 20_000, 'tick after the resume');
+    const coalesced = decisions(s, 'tick').filter((d) => d.decision === 'coalesced').map((d) => d.count);
+    figure('clock.suspend_6s', { timedOutRunEndedAfterResumeMs: endedMs, tickCoalesced: coalesced });
+    expect(endedMs).toBeLessThan(5000);
+    expect(coalesced.some((n) => n >= 4)).toBe(true);
+    expectContiguous(decisions(s, 'tick'), 1000);
+    expect(pidAlive(daemon)).toBe(true);
+    const stop = s.run(['daemon', 'stop']);
+    expect(stop.code, stop.stderr).toBe(0);
+    verify(s);
+  }, 120_000);
+});
