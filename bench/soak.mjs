@@ -11,7 +11,7 @@
 //   LOOPS_BENCH_CLI=path/to/main.js node bench/soak.mjs …   (the daemon from another build)
 //
 // Exit 0 when every invariant holds, the runs finished reach 90 % of the target rate, and firing
-// lateness p99 stays under 2 s; 1 otherwise (why is printed); 2 for bad flags.
+// lateness p99 stays under 5 s; 1 otherwise (why is printed); 2 for bad flags.
 //
 // The daemon runs with --concurrency 8, not its default 4: a run of `true` holds a slot from its
 // claim to its recorded exit, ~170–270 ms on a loaded 2-core machine, so 1,000 runs a minute keep
@@ -31,10 +31,18 @@ const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const BIN = process.env.LOOPS_BENCH_CLI ? resolve(process.env.LOOPS_BENCH_CLI) : join(ROOT, 'dist', 'cli', 'main.js');
 
 // ── thresholds (why: docs/soak-results.md) ──────────────────────────────────────────────────
-/** Runs finished over the window, as a share of the runs the schedule made due. */
+/**
+ * Runs that ended during the window, per minute, as a share of the rate the schedule made due: a
+ * daemon that falls behind ends fewer (the runs it owes end after the window, in the drain).
+ */
 const MIN_THROUGHPUT = 0.9;
-/** Firing lateness (scheduled instant → process spawned) p99. */
-const MAX_P99_MS = 2000;
+/**
+ * Firing lateness (scheduled instant → process spawned) p99. Measured on a shared 2-core machine,
+ * 60 s windows at --concurrency 8: 0.18–0.31 s at load 7–9, 1.24 s at load 13.5. A daemon that
+ * cannot keep up builds a backlog whose lateness grows by the minute (10-minute runs at load 12–21:
+ * 9–16 s), so 5 s fails on that and not on a noisy minute.
+ */
+const MAX_P99_MS = 5000;
 
 // ── flags ────────────────────────────────────────────────────────────────────────────────────
 function usage(message) {
@@ -353,8 +361,10 @@ const byStatus = {};
 for (const r of runs) byStatus[r.status ?? 'unknown'] = (byStatus[r.status ?? 'unknown'] ?? 0) + 1;
 const succeeded = byStatus.succeeded ?? 0;
 const failures = runs.length - succeeded;
-// The window's slots that ran to their end (the loops expire at the window's end).
+// The window's slots that ran to their end (the loops expire at the window's end), and the runs
+// that ended during the window (the throughput).
 const completed = runs.filter((r) => r.finished_at && Date.parse(r.scheduled_for) >= t0 && Date.parse(r.scheduled_for) < end).length;
+const endedInWindow = runs.filter((r) => r.finished_at && Date.parse(r.finished_at) >= t0 && Date.parse(r.finished_at) < end).length;
 // Per minute of the window (a partial last minute scaled), to see the rate was sustained.
 const perMinute = [];
 for (let m = t0; m < end; m += 60_000) {
@@ -393,7 +403,7 @@ const verifyMs = performance.now() - verifyStart;
 
 // ── 5. report ────────────────────────────────────────────────────────────────────────────────
 const minutes = windowMs / 60_000;
-const throughput = completed / minutes;
+const throughput = endedInWindow / minutes;
 const target = due / minutes;
 const late = spread(spawnLate);
 const result = {
@@ -404,8 +414,8 @@ const result = {
   config: { seconds: flags.seconds, loops: flags.loops, firingLoops: mix.firing, idleLoops: mix.idle, mix: mix.buckets, rate: mix.rate, concurrency: flags.concurrency },
   setupMs: Math.round(setupMs),
   decisions,
-  runs: { due, slotsDecided, claimed: runs.length, completed, byStatus, failures, leftPending },
-  throughput: { perMinute: throughput, target, ratio: due ? completed / due : NaN, minuteMin: Math.min(...perMinute), minuteMax: Math.max(...perMinute) },
+  runs: { due, slotsDecided, claimed: runs.length, completed, endedInWindow, byStatus, failures, leftPending },
+  throughput: { perMinute: throughput, target, ratio: throughput / target, minuteMin: Math.min(...perMinute), minuteMax: Math.max(...perMinute) },
   latenessMs: { decided: spread(fired), claimed: spread(claimLate), spawned: late },
   daemon: {
     rssMiB: { start: rss[0], peak: Math.max(...rss), end: rss[rss.length - 1], slopePer10kRuns: rssSlope },
@@ -442,11 +452,11 @@ const count = (v) => v.toLocaleString('en-US');
     ['window', `${flags.seconds} s from ${iso(t0)}`, `concurrency ${flags.concurrency}${process.env.LOOPS_BENCH_CLI ? `, daemon ${BIN}` : ''}`],
     ['slots due in the window (decided)', `${count(due)} (${count(slotsDecided)}), ${target.toFixed(0)} / min`, mix.buckets.map((b) => `${b.count}×${b.seconds}s`).join(' ')],
     ['slot decisions', Object.entries(decisions).map(([k, v]) => `${k.slice(5)} ${count(v)}`).join(', '), ''],
-    ['runs claimed', count(runs.length), Object.entries(byStatus).map(([k, v]) => `${k} ${count(v)}`).join(', ')],
-    ['throughput (due in the window, ended)', `${throughput.toFixed(0)} runs/min`, `${(result.throughput.ratio * 100).toFixed(1)} % of due; per minute ${result.throughput.minuteMin.toFixed(0)}–${result.throughput.minuteMax.toFixed(0)}`],
+    ['runs claimed', count(runs.length), `${Object.entries(byStatus).map(([k, v]) => `${k} ${count(v)}`).join(', ')}; ${count(completed)} of the window's ended`],
+    ['throughput (runs ended in the window)', `${throughput.toFixed(0)} runs/min`, `${(result.throughput.ratio * 100).toFixed(1)} % of due; per minute ${result.throughput.minuteMin.toFixed(0)}–${result.throughput.minuteMax.toFixed(0)}`],
     ['lateness: slot → decided (p50 / p99 / max)', `${ms(result.latenessMs.decided.p50)} / ${ms(result.latenessMs.decided.p99)} / ${ms(result.latenessMs.decided.max)}`, ''],
     ['lateness: slot → claimed', `${ms(result.latenessMs.claimed.p50)} / ${ms(result.latenessMs.claimed.p99)} / ${ms(result.latenessMs.claimed.max)}`, ''],
-    ['lateness: slot → spawned', `${ms(late.p50)} / ${ms(late.p99)} / ${ms(late.max)}`, `goal p99 ≤ ${MAX_P99_MS} ms`],
+    ['lateness: slot → spawned', `${ms(late.p50)} / ${ms(late.p99)} / ${ms(late.max)}`, `limit p99 ≤ ${MAX_P99_MS} ms`],
     ['failures (not succeeded)', count(failures), leftPending ? `${leftPending} still pending at the stop` : ''],
     ['daemon RSS start / peak / end', `${mib(rss[0])} / ${mib(Math.max(...rss))} / ${mib(rss[rss.length - 1])}`, `slope ${Number.isFinite(rssSlope) ? rssSlope.toFixed(2) : '-'} MiB per 10k runs`],
     ['spawner helper RSS start / peak / end', result.daemon.spawnerRssMiB ? `${mib(spawnerRss[0])} / ${mib(Math.max(...spawnerRss))} / ${mib(spawnerRss[spawnerRss.length - 1])}` : '-', ''],

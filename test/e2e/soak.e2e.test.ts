@@ -30,7 +30,7 @@ interface SoakResult {
   failed: string[];
   config: { loops: number; rate: number };
   decisions: Record<string, number>;
-  runs: { due: number; slotsDecided: number; claimed: number; completed: number; byStatus: Record<string, number>; failures: number; leftPending: number };
+  runs: { due: number; slotsDecided: number; claimed: number; completed: number; endedInWindow: number; byStatus: Record<string, number>; failures: number; leftPending: number };
   throughput: { perMinute: number; target: number; ratio: number };
   latenessMs: { decided: Spread; claimed: Spread; spawned: Spread };
   daemon: { rssMiB: { start: number; peak: number; end: number }; stop: { stopped: boolean; pid: number } };
@@ -79,6 +79,7 @@ describe('soak (60 s of the real daemon, 10,000 loops, 1,000 runs/min due)', () 
     expect(r.runs.slotsDecided).toBe(r.runs.due);
     expect(r.runs.claimed).toBe(r.decisions['slot.fired']);
     expect(r.runs.byStatus).toEqual({ succeeded: r.runs.claimed });
+    expect(r.runs.completed).toBe(r.runs.claimed);
     expect(r.runs.leftPending).toBe(0);
     expect(r.throughput.ratio).toBeGreaterThanOrEqual(r.thresholds.minThroughputRatio);
     expect(r.latenessMs.spawned.n).toBe(r.runs.claimed);
