@@ -17,9 +17,10 @@ export const MAX_DURATION_MS = 5200 * UNITS.w!;
 
 /**
  * Parses `500ms`, `90s`, `15m`, `1h30m`, `2d`, `1w` (units may be combined, largest first).
- * A bare number is rejected: `--timeout 30` is ambiguous. At most {@link MAX_DURATION_MS}.
+ * A bare number is rejected: `--timeout 30` is ambiguous. At most `max` ({@link MAX_DURATION_MS};
+ * a look-back window — `--since`, `--older-than` — checks its own range and passes Infinity).
  */
-export function parseDuration(input: string, flag = 'duration'): number {
+export function parseDuration(input: string, flag = 'duration', max = MAX_DURATION_MS): number {
   const text = input.trim().toLowerCase();
   const re = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
   let total = 0;
@@ -40,7 +41,7 @@ export function parseDuration(input: string, flag = 'duration'): number {
   }
   const ms = Math.round(total);
   if (ms <= 0) throw new ValidationError(`${flag}: duration must be greater than zero, got ${JSON.stringify(input)}`);
-  if (ms > MAX_DURATION_MS) throw new ValidationError(`${flag}: ${JSON.stringify(input)} is longer than 5200w (100 years), the longest duration loops takes`);
+  if (ms > max) throw new ValidationError(`${flag}: ${JSON.stringify(input)} is longer than 5200w (100 years), the longest duration loops takes`);
   return ms;
 }
 

@@ -86,7 +86,7 @@ export async function parseOlderThan(input: string, now: number): Promise<string
       const { parseInstant, systemTimeZone } = await import('../../scheduling/schedule.js');
       at = parseInstant(text, systemTimeZone(), '--older-than');
     } else {
-      at = ZERO.test(text.toLowerCase()) ? now : now - parseDuration(text, '--older-than');
+      at = ZERO.test(text.toLowerCase()) ? now : now - parseDuration(text, '--older-than', Infinity);
     }
   } catch (error) {
     if (!(error instanceof LoopsError)) throw error;

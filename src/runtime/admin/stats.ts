@@ -394,7 +394,7 @@ export async function parseSince(input: string, now: number, flag = '--since'): 
       const { parseInstant, systemTimeZone } = await import('../../scheduling/schedule.js');
       at = parseInstant(text, systemTimeZone(), flag);
     } else {
-      at = now - parseDuration(text, flag);
+      at = now - parseDuration(text, flag, Infinity);
     }
   } catch (error) {
     if (!isLoopsError(error)) throw error;

@@ -325,7 +325,8 @@ class WorkflowRunner {
       const key = `${stepId}#${attempt}`;
       try {
         if (!isProviderId(target.provider)) throw new Error(`unknown provider ${JSON.stringify(target.provider)}`);
-        const prompt = render(target.prompt ?? readFileSync(target.promptFile!, 'utf8'));
+        // prompt-file and extra-args take templates too (docs/workflows.md): each value one path, one argument.
+        const prompt = render(target.prompt ?? readFileSync(render(target.promptFile!), 'utf8'));
         const loopTarget: LoopAgentTarget = {
           kind: 'agent',
           provider: target.provider,
@@ -336,7 +337,7 @@ class WorkflowRunner {
           cwd,
           env: {},
           permissionMode: target.permissionMode,
-          extraArgs: target.extraArgs,
+          extraArgs: target.extraArgs.map(render),
           configIsolation: target.configIsolation,
           account: target.account,
           maxTurns: target.maxTurns,
@@ -388,6 +389,12 @@ class WorkflowRunner {
     if (step.target.type !== 'command') {
       agent = this.agents.get(`${stepId}#${attempt}`) ?? { error: 'the agent step could not be prepared' };
       this.agents.delete(`${stepId}#${attempt}`);
+      // Not prepared (its prompt-file unreadable, …): a spawn failure saying why — the target below
+      // would otherwise be the bare CLI with no arguments and no prompt.
+      if ('error' in agent) {
+        await this.record('step.spawn_failed', { stepId, attempt, error: agent.error, code: 'EINVAL' });
+        return;
+      }
     }
     const argv = { command: request.command, args: request.args, shell: request.shell, cwd: request.cwd };
     const prepared = await prepareSpawn(this.runtime, {
