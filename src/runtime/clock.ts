@@ -147,7 +147,12 @@ export function offsetFileClock(file: string, base: Clock = systemClock, read: (
     }
     return offset;
   };
-  return { ...base, now: () => base.now() + current() };
+  return {
+    now: () => base.now() + current(),
+    monotonic: () => base.monotonic(),
+    setTimeout: (fn, ms) => base.setTimeout(fn, ms),
+    clearTimeout: (handle) => base.clearTimeout(handle),
+  };
 }
 
 function statText(file: string): { mtimeMs: number; text: () => string } | null {

@@ -248,7 +248,7 @@ export function findViolations(db: Db, store: EventStore, options: InvariantOpti
       )
       .all()) {
       if (r.pgid === null) continue;
-      const alive = runGroupMembers({ startTime: r.start, bootId: r.boot, durationMs: r.duration }, live.get(r.pgid) ?? [], boot);
+      const alive = runGroupMembers({ startTime: r.start, bootId: r.boot, durationMs: r.duration }, live.get(r.pgid) ?? [], boot, r.pgid);
       if (alive.length) out.push(`${r.stream_id}: process group ${r.pgid} is still alive (${alive.join(', ')})`);
     }
   }
@@ -291,15 +291,21 @@ const TICKS_PER_SECOND = 100;
  * (32,768) within minutes of a busy host. Not the run's, then: members on another boot than the one
  * recorded, and — when the process's start and its duration were recorded — members that all
  * started after it ended (1 s of slack). A member that started before the end lived on past it.
+ * And, given the group id (`pgid`, the recorded leader's pid): a live leader that started at
+ * another time than the recorded one heads a new group — its id was free, so nothing of the run's
+ * group was left — even when the run's end is unknown (a run abandoned after its runner died).
  */
 export function runGroupMembers(
   recorded: { startTime: string | null; bootId: string | null; durationMs: number | null },
   members: readonly LiveMember[],
   currentBoot: string | null,
+  pgid?: number,
 ): number[] {
   if (members.length === 0) return [];
   if (recorded.bootId !== null && currentBoot !== null && recorded.bootId !== currentBoot) return [];
   const start = recorded.startTime === null ? NaN : Number(recorded.startTime);
+  const leader = pgid === undefined ? undefined : members.find((m) => m.pid === pgid);
+  if (leader && Number.isFinite(start) && leader.startTicks !== start) return [];
   if (!Number.isFinite(start) || recorded.durationMs === null) return members.map((m) => m.pid);
   const endTicks = start + Math.ceil((recorded.durationMs / 1000 + 1) * TICKS_PER_SECOND);
   return members.some((m) => m.startTicks <= endTicks) ? members.map((m) => m.pid) : [];
