@@ -440,7 +440,7 @@ const NO_KILL = ['--bounding-set=-kill', '--inh-caps=-kill'];
 const AS_NOBODY = 'setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600';
 
 describe.skipIf(!setpriv)('EPERM on signal (a run\'s process of another uid, a runner without CAP_KILL)', () => {
-  it('timeout (daemon) and cancel (run-now): the run ends, recorded honestly — "could not signal pid N (uid 65534) …: EPERM … may still be running" — no crash, nothing left running; verify passes', async () => {
+  it('timeout (daemon), cancel (run-now) and an adopted run past its deadline: the run ends, recorded honestly — "could not signal pid N (uid 65534) …: EPERM … may still be running" — no crash, nothing left running; verify passes', async () => {
     const s = sandbox();
     for (const args of [
       ['timeout', '--every', '2s', '--timeout', '2s', '--kill-grace', '1s', '--cmd', AS_NOBODY],
@@ -483,10 +483,23 @@ describe.skipIf(!setpriv)('EPERM on signal (a run\'s process of another uid, a r
     expect(cancelled.error).toMatch(/^cancelled: eperm test; could not signal pid \d+ \(uid 65534\)/);
     expect(stderr).toMatch(/could not signal pid \d+ \(uid 65534\)/);
     denied(cancelled);
-    figure('eperm', { timedOutError: runs(s, 'timeout').find((r) => r.status === 'timed_out')!.error, cancelledError: cancelled.error });
+
+    // Adopted: the daemon is killed (-9) while such a run goes; the next one (no CAP_KILL either)
+    // adopts it, enforces its recorded deadline, and says the same.
+    expect(s.run(['create', 'command', 'adopted', '--every', '2s', '--timeout', '8s', '--kill-grace', '1s', '--cmd', AS_NOBODY]).code).toBe(0);
+    const [orphan] = await waitForRuns(s, 'adopted', (l) => l[0]?.status === 'running' && l[0]!.pid !== null, 30_000, 'adopted running');
+    expect(s.run(['pause', 'adopted']).code).toBe(0);
+    process.kill(daemon, 'SIGKILL');
+    await waitFor(() => !pidAlive(daemon), 5000, 'the daemon gone');
+    const restarted = spawnSync('setpriv', [...NO_KILL, process.execPath, BIN, 'daemon', 'start'], { env: s.env(), encoding: 'utf8' });
+    expect(restarted.status, restarted.stderr).toBe(0);
+    const adopted = (await waitForRuns(s, 'adopted', (l) => l.some((r) => r.id === orphan!.id && r.finishedAt !== null), 40_000, 'the adopted run to end')).find((r) => r.id === orphan!.id)!;
+    expect(adopted.status).toBe('timed_out');
+    denied(adopted);
+    figure('eperm', { timedOutError: runs(s, 'timeout').find((r) => r.status === 'timed_out')!.error, cancelledError: cancelled.error, adoptedError: adopted.error });
 
     // No crash, nothing left running, the log holds.
-    expect(pidAlive(daemon)).toBe(true);
+    expect(pidAlive(s.daemonPid()!)).toBe(true);
     expect(runs(s).filter((r) => ['claimed', 'spawning', 'running'].includes(r.status))).toEqual([]);
     const stop = s.run(['daemon', 'stop']);
     expect(stop.code, stop.stderr).toBe(0);

@@ -155,9 +155,11 @@ export function adoptProcess(clock: Clock, o: AdoptOptions): AdoptedProcess {
     });
   const settleEnd = () => {
     const stopped = { timedOut: timedOut ? { timeoutMs: o.deadline?.timeoutMs ?? 0 } : null, cancelled };
+    // A member this runner could not signal (EPERM: another user's) is said, as for a live run.
+    const denied = terminator.deniedNote();
     const end = exitFromFiles(o.dir, { ...o, ...stopped });
-    if (end) return resolveEnded({ kind: 'exited', end });
-    const unknown = `its process (pid ${identity.pid}) ended and left no exit status`;
+    if (end) return resolveEnded({ kind: 'exited', end: denied ? { ...end, exit: { ...end.exit, error: end.exit.error ? `${end.exit.error}; ${denied}` : denied } } : end });
+    const unknown = `its process (pid ${identity.pid}) ended and left no exit status${denied ? `; ${denied}` : ''}`;
     // Stopped by loops (a deadline, a cancel) and killed before its wrapper could write: what
     // loops did is known, the exit status is not. Otherwise nothing is known: abandoned.
     if (timedOut || cancelled !== null) {
