@@ -4,6 +4,10 @@
  * language that produces it (file shapes, the normaliser, expressions, diagnostics) is src/workflow.
  */
 import { z } from 'zod';
+import { NAME_HINT, NAME_RE } from './names.js';
+
+// A workflow's name is a name like a loop's (./names.ts).
+export { NAME_HINT, NAME_RE };
 
 // ── canonical spec ─────────────────────────────────────────────────────────────────────────────────
 
@@ -119,7 +123,6 @@ export interface SpecProblem {
 
 // ── patterns and defaults ──────────────────────────────────────────────────────────────────────────
 
-export const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const STEP_ID_RE = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
 export const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Shape of a duration; `parseDuration` does the exact check (unit order, > 0). */
@@ -132,7 +135,6 @@ export const MAX_RETRIES = 100;
 export const DEFAULT_RETRY_DELAY_MS = 10_000;
 export const DEFAULT_BACKOFF = 2;
 
-export const NAME_HINT = 'use 1-64 letters, digits, dot, dash or underscore, starting with a letter or digit';
 export const ID_HINT = 'use 1-64 letters, digits, _ or -, starting with a letter or _';
 export const DURATION_HINT = 'use a number with a unit, e.g. 500ms, 90s, 15m, 1h30m, 2d';
 

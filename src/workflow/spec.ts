@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { parseDuration } from '../events/durations.js';
 import { ValidationError } from '../events/errors.js';
 import { closest } from '../events/suggest.js';
+import { ACCOUNT_NAME_HINT, ACCOUNT_NAME_RE } from '../events/names.js';
 import { secretByConvention } from '../events/secret-names.js';
 import {
   NAME_RE,
@@ -114,7 +115,7 @@ const AGENT_FIELDS: ReadonlyArray<readonly [keyof AgentTarget, string, z.ZodType
   ['permissionMode', 'permission-mode', nullableText],
   ['extraArgs', 'extra-args', z.array(scalar)],
   ['configIsolation', 'config-isolation', z.enum(['safe', 'none'])],
-  ['account', 'account', nullableText],
+  ['account', 'account', z.string().regex(ACCOUNT_NAME_RE, { error: (iss) => `invalid account name ${JSON.stringify(iss.input)}: ${ACCOUNT_NAME_HINT}` }).nullable()],
   ['maxTurns', 'max-turns', z.int().min(1).nullable()],
   ['maxCostUsd', 'max-cost-usd', z.number().positive().nullable()],
   ['idleTimeoutMs', 'idle-timeout-ms', z.int().positive().nullable()],

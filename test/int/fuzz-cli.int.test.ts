@@ -180,6 +180,43 @@ describe('fuzz: the command line, in process', () => {
     }
   });
 
+  it('a name or id over its maximum, given to every command that takes one, exits 2 with a short message naming it (never exit 1, never SQLite)', async () => {
+    // Names are 1–64 characters (loops, workflows, accounts), ids at most MAX_REF_LENGTH (refs.ts).
+    for (const size of [65, 201, 100_000]) {
+      const long = 'n'.repeat(size);
+      const commands: string[][] = [
+        ['create', 'command', long, '--cmd', 'true', '--manual'],
+        ['create', 'workflow', long, '--workflow', 'wf', '--manual'],
+        ['create', 'workflow', 'to-wf', '--workflow', long, '--manual'],
+        ['create', 'agent', long, '--provider', 'claude', '--prompt', 'x', '--manual', '--no-preflight'],
+        ['create', 'agent', 'to-acct', '--provider', 'claude', '--prompt', 'x', '--account', long, '--manual', '--no-preflight'],
+        ...['show', 'pause', 'resume', 'stop', 'archive', 'remove', 'next', 'why', 'run-now', 'runs', 'stats', 'cancel', 'logs', 'events', 'replay'].map((c) => [c, long]),
+        ...['show', 'runs', 'inspect', 'cancel', 'resume', 'archive', 'run'].map((c) => ['workflows', c, long]),
+        ['workflows', 'update', long, wfFile],
+        ['accounts', 'add', long, '--tool', 'claude', '--dir', root],
+        ['accounts', 'remove', long],
+      ];
+      for (const argv of commands) {
+        const before = head();
+        const { code, stderr } = await cli(argv);
+        const what = `loops ${argv.map((a) => (a.length > 20 ? `<${a.length} characters>` : a)).join(' ')} → ${code}: ${stderr.slice(0, 300)}`;
+        expect(code, what).toBe(2);
+        expect(stderr.trimEnd().split('\n'), what).toHaveLength(1);
+        expect(stderr.length, what).toBeLessThan(500);
+        expect(stderr, what).toMatch(size <= 80 ? new RegExp(`"${long}"`) : new RegExp(`"n{40}"… \\(${size} characters\\)`));
+        expect(stderr, what).not.toMatch(/SQLITE|sqlite|internal error|pattern too complex/);
+        expect(head(), what).toBe(before);
+      }
+    }
+    // An account name is checked even with --no-preflight (it was stored as given, and handed to
+    // an external `accounts env <name>` command, where "-h" reads as a flag).
+    for (const account of ['-h', '-rf', 'a b', 'x'.repeat(65)]) {
+      const { code, stderr } = await cli(['create', 'agent', 'acct', '--provider', 'claude', '--prompt', 'x', `--account=${account}`, '--manual', '--no-preflight']);
+      expect(code).toBe(2);
+      expect(stderr).toMatch(/^loops: --account: invalid account name "/);
+    }
+  });
+
   it('afterwards the log is consistent: every stream replays, the tables equal a rebuild, every loop has its loop.created', () => {
     const db = openDatabase(join(dataDir, 'loops.db'));
     try {

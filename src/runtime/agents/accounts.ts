@@ -11,6 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { AlreadyExistsError, InvalidTransitionError, NotFoundError, ValidationError } from '../../events/errors.js';
+import { checkName } from '../../events/names.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { isProviderId, PROVIDER_IDS, PROVIDERS, type ProviderId } from './index.js';
@@ -29,7 +30,6 @@ export interface AccountView {
   createdAt: string;
 }
 
-const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
 
 interface Row {
   id: string;
@@ -52,9 +52,7 @@ export function findAccount(db: Db, name: string): AccountView | null {
 }
 
 export async function addAccount(runtime: Runtime, input: { name: string; tool: string; dir: string }): Promise<AccountView> {
-  if (!NAME_RE.test(input.name)) {
-    throw new ValidationError(`invalid account name ${JSON.stringify(input.name)}`, { hint: 'use letters, digits, . _ @ -, starting with a letter or digit' });
-  }
+  checkName('account', input.name);
   if (!isProviderId(input.tool)) throw new ValidationError(`--tool: unknown provider ${JSON.stringify(input.tool)}`, { hint: `one of: ${PROVIDER_IDS.join(', ')}` });
   if (PROVIDERS[input.tool].configDirEnv === null) {
     throw new ValidationError(`--tool ${input.tool}: the ${input.tool} CLI has no configuration-directory variable, so a directory cannot select its account`, {

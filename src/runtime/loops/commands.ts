@@ -12,6 +12,7 @@ import { checkCommand, effectivePath } from '../execution/preflight.js';
 import { buildSecretRefs } from '../execution/secret-refs.js';
 import { secretByConvention } from '../execution/secrets.js';
 import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../../events/errors.js';
+import { checkName } from '../../events/names.js';
 import type { Batch } from '../../events/types.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
@@ -27,7 +28,6 @@ import { CATCH_UP, CATCH_UP_POLICY_NAMES, choosePolicy, OVERLAP, RETRY } from '.
 import { buildSchedule, type ScheduleFlags } from '../../scheduling/schedule.js';
 
 export const DEFAULT_KILL_GRACE_MS = 5000;
-const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 export interface CreateCommandLoopInput {
@@ -160,12 +160,7 @@ export function buildPolicies(input: CreateCommandLoopInput): LoopPolicies {
 }
 
 export function validateLoopName(name: string): string {
-  if (!NAME_RE.test(name)) {
-    throw new ValidationError(`invalid loop name ${JSON.stringify(name)}`, {
-      hint: 'use 1-64 letters, digits, dot, dash or underscore, starting with a letter or digit',
-    });
-  }
-  return name;
+  return checkName('loop', name);
 }
 
 function toMs(value: string | number | null | undefined, flag: string): number | null {
@@ -343,6 +338,8 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
   if (maxCost !== null && !(Number.isFinite(maxCost) && maxCost > 0)) {
     throw new ValidationError(`--max-cost-usd: ${JSON.stringify(input.maxCostUsd)} is not a positive amount`, { hint: 'e.g. --max-cost-usd 2.50' });
   }
+  // Checked even with --no-preflight: it is stored, and handed to `accounts env <name>` as an argument.
+  if (input.account !== undefined && input.account !== null) checkName('account', input.account, '--account');
   const target: LoopAgentTarget = {
     kind: 'agent',
     provider,
