@@ -43,10 +43,10 @@ const lastPid = requirePrerequisite('writing /proc/sys/kernel/ns_last_pid (root 
 
 /**
  * Starts `sleep 30` (a group of its own) with exactly `pid`, asking the kernel to give it next;
- * another fork on the machine may take it first: tried again, 50 times at most. Null if never.
+ * another fork on the machine may take it first: tried again, 200 times at most. Null if never.
  */
 async function spawnWithPid(pid: number): Promise<ChildProcess | null> {
-  for (let i = 0; i < 50; i++) {
+  for (let i = 0; i < 200; i++) {
     writeFileSync(LAST_PID, String(pid - 1));
     const child = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
     if (child.pid === pid) {
@@ -81,6 +81,8 @@ describe.skipIf(!lastPid)('pid reuse, made for real', () => {
     closed = true;
     process.kill(-recorded.pgid, 'SIGKILL');
     await waitForGroupGone(recorded.pgid);
+    // Reaped too (a zombie still holds its pid).
+    await waitFor(() => processStartTime(recorded.pid) === null, 5000, `pid ${recorded.pid} to be free`);
 
     // The kernel hands the pid to a stranger.
     const stranger = await spawnWithPid(recorded.pid);
