@@ -247,7 +247,7 @@ describe('fuzz: the workflow parser', () => {
         expect(loaded.format).toBe(legacy ? 'legacy' : 'native');
         expect(loaded.spec.steps.map((s) => s.id)).toEqual((doc.steps as Doc[]).map((s) => s.id));
       }),
-      fuzzParams(0x11c1, 300),
+      fuzzParams(0x11c1, 200),
     );
   });
 
@@ -264,7 +264,7 @@ describe('fuzz: the workflow parser', () => {
           `${what}: no problem at ${JSON.stringify(where)}: ${problems.map((p) => `${JSON.stringify(p.path)} ${p.message}`).join(' | ')}`,
         ).toBe(true);
       }),
-      fuzzParams(0x11c2, 600),
+      fuzzParams(0x11c2, 300),
     );
   });
 
@@ -279,7 +279,7 @@ describe('fuzz: the workflow parser', () => {
         }
         problemsOf(text, json ? 'wf.json' : 'wf.yaml');
       }),
-      fuzzParams(0x11c3, 600),
+      fuzzParams(0x11c3, 400),
     );
   });
 
@@ -294,7 +294,7 @@ describe('fuzz: the workflow parser', () => {
       fc.property(text, fc.boolean(), (t, json) => {
         problemsOf(t, json ? 'x.json' : 'x.yaml');
       }),
-      fuzzParams(0x11c4, 1500),
+      fuzzParams(0x11c4, 1000),
     );
   });
 
@@ -392,7 +392,7 @@ describe('fuzz: the workflow parser', () => {
           expect(stderr.trimEnd().split('\n').pop()).toBe(`loops: ${file}: ${expected} problem${expected === 1 ? '' : 's'}; the workflow is not valid`);
         }
       }),
-      fuzzParams(0x11c5, 40),
+      fuzzParams(0x11c5, 30),
     );
   });
 });
