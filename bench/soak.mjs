@@ -178,7 +178,18 @@ function fileBytes(file) {
     return 0;
   }
 }
+/** What the files take on disk now: loops.db and its WAL (which a checkpoint folds back). */
 const dbBytes = () => fileBytes(dbFile) + fileBytes(`${dbFile}-wal`);
+/** The database's size as its pages in use say (the WAL's committed pages included): the growth per run. */
+function dbUsedBytes() {
+  const db = new Database(dbFile, { readonly: true, fileMustExist: true });
+  try {
+    const pages = db.pragma('page_count', { simple: true }) - db.pragma('freelist_count', { simple: true });
+    return pages * db.pragma('page_size', { simple: true });
+  } finally {
+    db.close();
+  }
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // ── statistics ───────────────────────────────────────────────────────────────────────────────
@@ -267,7 +278,7 @@ let started; // what `loops daemon start --json` said: { pid, log }
   rt.close();
 }
 const setupMs = performance.now() - setupStart;
-const dbBefore = dbBytes();
+const dbBefore = dbUsedBytes();
 progress(`${flags.loops.toLocaleString('en-US')} loops defined in ${(setupMs / 1000).toFixed(1)} s (${mix.firing} firing, ${mix.rate} runs/min due); data ${dataDir}`);
 
 // ── 2. the daemon, for the window ────────────────────────────────────────────────────────────
@@ -325,7 +336,8 @@ const stopAsked = Date.now();
 const stop = loops(['daemon', 'stop', '--json']);
 daemonPid = null;
 const stopMs = Date.now() - stopAsked;
-const dbAfter = dbBytes();
+const dbAfter = dbUsedBytes();
+const dbFilesAfter = dbBytes();
 
 // ── 3. what the log says ─────────────────────────────────────────────────────────────────────
 const db = new Database(dbFile, { readonly: true, fileMustExist: true });
@@ -432,7 +444,7 @@ const result = {
     stop: JSON.parse(stop.stdout),
     logBytes: fileBytes(join(dataDir, 'daemon.log')),
   },
-  database: { bytesBefore: dbBefore, bytesAfter: dbAfter, bytesPerRun: runs.length ? (dbAfter - dbBefore) / runs.length : NaN, events, eventsPerRun: runs.length ? (events - eventsBefore) / runs.length : NaN },
+  database: { bytesBefore: dbBefore, bytesAfter: dbAfter, fileBytesAfter: dbFilesAfter, bytesPerRun: runs.length ? (dbAfter - dbBefore) / runs.length : NaN, events, eventsPerRun: runs.length ? (events - eventsBefore) / runs.length : NaN },
   samples: samples.map((s) => ({ ...s, t: s.t - t0 })),
   invariants: { violations, verifyMs: Math.round(verifyMs) },
   thresholds: { minThroughputRatio: MIN_THROUGHPUT, maxP99Ms: MAX_P99_MS },
@@ -468,7 +480,7 @@ const count = (v) => v.toLocaleString('en-US');
     ['daemon RSS start / peak / end', `${mib(rss[0])} / ${mib(Math.max(...rss))} / ${mib(rss[rss.length - 1])}`, Number.isFinite(rssSlope) ? `slope ${rssSlope.toFixed(1)} MiB per 10k runs` : 'slope: window under 5 min'],
     ['spawner helper RSS start / peak / end', result.daemon.spawnerRssMiB ? `${mib(spawnerRss[0])} / ${mib(Math.max(...spawnerRss))} / ${mib(spawnerRss[spawnerRss.length - 1])}` : '-', ''],
     ['CPU, daemon / spawner', `${(cpuShare * 100).toFixed(0)} % / ${(spawnerCpuShare * 100).toFixed(0)} % of a core`, ''],
-    ['database', `${mib(dbBefore / 2 ** 20)} → ${mib(dbAfter / 2 ** 20)}`, `${Number.isFinite(result.database.bytesPerRun) ? Math.round(result.database.bytesPerRun) : '-'} B and ${result.database.eventsPerRun.toFixed(1)} events per run`],
+    ['database, pages in use', `${mib(dbBefore / 2 ** 20)} → ${mib(dbAfter / 2 ** 20)}`, `${Number.isFinite(result.database.bytesPerRun) ? Math.round(result.database.bytesPerRun) : '-'} B and ${result.database.eventsPerRun.toFixed(1)} events per run`],
     ['daemon stop', ms(stopMs), `daemon.log ${mib(result.daemon.logBytes / 2 ** 20)}`],
     ['invariant violations', count(violations.length), `checked in ${(verifyMs / 1000).toFixed(1)} s`],
   ];
