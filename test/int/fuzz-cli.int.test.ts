@@ -217,6 +217,17 @@ describe('fuzz: the command line, in process', () => {
     }
   });
 
+  it('what it found: --input constructor=x or __proto__=x is "no input named …", not accepted in silence', async () => {
+    // `key in spec.inputs` found Object's own constructor; `out[key] = …` dropped __proto__: the run went on.
+    for (const key of ['constructor', '__proto__', 'toString']) {
+      const before = head();
+      const { code, stderr } = await cli(['workflows', 'run', 'wf', '--input', `${key}=x`]);
+      expect(code, stderr).toBe(2);
+      expect(stderr).toBe(`loops: --input ${key}: workflow wf has no input named "${key}"; it declares no inputs (add them under inputs: in the spec)\n`);
+      expect(head()).toBe(before);
+    }
+  });
+
   it('afterwards the log is consistent: every stream replays, the tables equal a rebuild, every loop has its loop.created', () => {
     const db = openDatabase(join(dataDir, 'loops.db'));
     try {

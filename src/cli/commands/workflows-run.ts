@@ -72,13 +72,14 @@ const cancelSpec: CommandSpec = {
 };
 
 function inputsOf(values: Record<string, unknown>): Record<string, string> {
-  const out: Record<string, string> = {};
+  const out: Array<[string, string]> = [];
   for (const item of (values.input as string[] | undefined) ?? []) {
     const eq = item.indexOf('=');
     if (eq <= 0) throw new UsageError(`--input ${JSON.stringify(item)} is not key=value`, { hint: 'e.g. --input branch=main' });
-    out[item.slice(0, eq)] = item.slice(eq + 1);
+    out.push([item.slice(0, eq), item.slice(eq + 1)]);
   }
-  return out;
+  // Own properties, whatever the key: `out[key] = …` dropped --input __proto__=x without a word.
+  return Object.fromEntries(out);
 }
 
 function viewSteps(c: WorkflowRunContext): ViewStep[] {

@@ -77,7 +77,7 @@ const DEFAULT_TTL = 30_000;
 export function resolveInputs(spec: WorkflowSpec, given: Record<string, string>): Record<string, string> {
   const declared = Object.keys(spec.inputs);
   for (const key of Object.keys(given)) {
-    if (!(key in spec.inputs)) {
+    if (!Object.hasOwn(spec.inputs, key)) {
       throw new UsageError(`--input ${key}: workflow ${spec.name} has no input named ${JSON.stringify(key)}`, {
         hint: declared.length ? `its inputs: ${declared.join(', ')}` : 'it declares no inputs (add them under inputs: in the spec)',
       });
@@ -85,7 +85,7 @@ export function resolveInputs(spec: WorkflowSpec, given: Record<string, string>)
   }
   const out: Record<string, string> = {};
   for (const [key, input] of Object.entries(spec.inputs)) {
-    const value = given[key] ?? input.default;
+    const value = (Object.hasOwn(given, key) ? given[key] : undefined) ?? input.default;
     if (value === null || value === undefined) {
       if (input.required) throw new UsageError(`--input ${key}: workflow ${spec.name} needs this input`, { hint: `add --input ${key}=<value>` });
       continue;
