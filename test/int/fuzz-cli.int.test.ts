@@ -217,7 +217,7 @@ describe('fuzz: the command line, in process', () => {
     }
   });
 
-  it('what it found: --input constructor=x or __proto__=x is "no input named …", not accepted in silence', async () => {
+  it('what it found: --input constructor=x or __proto__=x is "no input named …", not accepted in silence; --secret-env toString is a name like any other', async () => {
     // `key in spec.inputs` found Object's own constructor; `out[key] = …` dropped __proto__: the run went on.
     for (const key of ['constructor', '__proto__', 'toString']) {
       const before = head();
@@ -226,6 +226,9 @@ describe('fuzz: the command line, in process', () => {
       expect(stderr).toBe(`loops: --input ${key}: workflow wf has no input named "${key}"; it declares no inputs (add them under inputs: in the spec)\n`);
       expect(head()).toBe(before);
     }
+    // Likewise `name in env`: --secret-env toString was "also given with --env".
+    const { code, stderr } = await cli(['create', 'command', 'secret-to-string', '--cmd', 'true', '--secret-env', 'toString', '--manual']);
+    expect(code, stderr).toBe(0);
   });
 
   it('afterwards the log is consistent: every stream replays, the tables equal a rebuild, every loop has its loop.created', () => {

@@ -251,7 +251,7 @@ function checkSecretEnv(names: string[], env: Record<string, string>): string[] 
     if (!ENV_KEY_RE.test(name)) {
       throw new ValidationError(`--secret-env: invalid variable name ${JSON.stringify(name)}`, { hint: 'give the NAME of a variable set where the runs run (the daemon)' });
     }
-    if (name in env) {
+    if (Object.hasOwn(env, name)) {
       throw new ValidationError(`--secret-env ${name}: also given with --env, whose value would be stored`, { hint: `drop --env ${name}=…; the runs read ${name} from the runner's environment` });
     }
   }
