@@ -46,6 +46,17 @@ describe('hostile input', () => {
     expect(findLoop(runtime.db, findLoop(runtime.db, 'job').id.slice(0, 12)).name).toBe('job');
   });
 
+  it('--env names that are built-in object keys: constructor reaches the run, __proto__ is refused (it was dropped without a word)', async () => {
+    const runtime = await useRuntime();
+    await createCommandLoop(runtime, { name: 'job', command: 'printf %s "$constructor"', schedule: manual, env: Object.fromEntries([['constructor', 'x']]) });
+    expect((await runNow(runtime, 'job')).stdout).toBe('x');
+    const head = await runtime.log.headPosition();
+    await expect(createCommandLoop(runtime, { name: 'proto', command: 'true', schedule: manual, env: Object.fromEntries([['__proto__', 'x']]) })).rejects.toThrow(
+      '--env: the variable name __proto__ cannot be stored',
+    );
+    expect(await runtime.log.headPosition()).toBe(head);
+  });
+
   it('a NUL byte in a command line is refused when the loop or the workflow is defined', async () => {
     const runtime = await useRuntime();
     await expect(createCommandLoop(runtime, { name: 'nul', command: 'echo a\0b', schedule: manual })).rejects.toThrow(

@@ -114,15 +114,16 @@ const spec: CommandSpec = {
 };
 
 function parseEnv(values: string[] | undefined): Record<string, string> {
-  const env: Record<string, string> = {};
+  // A Map, then own properties: a variable named __proto__ (or constructor) is a variable like any other.
+  const env = new Map<string, string>();
   for (const item of values ?? []) {
     const eq = item.indexOf('=');
     if (eq <= 0) {
       throw new UsageError(`loops create command: --env ${JSON.stringify(item)} is not KEY=VALUE`, { hint: 'e.g. --env NODE_ENV=production' });
     }
-    env[item.slice(0, eq)] = item.slice(eq + 1);
+    env.set(item.slice(0, eq), item.slice(eq + 1));
   }
-  return env;
+  return Object.fromEntries(env);
 }
 
 /** `--secret-file NAME=PATH` / `--secret-cmd NAME=COMMAND` values, split at the first `=`. */

@@ -33,6 +33,8 @@ export class GroupTerminator {
   private lateTerm: TimerHandle | null = null;
   private kill: TimerHandle | null = null;
   private started = false;
+  /** The leader exited (`leaderExited`): a live process with its pid is someone else's. */
+  private leaderGone = false;
   /** Processes a signal to which was refused (EPERM), by pid: who they are, whose, which signals. */
   private readonly denied = new Map<number, { id: ProcessIdentity; uid: string | null; signals: Set<string> }>();
 
@@ -73,7 +75,7 @@ export class GroupTerminator {
     if (this.kill === null) {
       this.kill = this.clock.setTimeout(() => {
         this.kill = null;
-        if (groupAlive(pid)) this.signalGroup('SIGKILL');
+        if (this.groupIsOurs()) this.signalGroup('SIGKILL');
         for (const [child, id] of this.strays) if (isSameProcessAlive(id)) this.signal(child, 'SIGKILL');
       }, this.graceMs);
     }
@@ -88,14 +90,15 @@ export class GroupTerminator {
    * stops them (`stopLeftovers`) instead of leaving them to run forever.
    */
   leaderExited(): Promise<void> {
-    if (groupAlive(this.leader)) {
+    this.leaderGone = true;
+    if (this.groupIsOurs()) {
       this.started = true;
       this.signalGroup('SIGTERM');
       for (const [child, id] of this.strays) if (isSameProcessAlive(id)) this.signal(child, 'SIGTERM');
       if (this.kill === null) {
         this.kill = this.clock.setTimeout(() => {
           this.kill = null;
-          if (groupAlive(this.leader)) this.signalGroup('SIGKILL');
+          if (this.groupIsOurs()) this.signalGroup('SIGKILL');
           for (const [child, id] of this.strays) if (isSameProcessAlive(id)) this.signal(child, 'SIGKILL');
         }, this.graceMs);
       }
@@ -107,7 +110,7 @@ export class GroupTerminator {
           this.dropLate();
           return resolve();
         }
-        if (!groupAlive(this.leader)) {
+        if (!this.groupIsOurs()) {
           this.clock.clearTimeout(this.kill);
           this.kill = null;
           this.dropLate();
@@ -118,6 +121,21 @@ export class GroupTerminator {
       };
       settle();
     });
+  }
+
+  /**
+   * Whether the group with the leader's id is still the run's. While the leader lives: when it is
+   * the process loops started (`confirm`). Once it exited: when members are left and none is a new
+   * process with the leader's pid — an id is reused only once its group is empty, and a process
+   * that got it (another run's wrapper, quite possibly: each leads its own group) is not ours.
+   * Without /proc (not Linux), any member counts.
+   */
+  private groupIsOurs(): boolean {
+    if (!groupAlive(this.leader)) return false;
+    if (process.platform !== 'linux') return true;
+    const members = liveGroupMembers(this.leader);
+    if (!members.includes(this.leader)) return members.length > 0;
+    return !this.leaderGone && this.confirm();
   }
 
   /**

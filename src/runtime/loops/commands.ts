@@ -207,6 +207,8 @@ export function buildCommandTarget(
     if (!ENV_KEY_RE.test(key)) {
       throw new ValidationError(`--env: invalid variable name ${JSON.stringify(key)}`, { hint: 'use KEY=VALUE with KEY made of letters, digits and _' });
     }
+    // A JSON object cannot keep it through validation (it would be dropped without a word).
+    if (key === '__proto__') throw new ValidationError('--env: the variable name __proto__ cannot be stored', { hint: 'rename the variable' });
   }
   const secretEnv = checkSecretEnv(input.secretEnv ?? [], env);
   const notSecret = refuseInlineSecrets(env, input.notSecret ?? []);

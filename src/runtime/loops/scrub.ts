@@ -118,7 +118,7 @@ function planLoop(runtime: Runtime, loop: LoopView, now: number): { loop: LoopVi
   if (moved.length === 0) return null;
   const env = Object.fromEntries(Object.entries(t.env).filter(([k]) => !moved.includes(k)));
   const secretEnv = [...new Set([...(t.secretEnv ?? []), ...moved])];
-  const notSecret = (t.notSecret ?? []).filter((n) => n in env);
+  const notSecret = (t.notSecret ?? []).filter((n) => Object.hasOwn(env, n));
   const target = { ...t, env, secretEnv };
   if (notSecret.length) target.notSecret = notSecret;
   else delete target.notSecret;
