@@ -13,7 +13,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { filter, firstValueFrom } from 'rxjs';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -42,21 +42,35 @@ const lastPid = requirePrerequisite('writing /proc/sys/kernel/ns_last_pid (root 
 });
 
 /**
- * Starts `sleep 30` (a group of its own) with exactly `pid`, asking the kernel to give it next;
+ * Starts `sleep 30` (a group of its own) with exactly `pid`, asking the kernel to give it next
+ * (the pid counter wraps at pid_max, so this is what a busy host does by itself, sooner or later);
  * another fork on the machine may take it first: tried again, 200 times at most. Null if never.
  */
 async function spawnWithPid(pid: number): Promise<ChildProcess | null> {
-  for (let i = 0; i < 200; i++) {
-    writeFileSync(LAST_PID, String(pid - 1));
-    const child = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
-    if (child.pid === pid) {
-      onTestFinished(() => killGroupIfAlive(pid));
-      return child;
+  // The counter is the machine's: it is put back right after each try, so that the processes of
+  // everything else running here do not go on getting pids freed moments ago (other runners'
+  // races with pid reuse are not this test's to provoke).
+  const previous = Number(readFileSync(LAST_PID, 'utf8'));
+  try {
+    for (let i = 0; i < 200; i++) {
+      let child: ChildProcess;
+      try {
+        writeFileSync(LAST_PID, String(pid - 1));
+        child = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
+      } finally {
+        if (Number(readFileSync(LAST_PID, 'utf8')) < previous) writeFileSync(LAST_PID, String(previous));
+      }
+      if (child.pid === pid) {
+        onTestFinished(() => killGroupIfAlive(pid));
+        return child;
+      }
+      child.kill('SIGKILL');
+      await once(child, 'exit');
     }
-    child.kill('SIGKILL');
-    await once(child, 'exit');
+    return null;
+  } finally {
+    if (Number(readFileSync(LAST_PID, 'utf8')) < previous) writeFileSync(LAST_PID, String(previous));
   }
-  return null;
 }
 
 describe.skipIf(!lastPid)('pid reuse, made for real', () => {
