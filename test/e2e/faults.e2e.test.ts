@@ -413,7 +413,11 @@ describe('the database locked beyond the busy timeout (another connection holds 
     expectContiguous(each, 1000);
     expectContiguous(decisions(s, 'latest'), 1000);
     const locked = each.filter((d) => Date.parse(d.slot_from) >= lockedAt && Date.parse(d.slot_to) < releasedAt);
-    expect(locked.every((d) => d.decision === 'fired'), JSON.stringify(locked.filter((d) => d.decision !== 'fired'))).toBe(true);
+    // Each slot on its own, none dropped as missed: fired, or — when a pass decided it while a
+    // caught-up run of the loop still went (a loaded machine splits the catch-up over passes) —
+    // skipped by the loop's overlap policy (skip, the default).
+    expect(locked.every((d) => d.decision === 'fired' || d.decision === 'skipped'), JSON.stringify(locked.filter((d) => d.decision !== 'fired' && d.decision !== 'skipped'))).toBe(true);
+    expect(locked.filter((d) => d.decision === 'fired').length).toBeGreaterThan(locked.length / 2);
     const caughtUp = locked.length;
     // catch-up latest: the locked seconds coalesced into one run.
     const coalesced = s.json<Array<{ type: string; data: { count: number } }>>(['events', 'latest']).filter((e) => e.type === 'slot.coalesced').map((e) => e.data.count);

@@ -84,15 +84,22 @@ const run: CliCommand = {
     process.stderr.on('error', ignore);
     const daemon = new Daemon(runtime, { concurrency, version: VERSION, log: (line) => daemonLog.line(line) });
     let signals = 0;
+    // Handled from the first moment: a stop asked for while the daemon starts (taking its lease,
+    // recovering) is carried out as soon as it has started, not by the signal's default action.
+    let started = false;
+    let asked: string | null = null;
     const onSignal = (signal: NodeJS.Signals) => {
       signals += 1;
       if (signals > 1) process.exit(EXIT.error);
-      void daemon.stop(`${signal} received`);
+      if (started) void daemon.stop(`${signal} received`);
+      else asked = `${signal} received`;
     };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
     try {
       await daemon.start();
-      process.on('SIGTERM', onSignal);
-      process.on('SIGINT', onSignal);
+      started = true;
+      if (asked !== null) void daemon.stop(asked);
       await daemon.done;
       await daemon.stop();
       return EXIT.ok;
