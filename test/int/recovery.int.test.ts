@@ -40,6 +40,7 @@ import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
 import { isAlive, killGroupIfAlive, procStat, waitForGroupGone } from '../helpers/proc.js';
 import { useRuntime, type TestRuntime } from '../helpers/tmp.js';
 import { waitFor } from '../helpers/wait.js';
+import { strandRun } from '../helpers/strand.js';
 
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');
 const TTL = 30_000;
@@ -68,42 +69,6 @@ async function setup(): Promise<Setup> {
   onTestFinished(() => expectLogConsistent(runtime));
   const loop = await createCommandLoop(runtime, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
   return { clock, runtime, old, die, loop };
-}
-
-/** A process recorded by the old runner; `bootId` defaults to this boot's. */
-type Stage = 'claimed' | 'spawning' | { pid: number; startTime: string | null; bootId?: string | null };
-
-/**
- * Writes a run the way `executeRun` on runner `old` does — claimed under its lease, the spawn
- * intent, and (for a process) `process.spawned` — and stops there, as if the runner died.
- */
-async function strandRun(old: Runtime, loop: LoopView, stage: Stage, ttlMs = TTL, timeoutAt: string | null = null): Promise<string> {
-  const now = old.clock.now();
-  const runId = newId('run', now);
-  const streamId = `run:${runId}`;
-  const actor = DurableActor.create(old, streamId, 'run', currentMachines.run);
-  await actor.record(
-    'run.claimed',
-    {
-      runId,
-      loopId: loop.id,
-      loopName: loop.name,
-      slot: `manual:${runId}`,
-      scheduledFor: new Date(now).toISOString(),
-      attempt: 1,
-      trigger: 'manual',
-      target: loop.target,
-      policies: loop.policies,
-      runnerId: old.runnerId,
-      leaseToken: 1,
-    },
-    { guards: [{ kind: 'take-lease', name: streamId, holder: old.runnerId, ttlMs }], meta: { leaseToken: 1 } },
-  );
-  if (stage === 'claimed') return runId;
-  await actor.record('process.spawn_requested', { command: 'sleep 30', args: [], shell: true, cwd: null, envKeys: [], timeoutAt });
-  if (stage === 'spawning') return runId;
-  await actor.record('process.spawned', { pid: stage.pid, pgid: stage.pid, startTime: stage.startTime, bootId: stage.bootId === undefined ? bootId() : stage.bootId });
-  return runId;
 }
 
 /** A `sleep 30` standing in for a run's process (own process group), killed when the test ends. */

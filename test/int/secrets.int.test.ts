@@ -43,6 +43,7 @@ import { isAlive, killGroupIfAlive, waitForGroupGone } from '../helpers/proc.js'
 import { secretHolders } from '../helpers/secrets.js';
 import { tempDir, useRuntime } from '../helpers/tmp.js';
 import { waitFor } from '../helpers/wait.js';
+import { strandRun } from '../helpers/strand.js';
 
 const SECRET = 'tok-Zq8/4f9a+1c77e2d0';
 const FILE_SECRET = 'file-Zq8/4f9a+1c77&e2 d0?';
@@ -237,7 +238,7 @@ describe('secrets: --secret-file and --secret-cmd', () => {
     });
     const file = secretFile('api-token', `${FILE_SECRET}\n`);
     const loop = await createCommandLoop(runtime, { name: 'job', command: 'true', secretFiles: [{ name: 'API_TOKEN', path: file }], schedule: { manual: true } });
-    const runId = await strandRun(old, loop);
+    const runId = await strandRun(old, loop, 'spawning');
     // The process its wrapper ran printed the value (raw and base64) while no runner watched it.
     const statusFile = join(runDir(runtime.dataDir, runId), 'exit-status');
     mkdirSync(dirname(statusFile), { recursive: true });
@@ -259,33 +260,6 @@ describe('secrets: --secret-file and --secret-cmd', () => {
     expect(secretHolders(runtime.dataDir, [FILE_SECRET])).toEqual([]);
   });
 });
-
-/** A run claimed and its spawn requested by runner `old`, which then stops (as executeRun writes them). */
-async function strandRun(old: Runtime, loop: LoopView): Promise<string> {
-  const now = old.clock.now();
-  const runId = newId('run', now);
-  const streamId = `run:${runId}`;
-  const actor = DurableActor.create(old, streamId, 'run', currentMachines.run);
-  await actor.record(
-    'run.claimed',
-    {
-      runId,
-      loopId: loop.id,
-      loopName: loop.name,
-      slot: `manual:${runId}`,
-      scheduledFor: new Date(now).toISOString(),
-      attempt: 1,
-      trigger: 'manual',
-      target: loop.target,
-      policies: loop.policies,
-      runnerId: old.runnerId,
-      leaseToken: 1,
-    },
-    { guards: [{ kind: 'take-lease', name: streamId, holder: old.runnerId, ttlMs: 30_000 }], meta: { leaseToken: 1 } },
-  );
-  await actor.record('process.spawn_requested', { command: 'true', args: [], shell: true, cwd: null, envKeys: [], timeoutAt: null });
-  return runId;
-}
 
 // ── loops secrets scrub ───────────────────────────────────────────────────────────────────────
 

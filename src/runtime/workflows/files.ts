@@ -5,6 +5,10 @@
  * YAML files may use anchors, aliases and `<<` merge keys. Positions come from the yaml package's
  * Document API (JSON is YAML 1.2, so JSON files are parsed a second time with it, after `JSON.parse`
  * has accepted them, only to locate problems).
+ *
+ * Over 500 lines on purpose: one concern — a spec file's text to a spec or a list of located
+ * problems — with its guards against hostile files (depth, alias and key counts) beside the parsing
+ * they guard.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
