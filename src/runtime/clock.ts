@@ -117,8 +117,17 @@ export class SimulatedClock implements Clock {
  * Timers and monotonic time are the real ones.
  */
 export function shiftedClock(startIso: string): Clock {
-  const offset = Date.parse(startIso) - Date.now();
-  return { ...systemClock, now: () => Date.now() + offset };
+  // Fixed at the first reading, so that reading is exactly `startIso` (LOOPS_NOW), whatever
+  // millisecond passed since the clock was made.
+  let offset: number | null = null;
+  return {
+    ...systemClock,
+    now: () => {
+      const real = Date.now();
+      offset ??= Date.parse(startIso) - real;
+      return real + offset;
+    },
+  };
 }
 
 /**
