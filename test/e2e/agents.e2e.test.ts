@@ -214,10 +214,12 @@ describe('limits loops enforces from what the CLI reports', () => {
     expect(r.code).toBe(3);
     const run = JSON.parse(r.stdout) as AgentRun;
     expect(run.status).toBe('failed');
-    expect(run.error).toMatch(/^over budget: opencode reported a cost of \$0\.0\d+ so far, above the limit of \$0\.0500 \(max cost\); stopped by loops; process killed by SIGTERM$/);
-    // Each step costs $0.0123: stopped at the first report over $0.05, not 2000 steps later.
+    expect(run.error).toMatch(/^over budget: opencode reported a cost of \$0\.\d{4} so far, above the limit of \$0\.0500 \(max cost\); stopped by loops; process killed by SIGTERM$/);
+    // Each step costs $0.0123, one every 20 ms: stopped at the first report loops reads over $0.05
+    // (under load several reports arrive in one read, so the total may be a few steps past), not
+    // 2000 steps ($24.60) later.
     expect(run.agent!.costUsd).toBeGreaterThan(0.05);
-    expect(run.agent!.costUsd).toBeLessThan(0.2);
+    expect(run.agent!.costUsd).toBeLessThan(1);
     expect(run.agent!.sessionId).toEqual(expect.any(String));
     const pid = (JSON.parse(readFileSync(log, 'utf8').trim().split('\n').at(-1)!) as { pid: number }).pid;
     expect(pidAlive(pid)).toBe(false);
