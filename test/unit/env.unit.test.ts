@@ -35,3 +35,26 @@ describe('extendPath', () => {
     expect(extendPath(undefined, {}, home).split(':')[0]).toBe(join(home, '.local/bin'));
   });
 });
+
+describe('the system baseline', () => {
+  it('an unset PATH (a daemon under env -i) still ends with /usr/bin:/bin:/usr/sbin:/sbin', () => {
+    const home = mkdtempSync(join(tmpdir(), 'loops-home-'));
+    mkdirSync(join(home, 'bin'), { recursive: true });
+    const parts = extendPath(undefined, {}, home).split(':');
+    expect(parts.slice(-4)).toEqual(['/usr/bin', '/bin', '/usr/sbin', '/sbin']);
+    // ~/bin is one of the user directories, as the predecessor had it.
+    expect(parts).toContain(join(home, 'bin'));
+  });
+
+  it('keeps the inherited order and adds only the system directories it lacks', () => {
+    const home = mkdtempSync(join(tmpdir(), 'loops-home-'));
+    const parts = extendPath('/bin:/opt/x', {}, home).split(':');
+    expect(parts.slice(0, 2)).toEqual(['/bin', '/opt/x']);
+    expect(parts.slice(-3)).toEqual(['/usr/bin', '/usr/sbin', '/sbin']);
+    expect(parts.filter((p) => p === '/bin')).toHaveLength(1);
+  });
+
+  it('follows BUN_INSTALL', () => {
+    expect(userBinDirs({ BUN_INSTALL: '/opt/bun' }, '/home/u')).toContain('/opt/bun/bin');
+  });
+});

@@ -3,7 +3,9 @@
  * (/usr/bin:/bin), so the agent CLIs a user installed with npm, pnpm, bun, cargo or Homebrew are
  * not found there although they are in the user's shell. Every run's PATH is therefore the
  * inherited one extended — after it, so the user's own order wins — with the usual user bin
- * directories that exist.
+ * directories that exist, and always ends with the system baseline `/usr/bin:/bin:/usr/sbin:/sbin`
+ * (as the predecessor's runs did): a daemon started with an empty environment (`env -i`, PATH
+ * unset) still finds `ls`.
  */
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -13,7 +15,9 @@ import { delimiter, join } from 'node:path';
 export function userBinDirs(env: Record<string, string | undefined> = process.env, home = homedir()): string[] {
   return [
     join(home, '.local', 'bin'),
+    join(home, 'bin'),
     join(home, '.bun', 'bin'),
+    ...(env.BUN_INSTALL ? [join(env.BUN_INSTALL, 'bin')] : []),
     join(home, '.cargo', 'bin'),
     join(home, '.deno', 'bin'),
     join(home, '.volta', 'bin'),
@@ -25,12 +29,25 @@ export function userBinDirs(env: Record<string, string | undefined> = process.en
   ];
 }
 
-/** `path` followed by the user bin directories that exist and are not in it yet. */
-export function extendPath(path: string | undefined, env: Record<string, string | undefined> = process.env, home = homedir()): string {
+/** The system directories every run's PATH ends with, whether or not the inherited PATH named them. */
+export const SYSTEM_PATH_DIRS: readonly string[] = ['/usr/bin', '/bin', '/usr/sbin', '/sbin'];
+
+/**
+ * `path` followed by the user bin directories that exist and are not in it yet, then the system
+ * baseline ({@link SYSTEM_PATH_DIRS}) where it is missing. The home directory is `$HOME` when
+ * set, else the account's (`os.homedir()` reads the password database when HOME is unset).
+ */
+export function extendPath(path: string | undefined, env: Record<string, string | undefined> = process.env, home = env.HOME || homedir()): string {
   const parts = (path ?? '').split(delimiter).filter((p) => p !== '');
   const seen = new Set(parts);
   for (const dir of userBinDirs(env, home)) {
     if (!seen.has(dir) && existsSync(dir)) {
+      parts.push(dir);
+      seen.add(dir);
+    }
+  }
+  for (const dir of SYSTEM_PATH_DIRS) {
+    if (!seen.has(dir)) {
       parts.push(dir);
       seen.add(dir);
     }

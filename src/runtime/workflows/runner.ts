@@ -308,7 +308,21 @@ class WorkflowRunner {
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries(c.spec!.env)) env[k] = renderTemplate(v, values);
     for (const [k, v] of Object.entries(step.target.env)) env[k] = renderTemplate(v, values);
-    return Object.assign(env, loopsEnv(c, step, attempt, join(this.stepDir(step.id, attempt), 'output')));
+    return Object.assign(env, loopsEnv(c, step, attempt, join(this.stepDir(step.id, attempt), 'output'), this.loopRun(c)));
+  }
+
+  private loopRunRow: LoopRunOfWorkflow | null | undefined;
+  /**
+   * The loop run this workflow run is the run of (a workflow loop's), from the read side: its
+   * (loop, slot, attempt) names exactly one. Null for a run started by hand.
+   */
+  private loopRun(c: WorkflowRunContext): LoopRunOfWorkflow | null {
+    if (this.loopRunRow !== undefined) return this.loopRunRow;
+    if (!c.loopId || !c.slot) return (this.loopRunRow = null);
+    const row = this.runtime.db
+      .prepare('SELECT id, loop_name AS loopName, scheduled_for AS scheduledFor FROM loop_runs WHERE loop_id = ? AND slot = ? AND attempt = ?')
+      .get(c.loopId, c.slot, c.attempt) as LoopRunOfWorkflow | undefined;
+    return (this.loopRunRow = row ?? null);
   }
 
   /** The intent for one attempt of a step: its command line with the outputs of earlier steps substituted. */
@@ -667,8 +681,18 @@ class WorkflowRunner {
   }
 }
 
-/** The environment every step gets from loops. */
-function loopsEnv(c: WorkflowRunContext, step: StepSpec, attempt: number, outputFile: string): Record<string, string> {
+interface LoopRunOfWorkflow {
+  id: string;
+  loopName: string;
+  scheduledFor: string;
+}
+
+/**
+ * The environment every step gets from loops. A step of a workflow loop's run also gets the loop
+ * run's variables, as a command loop's run does (and as the predecessor gave them): LOOPS_LOOP_ID,
+ * LOOPS_LOOP_NAME, LOOPS_RUN_ID (the loop run's id) and LOOPS_SCHEDULED_FOR (its instant, ISO-8601).
+ */
+function loopsEnv(c: WorkflowRunContext, step: StepSpec, attempt: number, outputFile: string, loopRun: LoopRunOfWorkflow | null): Record<string, string> {
   return {
     LOOPS_WORKFLOW_ID: c.workflowId ?? '',
     LOOPS_WORKFLOW_NAME: c.workflowName ?? '',
@@ -679,7 +703,7 @@ function loopsEnv(c: WorkflowRunContext, step: StepSpec, attempt: number, output
     LOOPS_OUTPUT: outputFile,
     LOOPS_IDEMPOTENCY_KEY: c.idempotencyKey ?? '',
     ...(c.loopId ? { LOOPS_LOOP_ID: c.loopId } : {}),
-    ...(c.slot ? { LOOPS_SCHEDULED_FOR: c.slot } : {}),
+    ...(loopRun ? { LOOPS_LOOP_NAME: loopRun.loopName, LOOPS_RUN_ID: loopRun.id, LOOPS_SCHEDULED_FOR: loopRun.scheduledFor } : c.slot ? { LOOPS_SCHEDULED_FOR: c.slot } : {}),
   };
 }
 
