@@ -165,6 +165,11 @@ export const agentReportSchema = z
     costUsd: z.number().nonnegative().nullable(),
     finalMessage: z.string().nullable(),
     isError: z.boolean().nullable(),
+    /**
+     * The CLI's own error (its message, error type, HTTP status): absent in every report written
+     * before it was read, and in a report with no error (the old default: none recorded).
+     */
+    error: z.object({ message: z.string(), type: z.string().nullable(), status: z.number().int().nullable() }).strict().optional(),
     parseError: z.string().nullable(),
   })
   .strict();

@@ -83,7 +83,7 @@ function runFake(inv: AgentInvocation, env: Record<string, string> = {}) {
 }
 
 function expectedReport(provider: ProviderId, model: string | null): AgentReport {
-  const base = { provider, sessionId: SESSIONS[provider], finalMessage: FINAL, isError: false, parseError: null };
+  const base = { provider, sessionId: SESSIONS[provider], finalMessage: FINAL, isError: false, error: null, parseError: null };
   switch (provider) {
     case 'claude':
     case 'aicopilot':
@@ -398,6 +398,7 @@ describe('failure modes of the fakes parse into ordinary reports', () => {
         costUsd: null,
         finalMessage: null,
         isError: null,
+        error: null,
         parseError: 'no output: the CLI printed nothing on stdout',
       });
     }
@@ -555,7 +556,9 @@ describe('AgentOutputParser', () => {
     expect(parseAgentOutput('claude', maxTurns)).toMatchObject({
       isError: true,
       turns: 2,
-      finalMessage: 'Still working on it',
+      // The interim message is no answer: the turn limit is the error.
+      finalMessage: null,
+      error: { message: 'error_max_turns after 2 turns', type: 'error_max_turns', status: null },
       tokens: { input: 4, output: 5, cacheRead: null, cacheWrite: null },
       parseError: null,
     });
@@ -626,6 +629,7 @@ describe('AgentOutputParser', () => {
       costUsd: null,
       finalMessage: 'Done.',
       isError: false,
+      error: null,
       parseError: null,
     });
     const failed = '{"type":"result","status":"error","error":{"type":"FatalTurnLimitedError","message":"turn limit"}}';
@@ -649,6 +653,7 @@ describe('AgentOutputParser', () => {
       costUsd: null,
       finalMessage: 'Fixed it.',
       isError: false,
+      error: null,
       parseError: null,
     });
     // The json format (a result object only): its result is the answer.
@@ -674,6 +679,7 @@ describe('AgentOutputParser', () => {
       costUsd: null,
       finalMessage: null,
       isError: false,
+      error: null,
       parseError: null,
     });
   });

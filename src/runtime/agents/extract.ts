@@ -1,9 +1,70 @@
 /**
  * The extraction state an agent CLI's output is read into, shared by every provider's reader
  * (`transcript.read` in ./providers/<id>.ts): model, session, turns, tokens, cost, the final message
- * (capped) and whether the CLI called it an error. The line machinery that feeds it is ./parse.ts.
+ * (capped), whether the CLI called it an error and the CLI's own error. The line machinery that
+ * feeds it is ./parse.ts.
  */
-import { obj, type Json } from './json.js';
+import { num, obj, str, type Json } from './json.js';
+
+/** The error an agent CLI reported in its own output (an API error, a turn limit, a failed turn). */
+export interface AgentError {
+  /** What the CLI said, on one line (capped): `Overloaded`, `error_max_turns after 12 turns`. */
+  message: string;
+  /** The CLI's or the API's error type or subtype (`overloaded_error`, `error_max_turns`), or null. */
+  type: string | null;
+  /** The HTTP status of an API error (`529`), or null. */
+  status: number | null;
+}
+
+/** Longest error message kept, in characters. */
+const MAX_ERROR_CHARS = 2000;
+
+/** An error's text on one line, capped. */
+export function errorText(text: string): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length > MAX_ERROR_CHARS ? `${line.slice(0, MAX_ERROR_CHARS)}…` : line;
+}
+
+/**
+ * An Anthropic / OpenAI-style API error text: `API Error: 529 {"type":"error","error":{"type":
+ * "overloaded_error","message":"Overloaded"}}`, `unexpected status 401 Unauthorized: {...}` —
+ * the HTTP status, the error type and message of the JSON body when it has one; null when the text
+ * names no status.
+ */
+export function apiErrorOf(text: string): AgentError | null {
+  const m = /(?:API Error:?|unexpected status|last status:?|status(?: code)?:?)\s*(\d{3})\b/i.exec(text);
+  if (!m) return null;
+  const status = Number(m[1]);
+  const brace = text.indexOf('{', m.index);
+  if (brace !== -1) {
+    try {
+      const body = obj(JSON.parse(text.slice(brace)));
+      const inner = obj(body?.error) ?? body;
+      const message = str(inner?.message);
+      if (message !== null) return { message: errorText(message), type: str(inner?.type) ?? str(inner?.code), status };
+    } catch {
+      // Not JSON after all: the whole text is the message.
+    }
+  }
+  return { message: errorText(text), type: null, status };
+}
+
+/** A `{message, type?, code?, status?}` error object (gemini, opencode's data), or null. */
+export function errorObject(value: unknown): AgentError | null {
+  const e = obj(value);
+  if (!e) return typeof value === 'string' && value.trim() !== '' ? { message: errorText(value), type: null, status: null } : null;
+  const data = obj(e.data);
+  const message = str(e.message) ?? str(data?.message);
+  const type = str(e.type) ?? str(e.name) ?? null;
+  const status = httpStatus(e.status) ?? httpStatus(e.statusCode) ?? httpStatus(e.code) ?? httpStatus(data?.statusCode);
+  if (message === null) return type === null ? null : { message: type, type, status };
+  return { message: errorText(message), type, status };
+}
+
+function httpStatus(value: unknown): number | null {
+  const n = typeof value === 'string' && /^\d{3}$/.test(value) ? Number(value) : num(value);
+  return n !== null && Number.isInteger(n) && n >= 100 && n <= 599 ? n : null;
+}
 
 /** The text blocks of a claude/cursor message `content` array (or a plain string), joined. */
 export function contentText(content: unknown): string | null {
@@ -40,6 +101,10 @@ export class Extract {
   /** The segment, not `lastText`, is the last assistant text (capped lazily: deltas may be many). */
   private segmentIsLast = false;
   isError: boolean | null = null;
+  /** The CLI's own error: the last final one (a failed result or turn) wins over interim ones. */
+  error: AgentError | null = null;
+  /** `error` came from a final event (a later interim error event does not replace it). */
+  private errorFinal = false;
   /** A final event was seen (result, turn completed, step finished). */
   finished = false;
 
@@ -56,6 +121,23 @@ export class Extract {
   }
   last(): string | null {
     return this.segmentIsLast ? this.cap(this.segment, this.segmentDropped) : this.lastText;
+  }
+  /**
+   * Records the CLI's own error and marks the run an error. A final error (from the event that ends
+   * the turn) replaces any earlier one; an interim error event (codex `error`, gemini `error`)
+   * replaces only another interim one.
+   */
+  fail(error: AgentError | null, final: boolean): void {
+    this.isError = true;
+    if (error === null || (this.errorFinal && !final)) return;
+    this.error = error;
+    this.errorFinal = final;
+  }
+  /** The turn ended well after all: interim errors (a retried request) no longer count. */
+  succeed(): void {
+    this.isError = false;
+    this.error = null;
+    this.errorFinal = false;
   }
   /** Adds a counted value (tokens and cost are summed over turns / steps). */
   add(field: 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'costUsd', value: number | null): void {

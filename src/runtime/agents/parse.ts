@@ -1,8 +1,8 @@
 /**
  * Reads an agent CLI's stdout (JSON / JSONL) incrementally and keeps only what a run records:
- * model, session id, turns, duration, tokens, cost, the final message and whether the CLI called
- * it an error. Memory is bounded whatever the output: one line at a time (lines longer than
- * `maxLineBytes` are skipped and counted), the final message capped at `maxMessageChars`, and
+ * model, session id, turns, duration, tokens, cost, the final message, whether the CLI called it an
+ * error and the error it reported. Memory is bounded whatever the output: one line at a time (lines
+ * longer than `maxLineBytes` are skipped and counted), the final message capped at `maxMessageChars`, and
  * nothing else retained. Non-JSON lines, malformed or truncated JSON and a missing final event are
  * tolerated: the report then holds nulls and says why in `parseError`.
  *
@@ -11,7 +11,7 @@
  * shapes read per provider, and where they come from, are listed in docs/agents.md.
  */
 import { ValidationError } from '../../events/errors.js';
-import { Extract } from './extract.js';
+import { Extract, type AgentError } from './extract.js';
 import { obj } from './json.js';
 import { isProviderId, providerDefinition, type ProviderId, type TranscriptReader } from './providers/index.js';
 
@@ -30,8 +30,11 @@ export interface AgentReport {
   durationMs: number | null;
   tokens: AgentTokens;
   costUsd: number | null;
+  /** The answer; null when the CLI reported an error (its interim text or error text is no answer). */
   finalMessage: string | null;
   isError: boolean | null;
+  /** The CLI's own error (message, error type, HTTP status), when it reported one. */
+  error: AgentError | null;
   /** Why the report is incomplete (no JSON, truncated, no final event), or null. */
   parseError: string | null;
 }
@@ -227,7 +230,8 @@ export class AgentOutputParser {
     const x = this.x;
     const c = this.counters;
     const turns = x.turns ?? (this.transcript.countsTurns && x.turnCount > 0 ? x.turnCount : null);
-    const finalMessage = this.transcript.prefersLastText ? (x.last() ?? x.resultText) : (x.resultText ?? x.last());
+    // A failed turn has no answer: what it said last is an interim message or the error's text.
+    const finalMessage = x.isError === true ? null : this.transcript.prefersLastText ? (x.last() ?? x.resultText) : (x.resultText ?? x.last());
     let parseError: string | null = null;
     if (c.jsonLines === 0) {
       if (c.bytes === 0) parseError = 'no output: the CLI printed nothing on stdout';
@@ -250,6 +254,7 @@ export class AgentOutputParser {
       costUsd: x.costUsd,
       finalMessage,
       isError: x.isError,
+      error: x.error,
       parseError,
     };
   }

@@ -121,8 +121,37 @@ function toEvent(r: ReturnType<AgentOutputParser['end']>, provider: ProviderId, 
     costUsd: r.costUsd,
     finalMessage: r.finalMessage === null ? null : r.finalMessage.length > 65_536 ? `${r.finalMessage.slice(0, 65_536)}…` : r.finalMessage,
     isError: r.isError,
+    // Only when there is one: a report with no error is recorded exactly as before.
+    ...(r.error !== null ? { error: r.error } : {}),
     parseError: r.parseError,
   };
+}
+
+type ReportedError = NonNullable<EventData<'run.agent_reported'>['error']>;
+
+/**
+ * The CLI's own error as a run's error reads it: `claude API error 529 overloaded_error: Overloaded`
+ * when it names an HTTP status, else `claude: error_max_turns after 12 turns`, `codex: <message>`.
+ */
+export function describeAgentError(provider: string, e: ReportedError): string {
+  if (e.status !== null) return `${provider} API error ${e.status}${e.type !== null ? ` ${e.type}` : ''}: ${e.message}`;
+  const typed = e.type !== null && !e.message.startsWith(e.type) ? `${e.type}: ` : '';
+  return `${provider}: ${typed}${e.message}`;
+}
+
+/**
+ * The exit an agent attempt records, its error saying what the CLI reported instead of only how the
+ * process ended: `claude: error_max_turns after 12 turns; exited with code 1`. A timeout or a
+ * cancel stays first (`timed out after 5m; codex: stream disconnected`); an exit with no error (0)
+ * is left as it is, whatever the CLI said.
+ */
+export function withAgentError<T extends { error: string | null; timedOut: boolean; cancelled: boolean }>(
+  exit: T,
+  agent: Pick<EventData<'run.agent_reported'>, 'provider' | 'error'> | null,
+): T {
+  if (exit.error === null || !agent?.error) return exit;
+  const said = describeAgentError(agent.provider, agent.error);
+  return { ...exit, error: exit.timedOut || exit.cancelled ? `${exit.error}; ${said}` : `${said}; ${exit.error}` };
 }
 
 /**

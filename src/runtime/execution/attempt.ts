@@ -25,7 +25,7 @@ import type { RunContext, runMachine } from '../../machines/run.js';
 import { DurableActor, type Effects } from '../actor.js';
 import { resolveAccountEnv } from '../agents/accounts.js';
 import { AgentOutputParser, AUTH_ENV_VARS, PROVIDERS, isProviderId, type ProviderId } from '../agents/index.js';
-import { agentSink, cliVersion, prepareAgent, reportFrom, type PreparedAgent } from '../agents/run.js';
+import { agentSink, cliVersion, prepareAgent, reportFrom, withAgentError, type PreparedAgent } from '../agents/run.js';
 import { agentEnd, prepareSpawn } from './spawn-plan.js';
 import { newId } from '../ids.js';
 import { HeldLease } from '../leases.js';
@@ -129,7 +129,8 @@ async function superviseRun(
 /** Records a process's end on the run: its agent report first, then its exit, in one transaction. */
 function recordExit(actor: DurableActor<typeof runMachine>, lease: HeldLease, exit: ExitInfo, agent: EventData<'run.agent_reported'> | null): Promise<void> {
   faultPoint('after-exit-before-record');
-  return actor.recordOrFail([...(agent ? [{ type: 'run.agent_reported', data: agent }] : []), { type: 'process.exited', data: exit }], lease.fence());
+  // The run's error says what the agent CLI reported (its API error, its turn limit), then how it exited.
+  return actor.recordOrFail([...(agent ? [{ type: 'run.agent_reported', data: agent }] : []), { type: 'process.exited', data: withAgentError(exit, agent) }], lease.fence());
 }
 
 /**

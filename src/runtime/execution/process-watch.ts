@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { EventData } from '../../events/catalog.js';
 import { formatDuration } from '../../events/durations.js';
 import type { Clock, TimerHandle } from '../clock.js';
-import { agentReport, cliVersion } from '../agents/run.js';
+import { agentReport, cliVersion, withAgentError } from '../agents/run.js';
 import type { ProviderId } from '../agents/index.js';
 import { msLeft, readStatusFile, type Deadline, type ExitInfo } from './executor.js';
 import { maskFiles, tailOfOutput } from './output.js';
@@ -60,6 +60,7 @@ export function exitFromFiles(dir: string, o: FileExitOptions): FileExit | null 
   if (o.provider !== null) {
     agent = agentReport(o.provider, join(dir, 'stdout.log'), cliVersion(o.provider));
     if (agent.finalMessage !== null && masker) agent.finalMessage = masker.mask(agent.finalMessage);
+    if (agent.error && masker) agent.error = { ...agent.error, message: masker.mask(agent.error.message) };
   }
   const error = o.timedOut
     ? `timed out after ${formatDuration(o.timedOut.timeoutMs)} (${o.how})${what ? `; process ${what.replace(/^exited/, 'then exited')}` : ''}`
@@ -69,7 +70,8 @@ export function exitFromFiles(dir: string, o: FileExitOptions): FileExit | null 
         ? `${what} (${o.how})`
         : null;
   return {
-    exit: {
+    // The CLI's own error, when it reported one, says why before how the process ended.
+    exit: withAgentError({
       exitCode: status.exitCode,
       signal: status.signal,
       timedOut: Boolean(o.timedOut),
@@ -80,7 +82,7 @@ export function exitFromFiles(dir: string, o: FileExitOptions): FileExit | null 
       stderrBytes: stderr.total,
       durationMs: Math.max(0, Math.round(endedAt - started)),
       error,
-    },
+    }, agent),
     agent,
     pid: status.pid,
   };

@@ -121,5 +121,6 @@ export function agentEnd(prepared: Extract<Prepared, { ok: true }>): EventData<'
   if (!prepared.parser || !prepared.provider) return null;
   const report = reportFrom(prepared.parser, prepared.provider, cliVersion(prepared.provider));
   if (report.finalMessage !== null && prepared.secrets.length) report.finalMessage = new SecretMasker(prepared.secrets).mask(report.finalMessage);
+  if (report.error && prepared.secrets.length) report.error = { ...report.error, message: new SecretMasker(prepared.secrets).mask(report.error.message) };
   return report;
 }

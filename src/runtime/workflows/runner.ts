@@ -33,7 +33,7 @@ import { runSecrets } from '../execution/run-secrets.js';
 import { maskDeep, SecretMasker } from '../execution/secrets.js';
 import { maskFiles } from '../execution/output.js';
 import { agentEnd, prepareSpawn } from '../execution/spawn-plan.js';
-import { prepareAgent, type PreparedAgent } from '../agents/run.js';
+import { prepareAgent, withAgentError, type PreparedAgent } from '../agents/run.js';
 import { isProviderId, type ProviderId } from '../agents/index.js';
 import { newId } from '../ids.js';
 import { HeldLease } from '../leases.js';
@@ -453,7 +453,7 @@ class WorkflowRunner {
       this.recordSoon('step.exited', {
         stepId,
         attempt,
-        ...exit,
+        ...withAgentError(exit, report),
         outputs: this.outputsOf(stepId, attempt),
         ...(report ? { agent: report } : {}),
       } satisfies EventData<'step.exited'>);

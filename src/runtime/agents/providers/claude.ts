@@ -2,7 +2,8 @@
  * claude — Claude Code (`claude -p`): its description, argv and output reader. docs/agents.md, "claude".
  * aicopilot (./aicopilot.ts) is modelled on it and reuses this file's argv, permission flags and reader.
  */
-import { contentText, type Reader } from '../extract.js';
+import { apiErrorOf, contentText, errorText, type AgentError, type Extract, type Reader } from '../extract.js';
+import type { Json } from '../json.js';
 import { bool, num, obj, str } from '../json.js';
 import { defineProvider, numberText, type ArgvInput, type ProviderInfoFields, type TranscriptReader } from './define.js';
 
@@ -42,7 +43,9 @@ const readClaude: Reader = (e, x) => {
     x.sessionId = str(e.session_id) ?? x.sessionId;
   } else if (e.type === 'assistant') {
     const message = obj(e.message);
-    if (x.model === null) x.model = str(message?.model);
+    // An API error arrives as a `<synthetic>` message: not a model.
+    const model = str(message?.model);
+    if (x.model === null && model !== '<synthetic>') x.model = model;
     x.sessionId = x.sessionId ?? str(e.session_id);
     x.setLast(contentText(message?.content));
   } else if (e.type === 'result') {
@@ -59,11 +62,47 @@ const readClaude: Reader = (e, x) => {
       x.cacheRead = num(usage.cache_read_input_tokens);
       x.cacheWrite = num(usage.cache_creation_input_tokens);
     }
-    const result = str(e.result);
-    if (result !== null) x.resultText = x.cap(result);
-    x.isError = bool(e.is_error) ?? (typeof e.subtype === 'string' ? e.subtype !== 'success' : x.isError);
+    readResultOutcome(e, x);
   }
 };
+
+/**
+ * The outcome of a claude-shaped `result` event (claude, aicopilot, cursor): a success's `result` is
+ * the final message; a failure's (`is_error: true`, or a subtype other than `success` — an
+ * `error_max_turns` result says `is_error: false`) is the CLI's error, never the final message.
+ */
+export function readResultOutcome(e: Json, x: Extract): void {
+  const subtype = str(e.subtype);
+  const result = str(e.result);
+  if (bool(e.is_error) !== true && (subtype === null || subtype === 'success')) {
+    if (result !== null) x.resultText = x.cap(result);
+    if (bool(e.is_error) === false || subtype === 'success') x.succeed();
+    return;
+  }
+  x.fail(resultError(e, subtype, result, x.turns), true);
+}
+
+/**
+ * A failed result's error: the subtype with the turns and the CLI's `errors`
+ * (`error_max_turns after 12 turns`), or the API error its `result` text carries (`API Error: 529
+ * {…overloaded_error…}`, with `api_error_status` when the CLI gives it), or that text as it is.
+ */
+function resultError(e: Json, subtype: string | null, result: string | null, turns: number | null): AgentError {
+  const errors = Array.isArray(e.errors) ? e.errors.filter((m): m is string => typeof m === 'string' && m.trim() !== '') : [];
+  const status = num(e.api_error_status);
+  const api = result !== null ? apiErrorOf(result) : null;
+  if (api !== null || status !== null) {
+    const text = result ?? (errors.length > 0 ? errors.join('; ') : null) ?? subtype ?? 'API error';
+    const base = api ?? { message: errorText(text), type: null, status: null };
+    return { ...base, status: status ?? base.status };
+  }
+  if (subtype !== null && subtype !== 'success') {
+    const detail = errors.length > 0 ? `: ${errors.join('; ')}` : result !== null ? `: ${result}` : '';
+    return { message: errorText(`${subtype}${turns !== null ? ` after ${turns} turn${turns === 1 ? '' : 's'}` : ''}${detail}`), type: subtype, status: null };
+  }
+  const text = result ?? (errors.length > 0 ? errors.join('; ') : null);
+  return { message: text !== null ? errorText(text) : 'the CLI reported an error and said nothing more', type: null, status: null };
+}
 
 export const CLAUDE_TRANSCRIPT = { format: 'claude-stream-json', read: readClaude, countsTurns: false, prefersLastText: false } satisfies TranscriptReader;
 

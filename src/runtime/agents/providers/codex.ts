@@ -3,7 +3,7 @@
  * docs/agents.md, "codex". codewith (./codewith.ts) is modelled on it and reuses this file's argv,
  * permission flags and reader.
  */
-import type { Reader } from '../extract.js';
+import { apiErrorOf, errorText, type AgentError, type Reader } from '../extract.js';
 import { num, obj, str } from '../json.js';
 import { defineProvider, type ArgvInput, type ProviderInfoFields, type TranscriptReader } from './define.js';
 
@@ -50,16 +50,17 @@ const readCodex: Reader = (e, x) => {
         x.add('output', num(usage.output_tokens));
         x.add('cacheRead', num(usage.cached_input_tokens));
       }
-      if (x.isError === null) x.isError = false;
+      // A turn that completes after an `error` event (a retried request) succeeded.
+      x.succeed();
       break;
     }
     case 'turn.failed':
       x.finished = true;
       x.turnCount++;
-      x.isError = true;
+      x.fail(codexError(obj(e.error)?.message), true);
       break;
     case 'error':
-      x.isError = true;
+      x.fail(codexError(e.message), false);
       break;
     case 'item.completed': {
       const item = obj(e.item);
@@ -68,6 +69,17 @@ const readCodex: Reader = (e, x) => {
     }
   }
 };
+
+/**
+ * codex's error message (`turn.failed`'s `error.message`, an `error` event's `message`): the HTTP
+ * status and the API's error type when the text carries them (`unexpected status 401 Unauthorized:
+ * {"error":{…}}`, `exceeded retry limit, last status: 429 …`), else the text as it is.
+ */
+function codexError(message: unknown): AgentError | null {
+  const text = str(message);
+  if (text === null) return null;
+  return apiErrorOf(text) ?? { message: errorText(text), type: null, status: null };
+}
 
 /** Turns are counted (`turn.completed` + `turn.failed`): no final event says how many. */
 export const CODEX_TRANSCRIPT = { format: 'codex-exec-jsonl', read: readCodex, countsTurns: true, prefersLastText: false } satisfies TranscriptReader;

@@ -2,8 +2,9 @@
  * cursor — Cursor Agent CLI (`cursor-agent --print`): its description, argv and output reader.
  * docs/agents.md, "cursor".
  */
-import { contentText, type Reader } from '../extract.js';
-import { bool, num, obj, str } from '../json.js';
+import { contentText, errorObject, type Reader } from '../extract.js';
+import { num, obj, str } from '../json.js';
+import { readResultOutcome } from './claude.js';
 import { defineProvider } from './define.js';
 
 /** cursor-agent --print --output-format stream-json (claude-like events; a `json` result object too). */
@@ -28,9 +29,11 @@ const readCursor: Reader = (e, x) => {
     }
     x.costUsd = num(e.total_cost_usd) ?? x.costUsd;
     // `result` concatenates every assistant text of the run; the last assistant message is the answer.
-    const result = str(e.result);
-    if (result !== null) x.resultText = x.cap(result);
-    x.isError = bool(e.is_error) ?? (typeof e.subtype === 'string' ? e.subtype !== 'success' : x.isError);
+    // A failed result (claude's shape: `is_error`, a subtype other than success) is the CLI's error.
+    readResultOutcome(e, x);
+  } else if (e.type === 'error') {
+    // Not documented; read like the other CLIs' error events: `{type: 'error', error?: {...}, message?}`.
+    x.fail(errorObject(e.error) ?? errorObject(e.message), true);
   }
 };
 

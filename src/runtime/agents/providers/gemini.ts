@@ -2,7 +2,7 @@
  * gemini — Gemini CLI (headless, `--output-format stream-json`): its description, argv and output
  * reader. docs/agents.md, "gemini".
  */
-import type { Reader } from '../extract.js';
+import { apiErrorOf, errorObject, type AgentError, type Reader } from '../extract.js';
 import { num, obj, str } from '../json.js';
 import { defineProvider } from './define.js';
 
@@ -23,9 +23,14 @@ const readGemini: Reader = (e, x) => {
     case 'tool_result':
       x.endSegment();
       break;
+    case 'error':
+      // `severity: 'warning'` is a notice the run goes on after; an error is the CLI's own.
+      if (e.severity !== 'warning') x.fail(geminiError({ message: e.message }), false);
+      break;
     case 'result': {
       x.finished = true;
-      x.isError = e.status === 'error' ? true : e.status === 'success' ? false : x.isError;
+      if (e.status === 'error') x.fail(geminiError(e.error), true);
+      else if (e.status === 'success') x.succeed();
       const stats = obj(e.stats);
       if (stats) {
         x.input = num(stats.input_tokens);
@@ -40,9 +45,11 @@ const readGemini: Reader = (e, x) => {
       if (!('response' in e) && !('stats' in e) && !('error' in e)) break;
       x.finished = true;
       x.sessionId = str(e.session_id) ?? x.sessionId;
+      const failed = obj(e.error) !== null;
       const response = str(e.response);
-      if (response !== null) x.resultText = x.cap(response);
-      x.isError = obj(e.error) !== null;
+      if (response !== null && !failed) x.resultText = x.cap(response);
+      if (failed) x.fail(geminiError(e.error), true);
+      else x.succeed();
       const models = obj(obj(e.stats)?.models);
       if (models) {
         const names = Object.keys(models);
@@ -58,6 +65,17 @@ const readGemini: Reader = (e, x) => {
     }
   }
 };
+
+/**
+ * gemini's error (`{type, message, code?}`, or an `error` event's `message`): the HTTP status is the
+ * `code` when it is one, else the one its message names (`[API Error: got status: 429 …]`).
+ */
+function geminiError(value: unknown): AgentError | null {
+  const error = errorObject(value);
+  if (error === null || error.status !== null) return error;
+  const api = apiErrorOf(error.message);
+  return api === null ? error : { ...error, status: api.status };
+}
 
 export const gemini = defineProvider({
   info: {

@@ -4,7 +4,7 @@
  * `maxCostUsd` / `maxTurns` itself (`supports.reportsCost` / `reportsTurns`).
  */
 import { ValidationError } from '../../../events/errors.js';
-import type { Reader } from '../extract.js';
+import { errorObject, type Reader } from '../extract.js';
 import { num, obj, str } from '../json.js';
 import { defineProvider } from './define.js';
 
@@ -36,7 +36,8 @@ const readOpencode: Reader = (e, x) => {
       x.setLast(str(part?.text));
       break;
     case 'error':
-      x.isError = true;
+      // The session's error (`{name, data: {message, statusCode?, …}}`): opencode stops and exits 1.
+      x.fail(errorObject(e.error), true);
       break;
     case 'done':
       x.finished = true;
