@@ -96,7 +96,8 @@ function resultError(e: Json, subtype: string | null, result: string | null, tur
     const base = api ?? { message: errorText(text), type: null, status: null };
     return { ...base, status: status ?? base.status };
   }
-  if (subtype !== null && subtype !== 'success') {
+  // `error_max_turns`, `error_during_execution`, `error_max_budget_usd`…: the subtype says why (a bare `error` does not).
+  if (subtype !== null && subtype.startsWith('error_')) {
     const detail = errors.length > 0 ? `: ${errors.join('; ')}` : result !== null ? `: ${result}` : '';
     return { message: errorText(`${subtype}${turns !== null ? ` after ${turns} turn${turns === 1 ? '' : 's'}` : ''}${detail}`), type: subtype, status: null };
   }
