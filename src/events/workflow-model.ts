@@ -83,6 +83,8 @@ export interface StepSpec {
   retries: RetryPolicy;
   /** Declared output keys; `[]` = not declared (any key may be referenced). */
   outputs: string[];
+  /** What the step is for, as the file says (the predecessor's step `description`). Absent in specs stored before it existed. */
+  description?: string | null;
 }
 
 /** A workflow input, given when a run starts. */
@@ -107,6 +109,16 @@ export interface WorkflowSpec {
   inputs: Record<string, WorkflowInput>;
   /** In file order. */
   steps: StepSpec[];
+  /**
+   * How steps are run. Absent (every spec stored before this field existed) or `parallel`: every step
+   * whose needs ended may start, up to `concurrency`, and a failure skips only its dependants.
+   * `sequential` (a predecessor-shape file, or `execution: sequential`): one step at a time, in the
+   * predecessor's order (depth-first over needs, in file order), and the first failure of a step
+   * without `continueOnError` skips every step after it.
+   */
+  execution?: 'parallel' | 'sequential';
+  /** The file's own `version` (the predecessor's spec version), kept as a label; loops numbers the versions of a spec itself. */
+  versionLabel?: string;
 }
 
 /** One problem found in a spec. `path` addresses the offending value in the parsed input document. */
@@ -192,6 +204,7 @@ export const canonicalStep = z
       })
       .strict(),
     outputs: z.array(z.string().regex(STEP_ID_RE)),
+    description: z.string().nullable().optional(),
   })
   .strict();
 
@@ -209,6 +222,8 @@ export const workflowSpecSchema = z
       z.object({ description: z.string().nullable(), default: z.string().nullable(), required: z.boolean() }).strict(),
     ),
     steps: z.array(canonicalStep).min(1),
+    execution: z.enum(['parallel', 'sequential']).optional(),
+    versionLabel: z.string().min(1).optional(),
   })
   .strict();
 

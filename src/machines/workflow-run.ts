@@ -53,7 +53,7 @@ import { assign, enqueueActions, setup } from 'xstate';
 import type { EventType } from '../events/catalog.js';
 import { backoffDelay } from '../events/policies.js';
 import { evaluateCondition, parseCondition, type ConditionContext, type StepView } from '../workflow/expr.js';
-import type { WorkflowSpec } from '../workflow/spec.js';
+import { sequentialOrder, type WorkflowSpec } from '../workflow/spec.js';
 import type { MachineEvent } from './events.js';
 
 export const WORKFLOW_RUN_MACHINE_ID = 'loops.workflow-run';
@@ -216,6 +216,7 @@ function stepViews(steps: Record<string, StepState>): Record<string, StepView> {
  */
 function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunContext> {
   const spec = context.spec!;
+  if (spec.execution === 'sequential') return planSequential(context, at);
   const steps: Record<string, StepState> = { ...context.steps };
   const stopping = context.cancelRequested || context.timedOut;
   let active = Object.values(steps).filter((s) => ACTIVE_STEP_STATUSES.has(s.status)).length;
@@ -270,6 +271,69 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
       toStart.push({ stepId: step.id, attempt: 1 });
       active += 1;
     }
+  }
+  return { steps, toStart, toSkip };
+}
+
+/** A step that ended badly without continue-on-error: it fails the run. */
+function failsRun(spec: WorkflowSpec, steps: Record<string, StepState>, id: string): boolean {
+  const s = steps[id]!;
+  return ['failed', 'timed_out', 'cancelled', 'abandoned'].includes(s.status) && !ok(spec, steps, id);
+}
+
+/**
+ * Planning for a `sequential` spec (the predecessor's semantics, src/events/workflow-model.ts):
+ * one step at a time in {@link sequentialOrder}; the first step not ended is the only one looked
+ * at — started when its condition holds, skipped when not — and nothing else moves while it runs,
+ * retries or waits for its step.skipped. Once a step failed the run (failed, timed out or
+ * abandoned without continue-on-error), `success()` is false for every later step, so the rest
+ * are skipped (an `if: always()` / `failure()` step still runs); `failure()` is true from then on.
+ */
+function planSequential(context: WorkflowRunContext, at: string): Partial<WorkflowRunContext> {
+  const spec = context.spec!;
+  const steps: Record<string, StepState> = { ...context.steps };
+  const stopping = context.cancelRequested || context.timedOut;
+  const toStart: Array<{ stepId: string; attempt: number }> = [...context.toStart];
+  const toSkip: Array<{ stepId: string; reason: string }> = [...context.toSkip];
+  const byId = new Map(spec.steps.map((s) => [s.id, s]));
+  const order = sequentialOrder(spec);
+  for (const id of order) {
+    const s = steps[id]!;
+    if (TERMINAL_STEP_STATUSES.has(s.status)) continue;
+    // Starting, running, retrying or being skipped: the one step in progress is waited for.
+    if (s.status !== 'pending') break;
+    const step = byId.get(id)!;
+    const stoppedBy = order.find((other) => failsRun(spec, steps, other));
+    const cond: ConditionContext = {
+      success: !stopping && stoppedBy === undefined && step.needs.every((n) => ok(spec, steps, n)),
+      failure: stoppedBy !== undefined,
+      cancelled: stopping,
+      steps: step.if === null ? {} : stepViews(steps),
+      inputs: context.inputs,
+    };
+    if (evaluateCondition(parseCondition(step.if ?? 'success()'), cond)) {
+      steps[id] = { ...s, status: 'starting', attempt: 1, afterStop: stopping };
+      toStart.push({ stepId: id, attempt: 1 });
+      break;
+    }
+    const failedNeed = step.needs.find((n) => !ok(spec, steps, n));
+    const reason =
+      step.if !== null
+        ? `if: ${step.if} was false`
+        : stopping
+          ? context.timedOut
+            ? 'the workflow timed out'
+            : 'the workflow was cancelled'
+          : stoppedBy !== undefined
+            ? `step ${stoppedBy} ${steps[stoppedBy]!.status === 'timed_out' ? 'timed out' : steps[stoppedBy]!.status} (execution: sequential stops at the first failure)`
+            : `needs ${failedNeed} which ${steps[failedNeed!]!.status === 'skipped' ? 'was skipped' : steps[failedNeed!]!.status}`;
+    if (records(context)) {
+      // Decided; its step.skipped (same transaction) ends it and plans the next step.
+      steps[id] = { ...s, status: 'skipping', reason };
+      toSkip.push({ stepId: id, reason });
+      break;
+    }
+    steps[id] = { ...s, status: 'skipped', reason, endedAt: at };
   }
   return { steps, toStart, toSkip };
 }

@@ -10,4 +10,4 @@
  * grammar on top); the canonical spec it produces is src/events/workflow-model.ts.
  */
 export * from './expr.js';
-export { normalizeWorkflowSpec, stepAncestors, topologicalOrder, workflowFileSchema, workflowJsonSchema } from './spec.js';
+export { normalizeWorkflowSpec, sequentialOrder, stepAncestors, topologicalOrder, workflowFileSchema, workflowJsonSchema } from './spec.js';

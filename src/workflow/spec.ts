@@ -85,6 +85,12 @@ const ROOT_FIELDS = {
   secrets: z.array(envName).meta({ description: 'names of environment variables whose values are secret' }),
   concurrency: z.int().min(1).max(MAX_CONCURRENCY).meta({ description: 'at most this many steps run at once (default 4)' }),
   timeout: duration('timeout of the whole workflow run, e.g. 30m'),
+  execution: z
+    .enum(['parallel', 'sequential'])
+    .meta({ description: 'parallel (default): steps whose needs ended run at once, up to concurrency; sequential: one at a time, stopping at the first failure (the predecessor\'s way)' }),
+  version: z
+    .union([z.int().min(1), z.string().min(1)], { error: (iss) => `expected a version label (a number or a string), got ${describe(iss.input)}` })
+    .meta({ description: "the file's own version label (the predecessor's spec version), kept and shown; loops numbers a spec's versions itself" }),
 } satisfies FieldTable;
 
 const INPUT_FIELDS = {
@@ -142,6 +148,7 @@ const needsFileSchema = deferred(z.union([stepIdText, z.array(stepIdText)]).meta
 const STEP_COMMON = {
   id: stepIdText.meta({ description: ID_HINT }),
   name: z.string().nullable(),
+  description: z.string().nullable().meta({ description: 'what the step is for' }),
   needs: needsFileSchema,
   if: z.union([text, z.boolean()], { error: (iss) => `expected a condition, got ${describe(iss.input)}` }).meta({ description: "condition, e.g. failure(), steps.test.outputs.ok == 'yes' (default success())" }),
   'continue-on-error': z.boolean(),
@@ -233,6 +240,7 @@ interface StepDraft {
   scope: Scope;
   id: string | null;
   name: string | null;
+  description: string | null;
   target: StepTarget | null;
   needs: Array<{ id: string; rel: Path }>;
   needsKey: string;
@@ -605,7 +613,7 @@ const TARGET_KEYS = ['run', 'command', 'agent', 'target'] as const;
 function commandTarget(
   ctx: Ctx,
   scope: Scope,
-  parts: { command: string; commandRel: Path; args: string[]; argsRel: Path; shell: boolean },
+  parts: { command: string; commandRel: Path; args: string[]; argsRel: Path; shell: boolean; legacy?: boolean },
   refs: Reference[],
 ): CommandTarget | null {
   let ok = true;
@@ -635,7 +643,9 @@ function commandTarget(
         scope,
         parts.commandRel,
         `${JSON.stringify(command)} contains whitespace, but runs without a shell, as one executable`,
-        `use args: (command: ${words[0]}, args: [${words.slice(1).join(', ')}]), or run: / shell: true to run it through a shell`,
+        parts.legacy
+          ? `put the flags in args ("command": ${JSON.stringify(words[0])}, "args": ${JSON.stringify(words.slice(1))}), or set "shell": true to run it through a shell — the predecessor refused it too`
+          : `use args: (command: ${words[0]}, args: [${words.slice(1).join(', ')}]), or run: / shell: true to run it through a shell`,
       );
       ok = false;
     }
@@ -726,9 +736,14 @@ function readTarget(
         report(ctx, scope, ['target'], 'command is missing', 'e.g. target: { type: "command", command: "npm", args: ["test"] }');
       } else if (typeof read.values.command === 'string') {
         const args = ((read.values.args as unknown[] | undefined) ?? []).map(stringify);
-        // The predecessor's default: shell text when no args are given, argv otherwise.
-        const shell = (read.values.shell as boolean | undefined) ?? args.length === 0;
-        target = commandTarget(ctx, scope, { command: read.values.command, commandRel: ['target', 'command'], args, argsRel: ['target', 'args'], shell }, refs);
+        // The predecessor's default is no shell: `command` is the executable, and one with spaces is refused.
+        const shell = (read.values.shell as boolean | undefined) ?? false;
+        target = commandTarget(
+          ctx,
+          scope,
+          { command: read.values.command, commandRel: ['target', 'command'], args, argsRel: ['target', 'args'], shell, legacy: true },
+          refs,
+        );
         const ownEnv = read.values.env === undefined ? {} : toEnv(read.values.env);
         if (target) mergeOwn(['target'], (read.values.cwd as string | null | undefined) ?? null, ownEnv);
       }
@@ -817,19 +832,15 @@ function readStep(ctx: Ctx, index: number, raw: unknown): { draft: StepDraft | n
 
   // ── target ──
   const target = readTarget(ctx, scope, raw, values, present, refs);
-  if (target.timeoutMs !== undefined && target.timeoutMs !== null) {
-    if (timeoutKey !== null && timeoutMs !== target.timeoutMs) {
-      report(ctx, scope, ['target', 'timeoutMs'], `differs from the step's ${timeoutKey}`, 'give the timeout once');
-    } else {
-      timeoutMs = target.timeoutMs;
-    }
-  }
+  // The step's own timeout overrides the target's (the predecessor's `step.timeoutMs ?? target.timeoutMs`).
+  if (timeoutKey === null && target.timeoutMs !== undefined && target.timeoutMs !== null) timeoutMs = target.timeoutMs;
 
   const draft: StepDraft = {
     index,
     scope,
     id,
     name: (values.name as string | null | undefined) ?? null,
+    description: (values.description as string | null | undefined) ?? null,
     target: target.target,
     needs,
     needsKey,
@@ -1124,6 +1135,18 @@ export function normalizeWorkflowSpec(
     for (const reference of refs) checkRef(root, null, null, reference);
   }
 
+  // A predecessor-shape file runs as the predecessor ran it, unless the file says otherwise.
+  const execution = (values.execution as 'parallel' | 'sequential' | undefined) ?? (legacy ? 'sequential' : undefined);
+  if (execution === 'sequential' && typeof values.concurrency === 'number' && values.concurrency > 1) {
+    report(
+      ctx,
+      root,
+      ['concurrency'],
+      `${values.concurrency} has no effect: ${present.has('execution') ? 'execution: sequential' : 'a predecessor-shape file'} runs one step at a time`,
+      present.has('execution') ? 'drop concurrency, or use execution: parallel' : 'drop concurrency, or add execution: parallel to run independent steps at once',
+    );
+  }
+
   if (ctx.problems.length > 0) {
     // Document order: workflow fields first, then steps in file order (stable within each).
     const rank = (p: SpecProblem) => (p.path[0] === 'steps' && typeof p.path[1] === 'number' ? p.path[1] + 1 : 0);
@@ -1136,7 +1159,7 @@ export function normalizeWorkflowSpec(
     description: (values.description as string | null | undefined) ?? null,
     env,
     secrets: [...new Set((values.secrets as string[] | undefined) ?? [])],
-    concurrency: (values.concurrency as number | undefined) ?? DEFAULT_CONCURRENCY,
+    concurrency: (values.concurrency as number | undefined) ?? (execution === 'sequential' ? 1 : DEFAULT_CONCURRENCY),
     timeoutMs,
     inputs: inputs ?? {},
     steps: drafts.map((draft) => ({
@@ -1149,7 +1172,10 @@ export function normalizeWorkflowSpec(
       timeoutMs: draft.timeoutMs,
       retries: draft.retries,
       outputs: draft.outputs,
+      ...(draft.description !== null ? { description: draft.description } : {}),
     })),
+    ...(execution !== undefined ? { execution } : {}),
+    ...(values.version !== undefined ? { versionLabel: String(values.version) } : {}),
   };
   // A normaliser bug must not reach the log: the result must satisfy the canonical schema.
   const checked = workflowSpecSchema.safeParse(spec);
@@ -1186,5 +1212,43 @@ export function topologicalOrder(spec: WorkflowSpec): string[] {
     done.add(step!.id);
     order.push(step!.id);
   }
+  return order;
+}
+
+const SEQUENTIAL_ORDERS = new WeakMap<object, string[]>();
+
+/**
+ * The order in which a `sequential` spec runs its steps — the predecessor's (its
+ * `workflowExecutionOrder`): depth-first over `needs`, steps taken in file order, each step right
+ * after the steps it needs. `[x needs c, b, c]` runs c, x, b (where {@link topologicalOrder} gives
+ * b, c, x). Cached per spec object: the workflow-run machine asks after every event.
+ */
+export function sequentialOrder(spec: Pick<WorkflowSpec, 'steps'>): string[] {
+  const cached = SEQUENTIAL_ORDERS.get(spec);
+  if (cached) return cached;
+  const byId = new Map(spec.steps.map((s) => [s.id, s]));
+  const visited = new Set<string>();
+  const order: string[] = [];
+  for (const first of spec.steps) {
+    if (visited.has(first.id)) continue;
+    // Iterative: a long chain must not overflow the stack. A cycle cannot occur in a normalised spec.
+    visited.add(first.id);
+    const frames: Array<{ id: string; i: number }> = [{ id: first.id, i: 0 }];
+    while (frames.length > 0) {
+      const frame = frames.at(-1)!;
+      const needs = byId.get(frame.id)?.needs ?? [];
+      if (frame.i < needs.length) {
+        const next = needs[frame.i++]!;
+        if (!visited.has(next) && byId.has(next)) {
+          visited.add(next);
+          frames.push({ id: next, i: 0 });
+        }
+        continue;
+      }
+      frames.pop();
+      order.push(frame.id);
+    }
+  }
+  SEQUENTIAL_ORDERS.set(spec, order);
   return order;
 }

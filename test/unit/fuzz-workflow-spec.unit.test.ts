@@ -44,7 +44,8 @@ const validSpec: fc.Arbitrary<{ doc: Doc; legacy: boolean }> = fc
   .map(({ n, legacy, seeds, description, concurrency, timeout, input, texts }) => {
     const doc: Doc = { name: 'fuzzed' };
     if (description !== undefined) doc.description = description;
-    if (concurrency !== undefined) doc.concurrency = concurrency;
+    // A predecessor-shape file runs one step at a time: a concurrency above 1 is refused there.
+    if (concurrency !== undefined && !legacy) doc.concurrency = concurrency;
     if (timeout !== undefined && !legacy) doc.timeout = timeout;
     if (input && !legacy) doc.inputs = { branch: 'main', level: { default: '1', description: 'how much', required: false } };
     const steps: Json[] = [];
@@ -56,7 +57,7 @@ const validSpec: fc.Arbitrary<{ doc: Doc; legacy: boolean }> = fc
         const kind = seed % 3;
         const target: Doc =
           kind === 0
-            ? { type: 'command', command: `echo ${text}` }
+            ? { type: 'command', command: `echo ${text}`, shell: true }
             : kind === 1
               ? { type: 'command', command: 'echo', args: [text, 42, true], shell: false, cwd: '/tmp', env: { LEVEL: '1' }, timeoutMs: 60_000 }
               : { type: 'agent', provider: 'claude', prompt: `review ${text}`, maxTurns: 5 };

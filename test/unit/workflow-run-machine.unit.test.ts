@@ -298,3 +298,56 @@ describe('workflow-run machine: decisions are recorded facts', () => {
     expect((started(spec(), 'derived').data as { decisions: string }).decisions).toBe('derived');
   });
 });
+
+/**
+ * execution: sequential — the predecessor's semantics, as its CLI was seen to run the same file
+ * (seed.sh workflows run, 0.3.1): the steps in depth-first order over dependsOn (c, x, b, d, e),
+ * one at a time; b fails under continueOnFailure and the run goes on; d fails and e is skipped.
+ */
+describe.each<Mode>(['recorded', 'derived'])('workflow-run machine (%s decisions): execution sequential', (mode) => {
+  const predecessor = (extra: Record<string, unknown> = {}) =>
+    normalizeWorkflowSpec({
+      name: 'order',
+      steps: [
+        { id: 'x', dependsOn: ['c'], target: { type: 'command', command: 'true' } },
+        { id: 'b', continueOnFailure: true, target: { type: 'command', command: 'false' } },
+        { id: 'c', target: { type: 'command', command: 'true' } },
+        { id: 'd', target: { type: 'command', command: 'false' } },
+        { id: 'e', target: { type: 'command', command: 'true' }, ...extra },
+      ],
+    }).spec;
+
+  it('a predecessor-shape spec is sequential: one step at a time in depth-first order; the first failure skips the rest; the run fails', () => {
+    const s = predecessor();
+    expect(s.execution).toBe('sequential');
+    const r = run([started(s, mode), ...attempt('c', 0, 1), ...attempt('x', 0, 2), ...attempt('b', 1, 3), ...attempt('d', 4, 4)]);
+    expect(r.starts.filter((x) => x.length)).toEqual([['c'], ['x'], ['b'], ['d']]);
+    expect(r.statuses).toEqual({ x: 'succeeded', b: 'failed', c: 'succeeded', d: 'failed', e: 'skipped' });
+    expect(r.c.steps.e!.reason).toBe('step d failed (execution: sequential stops at the first failure)');
+    expect(r.state).toBe('failed');
+  });
+
+  it('independent steps never run together, whatever the concurrency; a continue-on-error failure lets the run succeed', () => {
+    const s = predecessor();
+    const r = run([started(s, mode), ...attempt('c', 0, 1), ...attempt('x', 0, 2), ...attempt('b', 1, 3), ...attempt('d', 0, 4), ...attempt('e', 0, 5)]);
+    for (const starts of r.starts) expect(starts.length).toBeLessThanOrEqual(1);
+    expect(r.state).toBe('succeeded');
+  });
+
+  it('the same graph without execution: sequential (absent, as in every spec stored before) runs independent steps together and keeps going', () => {
+    const s = { ...predecessor() };
+    delete s.execution;
+    s.concurrency = 4;
+    const r = run([started(s, mode), ...attempt('b', 1, 1), ...attempt('c', 0, 1), ...attempt('d', 4, 1), ...attempt('e', 0, 1), ...attempt('x', 0, 2)]);
+    expect(r.starts[0]).toEqual(['b', 'c', 'd', 'e']);
+    expect(r.statuses).toEqual({ x: 'succeeded', b: 'failed', c: 'succeeded', d: 'failed', e: 'succeeded' });
+  });
+
+  it('an if: always() step still runs after the first failure, and failure() is true from then on', () => {
+    const s = predecessor();
+    const withCleanup: WorkflowSpec = { ...s, steps: s.steps.map((step) => (step.id === 'e' ? { ...step, if: 'failure()' } : step)) };
+    const r = run([started(withCleanup, mode), ...attempt('c', 0, 1), ...attempt('x', 0, 2), ...attempt('b', 0, 3), ...attempt('d', 4, 4), ...attempt('e', 0, 5)]);
+    expect(r.statuses.e).toBe('succeeded');
+    expect(r.state).toBe('failed');
+  });
+});

@@ -303,8 +303,11 @@ describe('normalizeWorkflowSpec: predecessor shape', () => {
     ]);
     expect(spec.steps[0]!.target).toEqual({ type: 'command', command: 'npm ci', args: [], shell: true, cwd: '/srv/app', env: { NODE_ENV: 'test' } });
     expect(spec.steps[1]!.target).toEqual({ type: 'command', command: 'npm', args: ['test', '--', '--run'], shell: false, cwd: '/srv/app', env: {} });
-    // No shell field and no args: shell text.
-    expect(spec.steps[2]!.target).toMatchObject({ command: 'npm audit --omit=dev', shell: true });
+    // No shell field: the executable and its argv, as the predecessor ran it.
+    expect(spec.steps[2]!.target).toMatchObject({ command: 'npm', args: ['audit', '--omit=dev'], shell: false });
+    // The predecessor's semantics, recorded in the spec; its version and step descriptions are kept.
+    expect(spec).toMatchObject({ execution: 'sequential', concurrency: 1, versionLabel: '3' });
+    expect(spec.steps[1]!.description).toBe('the unit tests');
     expect(spec.steps[3]!.target).toEqual({
       type: 'agent',
       provider: 'codex',
@@ -355,9 +358,43 @@ describe('normalizeWorkflowSpec: predecessor shape', () => {
     expect(q.message).toMatch(/expected "command" or "agent"/);
   });
 
-  it('refuses a target timeout that contradicts the step timeout', () => {
-    const p = problemOf(wf([{ id: 'a', timeoutMs: 1000, target: { type: 'command', command: 'true', timeoutMs: 2000 } }]));
-    expect(p).toMatchObject({ step: 'a', field: 'target.timeoutMs' });
+  it("a step's timeoutMs overrides its target's (the predecessor's step.timeoutMs ?? target.timeoutMs)", () => {
+    const { spec } = normalizeWorkflowSpec(wf([{ id: 'a', timeoutMs: 1000, target: { type: 'command', command: 'true', timeoutMs: 2000 } }]));
+    expect(spec.steps[0]!.timeoutMs).toBe(1000);
+    const own = normalizeWorkflowSpec(wf([{ id: 'a', target: { type: 'command', command: 'true', timeoutMs: 2000 } }]));
+    expect(own.spec.steps[0]!.timeoutMs).toBe(2000);
+  });
+
+  it('a command with spaces and no shell: true is refused as the predecessor refuses it, naming the step and field, with a hint', () => {
+    const p = problemOf(wf([{ id: 'audit', target: { type: 'command', command: 'npm audit --omit=dev' } }]));
+    expect(p).toMatchObject({ step: 'audit', field: 'target.command', path: ['steps', 0, 'target', 'command'] });
+    expect(p.message).toBe('step "audit": target.command: "npm audit --omit=dev" contains whitespace, but runs without a shell, as one executable');
+    expect(p.hint).toBe('put the flags in args ("command": "npm", "args": ["audit","--omit=dev"]), or set "shell": true to run it through a shell — the predecessor refused it too');
+    // With shell: true it is shell text.
+    const shell = normalizeWorkflowSpec(wf([{ id: 'a', target: { type: 'command', command: 'npm audit', shell: true } }]));
+    expect(shell.spec.steps[0]!.target).toMatchObject({ command: 'npm audit', shell: true });
+  });
+
+  it("keeps the file's version as a label and step descriptions; a native file gets no execution field unless it says so", () => {
+    const { spec } = normalizeWorkflowSpec(wf([{ id: 'a', description: 'first', run: 'x' }], { version: 7 }));
+    expect(spec).toMatchObject({ versionLabel: '7', concurrency: 4 });
+    expect(spec.steps[0]!.description).toBe('first');
+    expect('execution' in spec).toBe(false);
+    expect(normalizeWorkflowSpec(wf([{ id: 'a', run: 'x' }], { version: '2026.1', execution: 'sequential' })).spec).toMatchObject({
+      versionLabel: '2026.1',
+      execution: 'sequential',
+      concurrency: 1,
+    });
+    expect(problemOf(wf([{ id: 'a', run: 'x' }], { version: true })).message).toMatch(/^version: expected a version label/);
+  });
+
+  it('a predecessor-shape file is sequential unless it says execution: parallel; concurrency contradicting sequential is refused', () => {
+    const steps = [{ id: 'a', target: { type: 'command', command: 'true' } }];
+    expect(normalizeWorkflowSpec(wf(steps)).spec).toMatchObject({ execution: 'sequential', concurrency: 1 });
+    expect(normalizeWorkflowSpec(wf(steps, { execution: 'parallel' })).spec).toMatchObject({ execution: 'parallel', concurrency: 4 });
+    const p = problemOf(wf(steps, { concurrency: 3 }));
+    expect(p).toMatchObject({ field: 'concurrency', message: 'concurrency: 3 has no effect: a predecessor-shape file runs one step at a time' });
+    expect(problemOf(wf([{ id: 'a', run: 'x' }], { execution: 'sequential', concurrency: 2 })).hint).toBe('drop concurrency, or use execution: parallel');
   });
 });
 
@@ -420,7 +457,7 @@ describe('normalizeWorkflowSpec: validation', () => {
     expect(problemOf(wf([{ id: 'a', run: 'x', retries: { limit: 1, dely: '1s' } }]))).toMatchObject({ field: 'retries.dely', hint: 'did you mean "delay"?' });
     expect(problemOf(wf([{ id: 'a', run: 'x' }], { inputs: { b: { defualt: 'x' } } }))).toMatchObject({ field: 'inputs.b.defualt', hint: 'did you mean "default"?' });
     // Nothing close: the hint lists the known fields.
-    expect(problemOf(wf([{ id: 'a', run: 'x', zzzzzz: 1 }])).hint).toMatch(/^known fields: id, name, needs, /);
+    expect(problemOf(wf([{ id: 'a', run: 'x', zzzzzz: 1 }])).hint).toMatch(/^known fields: id, name, description, needs, /);
   });
 
   it('step id: missing, invalid, duplicate', () => {
@@ -522,7 +559,7 @@ describe('normalizeWorkflowSpec: validation', () => {
     for (const [second, field] of [
       [{ run: 'echo ${{ steps.a.outputs.o }}' }, 'run'],
       [{ command: 'echo ${{ steps.a.outputs.o }}', shell: true }, 'command'],
-      [{ target: { type: 'command', command: 'echo ${{ steps.a.outputs.o }}' } }, 'target.command'],
+      [{ target: { type: 'command', command: 'echo ${{ steps.a.outputs.o }}', shell: true } }, 'target.command'],
     ] as const) {
       const p = problemOf(steps(second));
       expect(p).toMatchObject({ step: 'b', field, message: `step "b": ${field}: \${{ }} in shell text` });
@@ -654,7 +691,7 @@ describe('workflow file schema and JSON Schema', () => {
     expect(schema.required).toEqual(['name', 'steps']);
     expect(schema.additionalProperties).toBe(false);
     const props = schema.properties as Record<string, any>;
-    expect(Object.keys(props).sort()).toEqual(['$schema', 'concurrency', 'description', 'env', 'inputs', 'name', 'secrets', 'steps', 'timeout'].sort());
+    expect(Object.keys(props).sort()).toEqual(['$schema', 'concurrency', 'description', 'env', 'execution', 'inputs', 'name', 'secrets', 'steps', 'timeout', 'version'].sort());
     expect(props.concurrency).toMatchObject({ type: 'integer', minimum: 1, maximum: 256 });
     expect(props.name.pattern).toBe('^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$');
     const variants = props.steps.items.anyOf as Array<Record<string, any>>;
