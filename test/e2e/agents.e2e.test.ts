@@ -367,3 +367,33 @@ describe('cost and tokens in tables', () => {
     expect(wf.stderr).toContain('wfrun_01abc is a workflow run; loops workflows inspect wfrun_01abc shows it');
   });
 });
+
+describe("the agent CLI's own error", () => {
+  // One recorded failure per CLI (test/fixtures/agents/failures), replayed by the fake on PATH.
+  it.each([
+    ['claude', 'claude-max-turns', 'claude: error_max_turns after 12 turns; exited with code 1'],
+    ['claude', 'claude-api-529', 'claude API error 529 overloaded_error: Overloaded; exited with code 1'],
+    ['codex', 'codex-turn-failed', 'codex API error 429: exceeded retry limit, last status: 429 Too Many Requests, request id: req_5b2e91c0d4f7; exited with code 1'],
+    ['gemini', 'gemini-error', /^gemini API error 429 Error: \[API Error: Quota exceeded .*\(Status: 429\)\]; exited with code 1$/],
+    ['opencode', 'opencode-error', 'opencode API error 529 APIError: Overloaded; exited with code 1'],
+  ] as const)('%s %s: the run is failed with exit code 1, its error is the CLI\'s, no interim final message', (provider, failure, expected) => {
+    const { s, env } = setup();
+    expect(s.run(['create', 'agent', 'failing', '--provider', provider, '--prompt', 'x', '--manual'], env).code).toBe(0);
+    const r = s.run(['run-now', 'failing', '--json'], { ...env, FAKE_AGENT_MODE: `fail:${failure}` });
+    expect(r.code, r.stderr).toBe(3);
+    const run = JSON.parse(r.stdout) as AgentRun & { agent: { error?: { message: string; type: string | null; status: number | null } } };
+    expect(run).toMatchObject({ status: 'failed', exitCode: 1 });
+    if (typeof expected === 'string') expect(run.error).toBe(expected);
+    else expect(run.error).toMatch(expected);
+    expect(run.agent!.finalMessage).toBeNull();
+    expect(run.agent!.error!.message.length).toBeGreaterThan(0);
+    expect(run.agent!.sessionId).toEqual(expect.any(String));
+    // The same in every view: runs --json, show <run> (text and --json), and a replay of the log.
+    expect(s.json<AgentRun[]>(['runs', 'failing'])[0]!.error).toBe(run.error);
+    expect(s.json<AgentRun>(['show', run.id]).error).toBe(run.error);
+    const text = s.run(['show', run.id]).stdout;
+    expect(text).toContain(run.error!);
+    expect(text).not.toMatch(/^final /m);
+    expect(s.run(['replay', run.id]).code).toBe(0);
+  });
+});
