@@ -1,4 +1,6 @@
-// Marks the CLI entry executable after tsc (tsc does not keep modes).
+// Marks the CLI entries (loops, loops-daemon) executable after tsc (tsc does not keep modes).
 import { chmodSync, existsSync } from 'node:fs';
-const bin = new URL('../dist/cli/main.js', import.meta.url);
-if (existsSync(bin)) chmodSync(bin, 0o755);
+for (const name of ['main.js', 'daemon-main.js']) {
+  const bin = new URL(`../dist/cli/${name}`, import.meta.url);
+  if (existsSync(bin)) chmodSync(bin, 0o755);
+}

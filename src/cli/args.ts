@@ -50,7 +50,7 @@ export function parseCommand(spec: CommandSpec, argv: string[]): Parsed {
   }
   let result;
   try {
-    result = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+    result = parseArgs({ args: withDashValues(spec, argv), options, allowPositionals: true, strict: true });
   } catch (error) {
     throw translate(spec, error as Error & { code?: string }, argv);
   }
@@ -79,6 +79,35 @@ export function parseCommand(spec: CommandSpec, argv: string[]): Parsed {
     });
   }
   return { values, positionals: result.positionals };
+}
+
+/**
+ * A string option's value may start with a dash, as commander (the predecessor's parser) takes
+ * it: `--arg -fsS`, `--env -x=1`, `--timeout -5s` (then refused by its own check). node's
+ * parseArgs reads such a value as an option, so the pair is joined (`--arg=-fsS`) first. A value
+ * that looks like a long option (`--cwd --every`) stays an error — a forgotten value — except for
+ * an option with `multiple` (`--arg --verbose`, `--extra-arg --yolo`): arguments handed on verbatim.
+ * Nothing after `--` is touched.
+ */
+function withDashValues(spec: CommandSpec, argv: string[]): string[] {
+  const byShort = new Map(Object.entries(spec.options).flatMap(([name, o]) => (o.short ? [[o.short, name] as const] : [])));
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    out.push(arg);
+    if (arg === '--') {
+      out.push(...argv.slice(i + 1));
+      break;
+    }
+    const name = /^--([^=]+)$/.exec(arg)?.[1] ?? (/^-([^-])$/.test(arg) ? byShort.get(arg[1]!) : undefined);
+    const o = name === undefined ? undefined : spec.options[name];
+    const next = argv[i + 1];
+    if (o?.type !== 'string' || next === undefined || !next.startsWith('-') || next === '-' || next === '--') continue;
+    if (next.startsWith('--') && !o.multiple) continue;
+    out[out.length - 1] = `--${name}=${next}`;
+    i += 1;
+  }
+  return out;
 }
 
 function translate(spec: CommandSpec, error: Error & { code?: string }, argv: string[]): UsageError {

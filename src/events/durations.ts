@@ -17,11 +17,26 @@ export const MAX_DURATION_MS = 5200 * UNITS.w!;
 
 /**
  * Parses `500ms`, `90s`, `15m`, `1h30m`, `2d`, `1w` (units may be combined, largest first).
- * A bare number is rejected: `--timeout 30` is ambiguous. At most `max` ({@link MAX_DURATION_MS};
+ * A bare number is rejected: `--older-than 30` is ambiguous. At most `max` ({@link MAX_DURATION_MS};
  * a look-back window — `--since`, `--older-than` — checks its own range and passes Infinity).
  */
 export function parseDuration(input: string, flag = 'duration', max = MAX_DURATION_MS): number {
-  const text = input.trim().toLowerCase();
+  return parse(input, flag, max, false);
+}
+
+/**
+ * Like {@link parseDuration}, and a bare number is milliseconds (`5000` = 5 s, `1.5` = 2 ms
+ * rounded), as `@hasna/loops` read every duration: for the flags its users pass (`--every`,
+ * `--timeout`, `--retry-delay`, `--lease`, … of `create`). Look-back windows and workflow files
+ * keep refusing a bare number.
+ */
+export function parseFlagDuration(input: string, flag = 'duration', max = MAX_DURATION_MS): number {
+  return parse(input, flag, max, true);
+}
+
+function parse(input: string, flag: string, max: number, bareMs: boolean): number {
+  const trimmed = input.trim().toLowerCase();
+  const text = bareMs && /^\d+(?:\.\d+)?$/.test(trimmed) ? `${trimmed}ms` : trimmed;
   const re = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
   let total = 0;
   let matched = 0;
@@ -36,7 +51,9 @@ export function parseDuration(input: string, flag = 'duration', max = MAX_DURATI
   }
   if (text === '' || matched !== text.length) {
     throw new ValidationError(`${flag}: invalid duration ${JSON.stringify(input)}`, {
-      hint: 'use a number with a unit, e.g. 500ms, 90s, 15m, 1h30m, 2d',
+      hint: bareMs
+        ? 'use a number with a unit, e.g. 500ms, 90s, 15m, 1h30m, 2d, or a bare number of milliseconds (5000)'
+        : 'use a number with a unit, e.g. 500ms, 90s, 15m, 1h30m, 2d',
     });
   }
   const ms = Math.round(total);

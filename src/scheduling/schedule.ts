@@ -5,7 +5,7 @@
 import type { Schedule, Timing } from '../events/catalog.js';
 import { UsageError, ValidationError } from '../events/errors.js';
 import { parseCronPattern } from './cron.js';
-import { parseDuration } from '../events/durations.js';
+import { parseFlagDuration } from '../events/durations.js';
 import { upcomingSlots } from './planner.js';
 import { isValidTimeZone, wallToUtc } from './zone.js';
 
@@ -14,6 +14,11 @@ export interface ScheduleFlags {
   cron?: string | undefined;
   at?: string | undefined;
   manual?: boolean | undefined;
+  /**
+   * `@hasna/loops`' --dynamic: a run one minute after the previous one finished (the first one
+   * minute from now) — stored as `every 1m`, anchor fixed-delay ({@link DYNAMIC_EVERY_MS}).
+   */
+  dynamic?: boolean | undefined;
   tz?: string | undefined;
   /** `fixed-rate` (default) or `fixed-delay`; only with `every`. */
   anchor?: string | undefined;
@@ -37,13 +42,16 @@ export function validateTimeZone(tz: string): string {
   return new Intl.DateTimeFormat('en-US', { timeZone: tz }).resolvedOptions().timeZone;
 }
 
-/** Exactly one of --every, --cron, --at, --manual, with the timing flags, checked together. */
+/** `--dynamic`'s cadence: the predecessor's default `minIntervalMs`, measured from each run's finish. */
+export const DYNAMIC_EVERY_MS = 60_000;
+
+/** Exactly one of --every, --cron, --at, --manual, --dynamic, with the timing flags, checked together. */
 export function buildSchedule(flags: ScheduleFlags, nowMs: number, loopId = ''): { schedule: Schedule; timing: Timing } {
-  const given = (['every', 'cron', 'at', 'manual'] as const).filter((k) =>
-    k === 'manual' ? flags.manual === true : flags[k] !== undefined,
+  const given = (['every', 'cron', 'at', 'manual', 'dynamic'] as const).filter((k) =>
+    k === 'manual' || k === 'dynamic' ? flags[k] === true : flags[k] !== undefined,
   );
   if (given.length === 0) {
-    throw new UsageError('a schedule is required: give one of --every, --cron, --at or --manual', {
+    throw new UsageError('a schedule is required: give one of --every, --cron, --at, --manual or --dynamic', {
       hint: "e.g. --every 15m, --cron '0 3 * * *', --at 2026-12-01T09:00, or --manual to run only on demand",
     });
   }
@@ -53,7 +61,13 @@ export function buildSchedule(flags: ScheduleFlags, nowMs: number, loopId = ''):
   const kind = given[0]!;
   const tz = validateTimeZone(flags.tz ?? systemTimeZone());
   if (flags.anchor !== undefined && kind !== 'every') {
-    throw new UsageError('--anchor is only used with --every', { hint: 'fixed-rate or fixed-delay applies to an interval' });
+    throw new UsageError(
+      `--anchor is only used with --every${kind === 'dynamic' ? ' (--dynamic is already fixed-delay: a run one minute after the previous one finished)' : ''}`,
+      { hint: kind === 'dynamic' ? 'drop --anchor, or use --every <duration> --anchor fixed-delay for another cadence' : 'fixed-rate or fixed-delay applies to an interval' },
+    );
+  }
+  if (kind === 'dynamic' && flags.jitter !== undefined) {
+    throw new UsageError('--jitter does not apply to --dynamic', { hint: 'a --dynamic loop runs one minute after the previous run finished; drop --jitter' });
   }
   if (kind === 'manual') {
     for (const [flag, value] of [
@@ -74,12 +88,12 @@ export function buildSchedule(flags: ScheduleFlags, nowMs: number, loopId = ''):
     throw new ValidationError(`--expires-at (${flags.expiresAt}) must be after --starts-at (${flags.startsAt})`);
   }
   const maxRuns = flags.maxRuns === undefined ? null : positiveInt(flags.maxRuns, '--max-runs');
-  const jitterMs = flags.jitter === undefined ? null : parseDuration(flags.jitter, '--jitter');
+  const jitterMs = flags.jitter === undefined ? null : parseFlagDuration(flags.jitter, '--jitter');
 
   let schedule: Schedule;
   switch (kind) {
     case 'every': {
-      const everyMs = parseDuration(flags.every!, '--every');
+      const everyMs = parseFlagDuration(flags.every!, '--every');
       const anchor = flags.anchor ?? 'fixed-rate';
       if (anchor !== 'fixed-rate' && anchor !== 'fixed-delay') {
         throw new ValidationError(`--anchor: unknown value ${JSON.stringify(anchor)}`, { hint: 'use fixed-rate or fixed-delay' });
@@ -98,6 +112,9 @@ export function buildSchedule(flags: ScheduleFlags, nowMs: number, loopId = ''):
       schedule = { kind: 'every', everyMs, anchorAt: new Date(startsAt ?? nowMs).toISOString(), anchor };
       break;
     }
+    case 'dynamic':
+      schedule = { kind: 'every', everyMs: DYNAMIC_EVERY_MS, anchorAt: new Date(startsAt ?? nowMs).toISOString(), anchor: 'fixed-delay' };
+      break;
     case 'cron': {
       const expr = flags.cron!.trim();
       parseCronPattern(expr);

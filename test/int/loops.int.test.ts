@@ -70,7 +70,7 @@ describe('createCommandLoop', () => {
     ['spaces in an argv-form command', { command: 'ls -la', shell: false }, /--cmd: "ls -la" contains spaces/, ValidationError],
     ['a missing cwd', { cwd: '/definitely/not/here' }, /--cwd: directory \/definitely\/not\/here does not exist/, ValidationError],
     ['a bad env name', { env: { 'BAD-KEY': 'x' } }, /--env: invalid variable name "BAD-KEY"/, ValidationError],
-    ['a bare-number timeout', { timeout: '30' }, /--timeout: invalid duration "30"/, ValidationError],
+    ['a timeout with a space', { timeout: '30 s' }, /--timeout: invalid duration "30 s"/, ValidationError],
     ['a fractional ms timeout', { timeout: 1.5 }, /--timeout: must be a positive number of ms/, ValidationError],
     ['no schedule', { schedule: {} }, /a schedule is required/, UsageError],
     ['a bad cron', { schedule: { cron: '* *', tz: 'UTC' } }, /--cron: /, ValidationError],

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/events/errors.js';
-import { formatDuration, parseDuration } from '../../src/events/durations.js';
+import { formatDuration, parseDuration, parseFlagDuration } from '../../src/events/durations.js';
 
 describe('parseDuration', () => {
   it.each([
@@ -94,5 +94,32 @@ describe('formatDuration', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('parseFlagDuration (the flags @hasna/loops users pass)', () => {
+  it.each([
+    ['5000', 5000],
+    [' 250 ', 250],
+    ['1.5', 2],
+    ['90s', 90_000],
+    ['1h30m', 5_400_000],
+  ])('%j → %d ms (a bare number is milliseconds, as the predecessor read it)', (input, ms) => {
+    expect(parseFlagDuration(input, '--every')).toBe(ms);
+  });
+
+  it.each(['', '0', '-5', '5 s', '1e3', 'abc', '.5'])('rejects %j naming the flag', (input) => {
+    expect(() => parseFlagDuration(input, '--every')).toThrow(/^--every: /);
+  });
+
+  it('says a bare number is milliseconds in its hint; parseDuration (look-back windows, workflow files) still refuses one', () => {
+    let caught: unknown;
+    try {
+      parseFlagDuration('soon', '--every');
+    } catch (error) {
+      caught = error;
+    }
+    expect((caught as ValidationError).hint).toMatch(/bare number of milliseconds \(5000\)/);
+    expect(() => parseDuration('5000', '--older-than')).toThrow(/^--older-than: invalid duration "5000"/);
   });
 });

@@ -98,7 +98,6 @@ describe('fuzz: the argument parser', () => {
       ['list', [huge], /^loops list: unexpected argument "x{40}"… \(100000 characters\)$/],
       ['list', [`--${huge}`], /^loops list: unknown option "--x{38}"… \(100002 characters\)$/],
       ['create command', ['job', `--cmd=--${huge}`], /^loops create command: --cmd needs a value, got the flag "--x{38}"… \(100002 characters\)$/],
-      ['prune', ['--keep-last', `-${huge}`], /^loops prune: --keep-last "-x{39}"… \(100001 characters\): a value starting with "-" reads as an option$/],
     ];
     for (const [name, argv, message] of cases) {
       let error: unknown;
@@ -111,6 +110,9 @@ describe('fuzz: the argument parser', () => {
       expect((error as UsageError).message).toMatch(message);
       expect((error as UsageError).hint!.length).toBeLessThan(200);
     }
+    // A value starting with one dash is the option's value (as commander read it): its own check
+    // (prune's whole-number check) refuses it later, quoting it the same way.
+    expect(parseCommand(spec('prune'), ['--keep-last', `-${huge}`]).values['keep-last']).toBe(`-${huge}`);
   });
 
   it('a string option never takes a flag as its value by accident', () => {

@@ -4,7 +4,7 @@ import type { Schedule } from '../../src/events/catalog.js';
 import { UsageError, ValidationError } from '../../src/events/errors.js';
 import { describeSchedule } from '../../src/scheduling/describe.js';
 import { jitterFor, nextFireAt, nextNominal, upcomingSlots } from '../../src/scheduling/planner.js';
-import { buildSchedule, parseInstant, systemTimeZone, validateTimeZone } from '../../src/scheduling/schedule.js';
+import { buildSchedule, DYNAMIC_EVERY_MS, parseInstant, systemTimeZone, validateTimeZone, type ScheduleFlags } from '../../src/scheduling/schedule.js';
 import { offsetOf } from '../../src/scheduling/zone.js';
 import { timing } from '../helpers/events.js';
 
@@ -107,7 +107,30 @@ describe('buildSchedule', () => {
   });
 
   it('a bad --every names the flag', () => {
-    expect(() => buildSchedule({ every: '10', tz: 'UTC' }, NOW)).toThrow(/^--every: invalid duration "10"/);
+    expect(() => buildSchedule({ every: '10 s', tz: 'UTC' }, NOW)).toThrow(/^--every: invalid duration "10 s"/);
+  });
+
+  it('a bare --every is milliseconds, as @hasna/loops read it (--every 5000 = 5s)', () => {
+    expect(buildSchedule({ every: '5000', tz: 'UTC' }, NOW).schedule).toMatchObject({ kind: 'every', everyMs: 5000, anchor: 'fixed-rate' });
+  });
+
+  it('--dynamic: one minute after each finish, the first a minute from now (the predecessor\'s dynamic schedule)', () => {
+    const { schedule, timing } = buildSchedule({ dynamic: true, tz: 'UTC' }, NOW);
+    expect(schedule).toEqual({ kind: 'every', everyMs: DYNAMIC_EVERY_MS, anchorAt: iso(NOW), anchor: 'fixed-delay' });
+    expect(DYNAMIC_EVERY_MS).toBe(60_000);
+    expect(timing.jitterMs).toBeNull();
+    expect(buildSchedule({ dynamic: true, expiresAt: '2026-07-01T09:00Z', tz: 'UTC' }, NOW).timing.expiresAt).toBe('2026-07-01T09:00:00.000Z');
+  });
+
+  it.each<[ScheduleFlags, RegExp]>([
+    [{ dynamic: true, every: '1m' }, /^give only one schedule, got --every and --dynamic/],
+    [{ dynamic: true, cron: '* * * * *' }, /^give only one schedule, got --cron and --dynamic/],
+    [{ dynamic: true, anchor: 'fixed-rate' }, /^--anchor is only used with --every \(--dynamic is already fixed-delay/],
+    [{ dynamic: true, jitter: '5s' }, /^--jitter does not apply to --dynamic/],
+  ])('--dynamic refuses %j', (flags, message) => {
+    const error = errorOf(() => buildSchedule({ ...flags, tz: 'UTC' }, NOW));
+    expect(error).toBeInstanceOf(UsageError);
+    expect(error.message).toMatch(message);
   });
 });
 
@@ -151,7 +174,8 @@ describe('buildSchedule: timing flags', () => {
       expect(error.message).toBe(`--jitter (${jitter}) must be shorter than --every (1m)`);
       expect(error.hint).toBeTruthy();
     }
-    expect(() => buildSchedule({ every: '1m', jitter: '10', tz: 'UTC' }, NOW)).toThrow(/^--jitter: invalid duration "10"/);
+    expect(buildSchedule({ every: '1m', jitter: '10', tz: 'UTC' }, NOW).timing.jitterMs).toBe(10);
+    expect(() => buildSchedule({ every: '1m', jitter: '10 s', tz: 'UTC' }, NOW)).toThrow(/^--jitter: invalid duration "10 s"/);
     expect(() => buildSchedule({ every: '1m', jitter: '0s', tz: 'UTC' }, NOW)).toThrow(/^--jitter: /);
   });
 

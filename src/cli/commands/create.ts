@@ -38,8 +38,9 @@ const spec: CommandSpec = {
   description: [
     '--cmd is run by /bin/sh by default, so pipes and && work. With --no-shell, --cmd is the',
     'executable and each --arg one argument, passed verbatim with no shell involved.',
-    'Give exactly one schedule: --every, --cron, --at or --manual. Times without an offset are read',
-    'in --tz. loops next <name> previews the fire times.',
+    'Give exactly one schedule: --every, --cron, --at, --manual or --dynamic. Times without an offset',
+    'are read in --tz. loops next <name> previews the fire times. A duration without a unit is',
+    'milliseconds (--every 5000 = 5s). Without --cwd, runs run in the directory create is run in.',
     'Preflight: the executable (for shell text, its first word when it is known without running it,',
     'e.g. restic in "restic backup ~/src") must be found on the effective PATH of runs, else nothing',
     'is created; --no-preflight creates the loop anyway.',
@@ -50,7 +51,7 @@ const spec: CommandSpec = {
     cmd: { type: 'string', value: '<command>', description: 'the command to run (required)' },
     'no-shell': { type: 'boolean', description: 'run --cmd as an executable with --arg arguments, no shell' },
     arg: { type: 'string', multiple: true, value: '<arg>', description: 'an argument for --no-shell' },
-    cwd: { type: 'string', value: '<dir>', description: 'working directory (must exist)' },
+    cwd: { type: 'string', value: '<dir>', description: 'working directory (must exist; default: the directory create is run in, recorded as an absolute path)' },
     'no-preflight': {
       type: 'boolean',
       description: 'create the loop even if the command is not found now (e.g. it is installed before the first run, or only the daemon has it)',
@@ -87,6 +88,7 @@ const spec: CommandSpec = {
     cron: { type: 'string', value: '<expr>', description: "run on a cron schedule, e.g. '0 3 * * *'" },
     at: { type: 'string', value: '<time>', description: 'run once at an ISO-8601 time, e.g. 2026-12-01T09:00' },
     manual: { type: 'boolean', description: 'never run by itself; only with loops run-now' },
+    dynamic: { type: 'boolean', description: 'run one minute after the previous run finished, the first one minute from now (= --every 1m --anchor fixed-delay)' },
     tz: { type: 'string', value: '<zone>', description: 'IANA time zone for --cron and local times (default: the system zone)' },
     anchor: { type: 'string', value: '<mode>', description: 'with --every: fixed-rate (default) or fixed-delay (measured from the previous finish)' },
     jitter: { type: 'string', value: '<duration>', description: 'spread each fire time by a deterministic offset in [0, duration)' },
@@ -158,7 +160,7 @@ const createCommand: CliCommand = {
         command: cmd,
         args: (values.arg as string[] | undefined) ?? [],
         shell: values['no-shell'] !== true,
-        cwd: (values.cwd as string | undefined) ?? null,
+        cwd: (values.cwd as string | undefined) ?? runDirectory(),
         env,
         secretEnv: (values['secret-env'] as string[] | undefined) ?? [],
         ...parseSecretRefs(values),
@@ -172,6 +174,19 @@ const createCommand: CliCommand = {
   },
 };
 
+/**
+ * Where a command or agent loop created without --cwd runs: the absolute directory `create` was
+ * run in, recorded with the loop (a relative command that passes the check here then finds its
+ * files under the daemon too). Loops stored before keep their recorded null (the runner's directory).
+ */
+function runDirectory(): string {
+  try {
+    return process.cwd();
+  } catch {
+    throw new UsageError('loops create: the current directory no longer exists', { hint: 'cd to a directory that exists, or give --cwd <dir>' });
+  }
+}
+
 /** The schedule and policy flags every kind of loop takes. */
 function loopOptions(values: Record<string, unknown>) {
   return {
@@ -181,6 +196,7 @@ function loopOptions(values: Record<string, unknown>) {
       cron: values.cron as string | undefined,
       at: values.at as string | undefined,
       manual: values.manual === true,
+      dynamic: values.dynamic === true,
       tz: values.tz as string | undefined,
       anchor: values.anchor as string | undefined,
       jitter: values.jitter as string | undefined,
@@ -329,7 +345,7 @@ const createAgentCommand: CliCommand = {
         maxTurns: (values['max-turns'] as string | undefined) ?? null,
         maxCostUsd: (values['max-cost-usd'] as string | undefined) ?? null,
         idleTimeout: (values['idle-timeout'] as string | undefined) ?? null,
-        cwd: (values.cwd as string | undefined) ?? null,
+        cwd: (values.cwd as string | undefined) ?? runDirectory(),
         env: parseEnv(values.env as string[] | undefined),
         secretEnv: (values['secret-env'] as string[] | undefined) ?? [],
         ...parseSecretRefs(values),

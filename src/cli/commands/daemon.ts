@@ -53,6 +53,31 @@ async function until(cond: () => boolean, timeoutMs: number, stepMs = 50): Promi
   return cond();
 }
 
+/**
+ * How often the daemon looks for changes others made to the log (a loop created, paused or run
+ * from the CLI or the SDK): `--interval-ms`, else `LOOPS_DAEMON_INTERVAL_MS` (the predecessor's
+ * poll interval, whose tick both fired loops and noticed changes), else 1000. Due loops fire on
+ * their own timer whatever it is; it bounds how late a change made elsewhere is noticed.
+ */
+export function watchInterval(flag: unknown): number {
+  const fromEnv = process.env.LOOPS_DAEMON_INTERVAL_MS;
+  const [source, raw] = typeof flag === 'string' ? ['--interval-ms', flag] : fromEnv !== undefined && fromEnv !== '' ? ['LOOPS_DAEMON_INTERVAL_MS', fromEnv] : [null, null];
+  if (raw === null) return 1000;
+  const ms = Number(raw.trim());
+  if (!/^\s*\d+\s*$/.test(raw) || ms < 10 || ms > 30_000) {
+    throw new LoopsError('usage', `${source}: ${JSON.stringify(raw)} is not a number of milliseconds from 10 to 30000`, {
+      hint: source === '--interval-ms' ? 'e.g. --interval-ms 1000' : 'e.g. LOOPS_DAEMON_INTERVAL_MS=1000, or unset it',
+    });
+  }
+  return ms;
+}
+
+const INTERVAL_OPTION = {
+  type: 'string',
+  value: '<ms>',
+  description: 'how often changes made elsewhere (CLI, SDK) are looked for, 10 to 30000 (default $LOOPS_DAEMON_INTERVAL_MS or 1000)',
+} as const;
+
 const run: CliCommand = {
   spec: {
     name: 'daemon run',
@@ -66,11 +91,13 @@ const run: CliCommand = {
     positionals: [],
     options: {
       concurrency: { type: 'string', value: '<n>', description: 'runs at once (default 4)' },
+      'interval-ms': INTERVAL_OPTION,
       'log-max-size': LOG_MAX_SIZE_OPTION,
     },
   },
   async run({ values }, ctx) {
     const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
+    const watchMs = watchInterval(values['interval-ms']);
     const maxBytes = daemonLogMaxBytes(values['log-max-size'] as string | undefined);
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     // When stdout is daemon.log (daemon start, a LaunchAgent), it is rotated past the cap.
@@ -82,7 +109,7 @@ const run: CliCommand = {
     const ignore = () => undefined;
     process.stdout.on('error', ignore);
     process.stderr.on('error', ignore);
-    const daemon = new Daemon(runtime, { concurrency, version: VERSION, log: (line) => daemonLog.line(line) });
+    const daemon = new Daemon(runtime, { concurrency, watchMs, version: VERSION, log: (line) => daemonLog.line(line) });
     let signals = 0;
     // Handled from the first moment: a stop asked for while the daemon starts (taking its lease,
     // recovering) is carried out as soon as it has started, not by the signal's default action.
@@ -99,6 +126,7 @@ const run: CliCommand = {
     try {
       await daemon.start();
       started = true;
+      if (watchMs !== 1000) daemonLog.line(`changes made elsewhere (CLI, SDK) are looked for every ${watchMs} ms (--interval-ms / LOOPS_DAEMON_INTERVAL_MS)`);
       if (asked !== null) void daemon.stop(asked);
       await daemon.done;
       await daemon.stop();
@@ -118,12 +146,14 @@ const start: CliCommand = {
     positionals: [],
     options: {
       concurrency: { type: 'string', value: '<n>', description: 'runs at once (default 4)' },
+      'interval-ms': INTERVAL_OPTION,
       'log-max-size': LOG_MAX_SIZE_OPTION,
       json: JSON_OPTION,
     },
   },
   async run({ values }, ctx) {
     const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
+    const intervalArgs = ['--interval-ms', String(watchInterval(values['interval-ms']))];
     // Checked here (with LOOPS_DAEMON_LOG_MAX_BYTES), so a bad value is one line now, not a daemon that exits.
     daemonLogMaxBytes(values['log-max-size'] as string | undefined);
     const existing = runningDaemon(ctx.dataDir);
@@ -136,7 +166,7 @@ const start: CliCommand = {
     const out = openSync(logFile(ctx.dataDir), 'a', 0o600);
     const main = fileURLToPath(new URL('../main.js', import.meta.url));
     const logArgs = typeof values['log-max-size'] === 'string' ? ['--log-max-size', values['log-max-size']] : [];
-    const child = spawn(process.execPath, [main, 'daemon', 'run', '--concurrency', String(concurrency), ...logArgs], {
+    const child = spawn(process.execPath, [main, 'daemon', 'run', '--concurrency', String(concurrency), ...intervalArgs, ...logArgs], {
       detached: true,
       stdio: ['ignore', out, out],
       env: { ...process.env, LOOPS_DATA_DIR: ctx.dataDir },
@@ -352,10 +382,15 @@ const install: CliCommand = {
   spec: {
     name: 'daemon install',
     summary: 'Install the daemon as a systemd user unit (Linux) or a LaunchAgent (macOS), and print how to enable it.',
-    description: 'Writes the file (paths quoted for its format) and prints it and the commands to run; it starts nothing itself.',
+    description: [
+      'Writes the file (paths quoted for its format) and prints it and the commands to run; it starts',
+      'nothing itself unless --enable is given, which runs those commands (systemctl --user / launchctl)',
+      'one after the other, stopping at the first that fails (exit 1, with its output).',
+    ].join('\n'),
     positionals: [],
     options: {
       'dry-run': { type: 'boolean', description: 'print what would be written, write nothing' },
+      enable: { type: 'boolean', description: 'also run the commands that enable and start it' },
       json: JSON_OPTION,
     },
   },
@@ -380,14 +415,41 @@ const install: CliCommand = {
       mkdirSync(dirname(file.path), { recursive: true });
       writeFileSync(file.path, file.content, { mode: 0o644 });
     }
-    if (ctx.json) {
-      printJson(ctx, { ...file, written: !dry });
-      return EXIT.ok;
+    const enableResults = values.enable === true && !dry ? await enableService(file.enable) : undefined;
+    const failed = enableResults?.find((r) => r.status !== 0);
+    if (ctx.json) printJson(ctx, { ...file, written: !dry, ...(enableResults ? { enableResults } : {}) });
+    else {
+      ctx.out.write(`${dry ? 'Would write' : 'Wrote'} ${file.path}:\n\n${file.content}\n`);
+      if (enableResults) ctx.out.write(`Enabled:\n${enableResults.map((r) => `  ${r.command} -> ${r.status === 0 ? 'ok' : `exit ${r.status ?? 'by a signal'}`}`).join('\n')}\n`);
+      else ctx.out.write(`To enable and start it${dry && values.enable === true ? ' (--enable would run these)' : ''}:\n${file.enable.map((c) => `  ${c}`).join('\n')}\n`);
+      for (const w of file.warnings) ctx.err.write(`warning: ${w}\n`);
     }
-    ctx.out.write(`${dry ? 'Would write' : 'Wrote'} ${file.path}:\n\n${file.content}\nTo enable and start it:\n${file.enable.map((c) => `  ${c}`).join('\n')}\n`);
-    for (const w of file.warnings) ctx.err.write(`warning: ${w}\n`);
+    if (failed) {
+      throw new LoopsError('internal', `daemon install --enable: ${failed.command} exited with ${failed.status ?? 'a signal'}${failed.stderr ? `: ${failed.stderr.split('\n').slice(-1)[0]}` : ''}`, {
+        hint: `${file.path} is written; run the remaining commands by hand once the cause is fixed`,
+      });
+    }
     return EXIT.ok;
   },
 };
+
+interface EnableResult {
+  command: string;
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the service manager's enable commands (sh -c: launchctl's use $(id -u)), stopping at the first failure. */
+async function enableService(commands: string[]): Promise<EnableResult[]> {
+  const { spawnSync } = await import('node:child_process');
+  const results: EnableResult[] = [];
+  for (const command of commands) {
+    const r = spawnSync('/bin/sh', ['-c', command], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+    results.push({ command, status: r.error ? 127 : r.status, stdout: (r.stdout ?? '').trim(), stderr: (r.stderr ?? r.error?.message ?? '').trim() });
+    if (results[results.length - 1]!.status !== 0) break;
+  }
+  return results;
+}
 
 commands['daemon install'] = install;

@@ -12,24 +12,47 @@ import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { agentUsage, durationText, paint, printJson, statusColor, table, when } from '../render.js';
 
+/** Every status a loop can be in (the loop machine's states, src/machines/loop.ts). */
+const LOOP_STATUSES = ['active', 'paused', 'stopped', 'expired', 'archived', 'removed'] as const;
+
 const listSpec: CommandSpec = {
   name: 'list',
   summary: 'List loops with their status, schedule, next and last run.',
   positionals: [],
   options: {
     all: { type: 'boolean', short: 'a', description: 'include removed loops' },
+    status: { type: 'string', value: '<status>', description: `only loops in this status: ${LOOP_STATUSES.join(', ')} (several: active,paused)` },
     json: JSON_OPTION,
   },
 };
+
+/** `--status active,paused` → the statuses, each checked. */
+function statusFilter(value: unknown): Set<string> | null {
+  if (typeof value !== 'string') return null;
+  const wanted = value.split(',').map((s) => s.trim().toLowerCase());
+  for (const status of wanted) {
+    if (!(LOOP_STATUSES as readonly string[]).includes(status)) {
+      throw new UsageError(`loops list: --status ${JSON.stringify(status)} is not a loop status`, { hint: `use one of ${LOOP_STATUSES.join(', ')} (several separated by commas)` });
+    }
+  }
+  return new Set(wanted);
+}
 
 const list: CliCommand = {
   spec: listSpec,
   async run({ values }, ctx) {
     const reader = await openReader(ctx.dataDir);
     try {
-      const loops = listLoops(reader.db, { all: values.all === true });
+      const statuses = statusFilter(values.status);
+      const loops = listLoops(reader.db, { all: values.all === true || statuses?.has('removed') === true }).filter(
+        (l) => statuses === null || statuses.has(l.status),
+      );
       if (ctx.json) {
         printJson(ctx, loops);
+        return EXIT.ok;
+      }
+      if (loops.length === 0 && statuses !== null) {
+        ctx.err.write(`No ${[...statuses].join(' or ')} loops.\n`);
         return EXIT.ok;
       }
       if (loops.length === 0) {

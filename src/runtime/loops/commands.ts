@@ -18,7 +18,7 @@ import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { decideLoop } from './decisions.js';
 import { queuedWork } from '../daemon/run-queue.js';
-import { parseDuration } from '../../events/durations.js';
+import { parseFlagDuration } from '../../events/durations.js';
 import { newId } from '../ids.js';
 import { findLoop, type LoopView } from '../queries/loops.js';
 import { findWorkflow } from '../queries/workflows.js';
@@ -169,7 +169,7 @@ function toMs(value: string | number | null | undefined, flag: string): number |
     if (!Number.isInteger(value) || value <= 0) throw new ValidationError(`${flag}: must be a positive number of ms`);
     return value;
   }
-  return parseDuration(value, flag);
+  return parseFlagDuration(value, flag);
 }
 
 export function buildCommandTarget(
