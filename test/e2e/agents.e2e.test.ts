@@ -397,3 +397,32 @@ describe("the agent CLI's own error", () => {
     expect(s.run(['replay', run.id]).code).toBe(0);
   });
 });
+
+describe("the agent CLI's own error in a workflow step", () => {
+  it("a failed agent step's error is the CLI's, then the exit; the run fails with it", () => {
+    const { s, dir, env } = setup();
+    const file = join(dir, 'wf.yaml');
+    writeFileSync(
+      file,
+      `name: failing-fix
+steps:
+  - id: fix
+    agent:
+      provider: codex
+      prompt: fix the tests
+`,
+    );
+    expect(s.run(['workflows', 'create', file], env).code).toBe(0);
+    const r = s.run(['workflows', 'run', 'failing-fix', '--json'], { ...env, FAKE_AGENT_MODE: 'fail:codex-turn-failed' });
+    expect(r.code).not.toBe(0);
+    const id = (JSON.parse(r.stdout) as { id: string }).id;
+    const events = s.json<Array<{ type: string; data: { stepId?: string; exitCode?: number; error?: string | null; agent?: { finalMessage: string | null; error?: { status: number | null } } } }>>(['events', id]);
+    const exited = events.find((e) => e.type === 'step.exited' && e.data.stepId === 'fix')!;
+    expect(exited.data).toMatchObject({
+      exitCode: 1,
+      error: 'codex API error 429: exceeded retry limit, last status: 429 Too Many Requests, request id: req_5b2e91c0d4f7; exited with code 1',
+      agent: { finalMessage: null, error: { status: 429 } },
+    });
+    expect(s.run(['replay', id]).code).toBe(0);
+  });
+});
