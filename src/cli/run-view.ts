@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { runDir } from '../runtime/paths.js';
 import type { RunView } from '../runtime/queries/loops.js';
+import type { NoticeView } from '../runtime/queries/notices.js';
 import type { CliContext } from './context.js';
 import { durationText, paint, statusColor, when } from './render.js';
 
@@ -24,7 +25,28 @@ export interface RunWorkflow {
   stepCount: number;
 }
 
-export function runDetail(run: RunView, ctx: CliContext, workflow?: RunWorkflow | null): string {
+/** How a run's end was told (--on-failure, --notify-url), and whose end a hook's run told. */
+export interface RunNotices {
+  notices: NoticeView[];
+  hookOf: NoticeView | null;
+}
+
+function noticeText(n: NoticeView): string {
+  if (n.channel === 'command') {
+    const how = n.status === 'pending' ? (n.hookRunId ? `running as run ${n.hookRunId}` : 'pending') : n.hookRunId ? `ran as run ${n.hookRunId}, ${n.hookStatus ?? n.status}` : n.status;
+    return `on-failure ${n.target}: ${how}${n.status === 'given_up' && n.lastError ? ` (${n.lastError})` : ''}`;
+  }
+  const tries = `${n.attempts} attempt${n.attempts === 1 ? '' : 's'}`;
+  const how =
+    n.status === 'delivered'
+      ? `delivered (${tries}, HTTP ${n.httpStatus ?? '?'})`
+      : n.status === 'pending'
+        ? `pending${n.attempts ? ` after ${tries}, last: ${n.lastError ?? '?'}` : ''}${n.retryAt ? `, next try ${n.retryAt}` : ''}`
+        : `given up after ${tries}: ${n.lastError ?? '?'}`;
+  return `POST ${n.target}: ${how}`;
+}
+
+export function runDetail(run: RunView, ctx: CliContext, workflow?: RunWorkflow | null, told?: RunNotices): string {
   const c = ctx.color;
   const lines: string[] = [
     `${paint(c, 'bold', run.id)}  ${paint(c, statusColor(run.status), run.status)}`,
@@ -45,6 +67,8 @@ export function runDetail(run: RunView, ctx: CliContext, workflow?: RunWorkflow 
     lines.push(`exit        ${exitText(run)}`);
   }
   if (run.error) lines.push(`error       ${run.error}`);
+  if (told?.hookOf) lines.push(`hook        the --on-failure command of run ${told.hookOf.runId} (${told.hookOf.runStatus})`);
+  for (const [i, n] of (told?.notices ?? []).entries()) lines.push(`${i === 0 ? 'notified   ' : '           '} ${noticeText(n)}`);
   const a = run.agent;
   if (a) {
     lines.push(

@@ -145,6 +145,22 @@ export const loopPoliciesSchema = z
   .strict();
 export type LoopPolicies = z.infer<typeof loopPoliciesSchema>;
 
+/**
+ * Who is told when a run of the loop ends (`--on-failure`, `--notify-url`, `--notify-on`): absent
+ * in every loop.created written before it, which means nobody is told (the old default).
+ */
+export const loopNotifySchema = z
+  .object({
+    /** A /bin/sh command run after a run failed, timed out or was abandoned (its last attempt), with the run's LOOPS_* variables. */
+    onFailure: z.string().min(1).nullable(),
+    /** An http(s) URL a JSON summary of the run is POSTed to. */
+    url: z.string().min(1).nullable(),
+    /** Which ends the URL is told of. */
+    on: z.array(z.enum(['failure', 'success'])),
+  })
+  .strict();
+export type LoopNotify = z.infer<typeof loopNotifySchema>;
+
 /** What an agent CLI reported about a run (null where it said nothing). */
 export const agentReportSchema = z
   .object({
@@ -224,6 +240,8 @@ export const eventSchemas = {
         target: targetSchema,
         policies: loopPoliciesSchema,
         nextRunAt: isoInstant.nullable(),
+        /** Who is told of the loop's run ends (absent: nobody, as before it existed). */
+        notify: loopNotifySchema.optional(),
       })
       .strict(),
   },
@@ -518,6 +536,54 @@ export const eventSchemas = {
   'wfrun.cancel_requested': { v: 1, schema: z.object({ reason }).strict() },
   /** The whole-workflow timeout passed: running steps are stopped, the run ends timed_out. */
   'wfrun.timed_out': { v: 1, schema: z.object({ timeoutMs: z.number().int().positive() }).strict() },
+
+  // ── notice stream: notice:<id> ──────────────────────────────────────────
+  // Telling someone a run ended (`--on-failure`, `--notify-url`): the intent first, then each
+  // outcome, so a runner that stops midway leaves a pending notice the next runner finishes.
+  /**
+   * A run's end is to be told: run the loop's `--on-failure` command (`channel: 'command'`, with
+   * `env`, the ended run's LOOPS_* variables) or POST `payload` to `url` (at most `attempts` times,
+   * each `timeoutMs` long, `retryDelayMs` doubling between them). `noticeId` is the receiver's
+   * idempotency key. Nothing secret is in it: output tails and errors are the run's masked ones.
+   */
+  'notice.requested': {
+    v: 1,
+    schema: z
+      .object({
+        noticeId: z.string().min(1),
+        loopId: z.string().min(1),
+        loopName: z.string().min(1),
+        runId: z.string().min(1),
+        runStatus: z.string().min(1),
+        channel: z.enum(['command', 'url']),
+        command: z.string().min(1).nullable(),
+        env: z.record(z.string(), z.string()).nullable(),
+        url: z.string().min(1).nullable(),
+        payload: z.record(z.string(), z.unknown()).nullable(),
+        attempts: z.number().int().positive(),
+        timeoutMs: z.number().int().positive(),
+        retryDelayMs: z.number().int().nonnegative(),
+      })
+      .strict(),
+  },
+  /** The `--on-failure` command's run got its id (recorded before that run is claimed). */
+  'notice.hook_claimed': { v: 1, schema: z.object({ hookRunId: z.string().min(1) }).strict() },
+  /** The `--on-failure` command's run ended so. */
+  'notice.hook_ended': {
+    v: 1,
+    schema: z.object({ hookRunId: z.string().min(1), status: z.string().min(1), error: z.string().nullable() }).strict(),
+  },
+  /** A POST was not accepted (no answer within the timeout, a refused connection, a status other than 2xx); `retryAt`: the next try, null for none. */
+  'notice.attempt_failed': {
+    v: 1,
+    schema: z
+      .object({ attempt: z.number().int().positive(), error: z.string(), httpStatus: z.number().int().nullable(), retryAt: isoInstant.nullable() })
+      .strict(),
+  },
+  /** The URL accepted the notice (a 2xx answer). */
+  'notice.delivered': { v: 1, schema: z.object({ attempt: z.number().int().positive(), httpStatus: z.number().int() }).strict() },
+  /** Every attempt failed: the notice is not delivered. */
+  'notice.given_up': { v: 1, schema: z.object({ attempts: z.number().int().positive(), error: z.string() }).strict() },
 
   // ── retention stream: retention:output ──────────────────────────────────
   // A run's stream ends in a final state that accepts nothing more, and its output folder outlives

@@ -8,6 +8,7 @@ import { LOOP_MACHINE_ID, LOOP_MACHINE_VERSION, loopMachine } from './loop.js';
 import { RUN_MACHINE_ID, RUN_MACHINE_VERSION, runMachine } from './run.js';
 import { ACCOUNT_MACHINE_ID, ACCOUNT_MACHINE_VERSION, accountMachine } from './account.js';
 import { RETENTION_MACHINE_ID, RETENTION_MACHINE_VERSION, retentionMachine } from './retention.js';
+import { NOTICE_MACHINE_ID, NOTICE_MACHINE_VERSION, noticeMachine } from './notice.js';
 import { WORKFLOW_MACHINE_ID, WORKFLOW_MACHINE_VERSION, workflowMachine } from './workflow.js';
 import { WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine } from './workflow-run.js';
 
@@ -30,6 +31,7 @@ const machines = new Map<string, AnyStateMachine>([
   [`${RUN_MACHINE_ID}@${RUN_MACHINE_VERSION}`, runMachine],
   [`${ACCOUNT_MACHINE_ID}@${ACCOUNT_MACHINE_VERSION}`, accountMachine],
   [`${RETENTION_MACHINE_ID}@${RETENTION_MACHINE_VERSION}`, retentionMachine],
+  [`${NOTICE_MACHINE_ID}@${NOTICE_MACHINE_VERSION}`, noticeMachine],
   [`${WORKFLOW_MACHINE_ID}@${WORKFLOW_MACHINE_VERSION}`, workflowMachine],
   // Version 1 streams (decisions derived, not recorded) fold on the same definition: their
   // wfrun.started v1 is upcast to `decisions: 'derived'`, on which it behaves as version 1 did
@@ -43,6 +45,7 @@ export const currentMachines = {
   run: ref(RUN_MACHINE_ID, RUN_MACHINE_VERSION, runMachine),
   account: ref(ACCOUNT_MACHINE_ID, ACCOUNT_MACHINE_VERSION, accountMachine),
   retention: ref(RETENTION_MACHINE_ID, RETENTION_MACHINE_VERSION, retentionMachine),
+  notice: ref(NOTICE_MACHINE_ID, NOTICE_MACHINE_VERSION, noticeMachine),
   workflow: ref(WORKFLOW_MACHINE_ID, WORKFLOW_MACHINE_VERSION, workflowMachine),
   workflowRun: ref(WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine),
 } as const;

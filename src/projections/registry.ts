@@ -1,6 +1,7 @@
 import type { InlineHandler, StoredEvent } from '../events/types.js';
 import { accountsProjection } from './accounts.js';
 import { loopsProjection } from './loops.js';
+import { noticesProjection } from './notices.js';
 import { runsProjection } from './runs.js';
 import { runQueueProjection, slotDecisionsProjection } from './slots.js';
 import type { Projection } from './types.js';
@@ -16,6 +17,7 @@ export const projections: ReadonlyArray<Projection> = [
   workflowVersionsProjection,
   workflowRunsProjection,
   accountsProjection,
+  noticesProjection,
 ];
 
 /**

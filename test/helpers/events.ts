@@ -325,3 +325,35 @@ export const retentionEv = {
       when,
     ),
 };
+
+// ── notices (stream notice:<id>): --on-failure, --notify-url ─────────────────
+export const noticeEv = {
+  requested: (data: Partial<EventData<'notice.requested'>> = {}, when = at(2000)) =>
+    ev(
+      'notice.requested',
+      {
+        noticeId: 'run_1.url',
+        loopId: 'loop_1',
+        loopName: 'backup',
+        runId: 'run_1',
+        runStatus: 'failed',
+        channel: 'url' as const,
+        command: null,
+        env: null,
+        url: 'https://hooks.example.com/loops',
+        payload: { type: 'run.failed' },
+        attempts: 3,
+        timeoutMs: 10_000,
+        retryDelayMs: 1000,
+        ...data,
+      },
+      when,
+    ),
+  hookClaimed: (hookRunId = 'run_2', when = at(2100)) => ev('notice.hook_claimed', { hookRunId }, when),
+  hookEnded: (data: Partial<EventData<'notice.hook_ended'>> = {}, when = at(3000)) =>
+    ev('notice.hook_ended', { hookRunId: 'run_2', status: 'succeeded', error: null, ...data }, when),
+  attemptFailed: (data: Partial<EventData<'notice.attempt_failed'>> = {}, when = at(2500)) =>
+    ev('notice.attempt_failed', { attempt: 1, error: 'HTTP 500 Internal Server Error', httpStatus: 500, retryAt: at(3500), ...data }, when),
+  delivered: (data: Partial<EventData<'notice.delivered'>> = {}, when = at(4000)) => ev('notice.delivered', { attempt: 2, httpStatus: 200, ...data }, when),
+  givenUp: (data: Partial<EventData<'notice.given_up'>> = {}, when = at(4000)) => ev('notice.given_up', { attempts: 3, error: 'no answer within 10000 ms', ...data }, when),
+};

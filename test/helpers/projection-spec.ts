@@ -27,6 +27,7 @@ import type { EventMeta, StoredEvent } from '../../src/events/types.js';
 import { fold, stateOf } from '../../src/machines/fold.js';
 import { accountMachine } from '../../src/machines/account.js';
 import { retentionMachine } from '../../src/machines/retention.js';
+import { noticeMachine } from '../../src/machines/notice.js';
 import { loopMachine } from '../../src/machines/loop.js';
 import { runMachine } from '../../src/machines/run.js';
 import { workflowMachine } from '../../src/machines/workflow.js';
@@ -51,6 +52,7 @@ const machines: Record<string, AnyStateMachine> = {
   wfrun: workflowRunMachine,
   account: accountMachine,
   retention: retentionMachine,
+  notice: noticeMachine,
 };
 
 export class ProjectionSpec {

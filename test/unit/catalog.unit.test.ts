@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { eventSchemas, isEventType, schemaVersion, upcast, validateEventData, type EventType } from '../../src/events/catalog.js';
 import { LoopsError, ValidationError, isLoopsError, ConcurrencyConflictError } from '../../src/events/errors.js';
-import { loopEv, runEv, slotEv, wfrunEv, workflowEv, accountEv, retentionEv } from '../helpers/events.js';
+import { loopEv, runEv, slotEv, wfrunEv, workflowEv, accountEv, retentionEv, noticeEv } from '../helpers/events.js';
 
 function messageOf(type: string, data: unknown): string {
   try {
@@ -61,6 +61,12 @@ describe('event catalogue', () => {
       retentionEv.runOutputPruned(),
       retentionEv.wfrunOutputPruned(),
       retentionEv.archived(),
+      noticeEv.requested(),
+      noticeEv.hookClaimed(),
+      noticeEv.hookEnded(),
+      noticeEv.attemptFailed(),
+      noticeEv.delivered(),
+      noticeEv.givenUp(),
     ];
     expect(new Set(samples.map((s) => s.type))).toEqual(new Set(Object.keys(eventSchemas)));
     for (const sample of samples) expect(validateEventData(sample.type, sample.data)).toEqual(sample.data);

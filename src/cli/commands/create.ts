@@ -104,6 +104,13 @@ const spec: CommandSpec = {
     backoff: { type: 'string', value: '<factor>', description: `each later retry waits this many times longer (default ${RETRY.backoff.default}; 1 = constant)` },
     'max-retry-delay': { type: 'string', value: '<duration>', description: RETRY.maxRetryDelay.description },
     lease: { type: 'string', value: '<duration>', description: 'run lease, renewed while it runs; recovered when a runner stops renewing it (default 30s)' },
+    'on-failure': {
+      type: 'string',
+      value: '<command>',
+      description: "run this /bin/sh command when a run fails or times out (after its last attempt), with the run's LOOPS_* variables; recorded as a run of its own",
+    },
+    'notify-url': { type: 'string', value: '<url>', description: 'POST a JSON summary of each failed run to this http(s) URL (retried, with an Idempotency-Key header)' },
+    'notify-on': { type: 'string', value: '<outcomes>', description: 'with --notify-url: failure (default), success, or failure,success' },
     json: JSON_OPTION,
   },
   examples: [
@@ -213,6 +220,9 @@ function loopOptions(values: Record<string, unknown>) {
     backoff: (values.backoff as string | undefined) ?? null,
     maxRetryDelay: (values['max-retry-delay'] as string | undefined) ?? null,
     lease: (values.lease as string | undefined) ?? null,
+    onFailure: (values['on-failure'] as string | undefined) ?? null,
+    notifyUrl: (values['notify-url'] as string | undefined) ?? null,
+    notifyOn: (values['notify-on'] as string | undefined) ?? null,
   };
 }
 

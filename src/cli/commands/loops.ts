@@ -2,7 +2,8 @@ import { enforcedLimits } from '../../runtime/agents/providers.js';
 import { describeSchedule, describeTiming } from '../../scheduling/describe.js';
 import { formatDuration } from '../../events/durations.js';
 import { UsageError } from '../../events/errors.js';
-import type { SecretRef } from '../../events/catalog.js';
+import type { LoopNotify, SecretRef } from '../../events/catalog.js';
+import { loopNotify, noticeOfHookRun, runNotices } from '../../runtime/queries/notices.js';
 import { findLoop, findRun, listLoops, listRuns, type LoopView } from '../../runtime/queries/loops.js';
 import { runTarget, workflowRunOfLoopRun } from '../../runtime/queries/run-files.js';
 import { isRunId, runDetail } from '../run-view.js';
@@ -138,6 +139,15 @@ function quote(s: string): string {
   return /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
+/** Who the loop tells of its run ends (`--on-failure`, `--notify-url`). */
+function notifyText(notify: LoopNotify | null): string[] {
+  if (!notify) return [];
+  return [
+    ...(notify.onFailure !== null ? [`on failure  ${notify.onFailure}`] : []),
+    ...(notify.url !== null ? [`notify      POST ${notify.url} on ${notify.on.join(' and ')}`] : []),
+  ];
+}
+
 /** The loop as `show --json` prints it: environment values and an agent's prompt redacted unless revealed. */
 function redacted(loop: LoopView): LoopView {
   const t = loop.target;
@@ -155,8 +165,11 @@ const show: CliCommand = {
       if (isRunId(what)) {
         const run = findRun(reader.db, what);
         const workflowRun = runTarget(reader.db, run.id).kind === 'workflow' ? workflowRunOfLoopRun(reader.db, run) : undefined;
-        if (ctx.json) printJson(ctx, workflowRun === undefined ? run : { ...run, workflowRunId: workflowRun?.id ?? null });
-        else ctx.out.write(runDetail(run, ctx, workflowRun));
+        const told = { notices: runNotices(reader.db, run.id), hookOf: noticeOfHookRun(reader.db, run.id) };
+        // Only when there are some: a run nobody was told of prints as it did before.
+        const notices = { ...(told.notices.length ? { notices: told.notices } : {}), ...(told.hookOf ? { hookOf: told.hookOf.runId } : {}) };
+        if (ctx.json) printJson(ctx, workflowRun === undefined ? { ...run, ...notices } : { ...run, workflowRunId: workflowRun?.id ?? null, ...notices });
+        else ctx.out.write(runDetail(run, ctx, workflowRun, told));
         return EXIT.ok;
       }
       if (what.startsWith('wfrun_')) {
@@ -165,7 +178,8 @@ const show: CliCommand = {
       const loop = findLoop(reader.db, what, { includeRemoved: true });
       const runs = listRuns(reader.db, { loopId: loop.id, limit: 5 });
       if (ctx.json) {
-        printJson(ctx, values.reveal === true ? loop : redacted(loop));
+        const notify = loopNotify(reader.db, loop.id);
+        printJson(ctx, { ...(values.reveal === true ? loop : redacted(loop)), ...(notify ? { notify } : {}) });
         return EXIT.ok;
       }
       const c = ctx.color;
@@ -179,6 +193,7 @@ const show: CliCommand = {
         ...targetText(loop, values.reveal === true),
         `policies    overlap ${loop.policies.overlap}, catch-up ${loop.policies.catchUp}${loop.policies.catchUpWindowMs ? ` within ${formatDuration(loop.policies.catchUpWindowMs)}` : ''}${loop.policies.catchUpLimit ? ` (at most ${loop.policies.catchUpLimit})` : ''}${loop.policies.attempts > 1 ? `, ${loop.policies.attempts} attempts (retry after ${formatDuration(loop.policies.retryDelayMs)}, ×${loop.policies.backoff}${loop.policies.maxRetryDelayMs ? `, at most ${formatDuration(loop.policies.maxRetryDelayMs)}` : ''})` : ''}`,
         `timeout     ${loop.policies.timeoutMs ? formatDuration(loop.policies.timeoutMs) : 'none'} (kill grace ${formatDuration(loop.policies.killGraceMs)})`,
+        ...notifyText(loopNotify(reader.db, loop.id)),
         `created     ${when(loop.createdAt, ctx)}`,
         `updated     ${when(loop.updatedAt, ctx)}`,
         `runs        ${loop.runCount}`,

@@ -49,7 +49,8 @@ const runs: CliCommand = {
             r.id,
             r.loopName,
             paint(ctx.color, statusColor(r.status), r.status),
-            r.trigger,
+            // The run of an --on-failure command (loops show <run> says whose failure it told).
+            r.slot.startsWith('hook:') ? 'on-failure' : r.trigger,
             String(r.attempt),
             when(r.startedAt ?? r.claimedAt, ctx),
             durationText(r.durationMs),

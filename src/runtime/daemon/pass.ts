@@ -25,6 +25,7 @@ import { holdRunnerLease, RUNNER_LEASE_TTL_MS, runnerLeaseName } from '../leases
 import { strandedVerdict } from '../../scheduling/planner.js';
 import { adoptRun } from '../execution/attempt.js';
 import { afterScheduledRun } from '../loops/decisions.js';
+import { deliverNotice, pendingNotices, requestNotices, type RunHook } from '../loops/notify.js';
 import { findLoop, findRun, type RunView } from '../queries/loops.js';
 import { recoverWorkflowLoopRun } from '../workflows/runner.js';
 import { recoverRuns, type RecoveryReport } from './recovery.js';
@@ -260,10 +261,19 @@ export class Dispatcher {
       const run = findRun(this.runtime.db, runId);
       const resumed = recoverWorkflowLoopRun(this.runtime, runId, { ...signal, ...ttl }).then(async () => {
         const ended = findRun(this.runtime.db, runId);
-        await afterScheduledRun(this.runtime, ended.loopId, ended);
+        const followUp = await afterScheduledRun(this.runtime, ended.loopId, ended);
+        await requestNotices(this.runtime, ended, followUp);
         return ended;
       });
       this.track(runId, run.loopId, run.loopName, null, resumed);
+    }
+    // Notices (--on-failure, --notify-url) that no live runner is finishing: a runner that stopped
+    // midway, or a recovered run's end. Delivered as this dispatcher's work.
+    for (const n of pendingNotices(this.runtime, this.runtime.clock.now())) {
+      const key = `notice:${n.noticeId}`;
+      if (this.inFlight.has(key)) continue;
+      const hook: RunHook = (loop, o) => executeRun(this.runtime, loop, { ...o, ...this.options.runOptions });
+      this.track(key, n.loopId, n.loopName, null, deliverNotice(this.runtime, n.noticeId, hook, signal).then(() => null));
     }
     return report;
   }

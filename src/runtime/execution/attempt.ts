@@ -30,6 +30,7 @@ import { agentEnd, prepareSpawn } from './spawn-plan.js';
 import { newId } from '../ids.js';
 import { HeldLease } from '../leases.js';
 import { afterScheduledRun } from '../loops/decisions.js';
+import { isHookSlot, requestNotices, tellRunEnded } from '../loops/notify.js';
 import { runDir } from '../paths.js';
 import { findRun, type LoopView, type RunView } from '../queries/loops.js';
 import { findWorkflow, workflowVersion } from '../queries/workflows.js';
@@ -79,7 +80,7 @@ export interface ExecuteRunOptions extends RunNowOptions {
 /** The environment loops gives every run. */
 function runEnv(context: RunContext): Record<string, string> {
   const target = context.target;
-  return {
+  const env = {
     ...(target?.kind === 'command' ? target.env : {}),
     LOOPS_LOOP_ID: context.loopId ?? '',
     LOOPS_LOOP_NAME: context.loopName ?? '',
@@ -89,6 +90,10 @@ function runEnv(context: RunContext): Record<string, string> {
     // A slot + attempt is one run: a command can use this to make its own effects idempotent.
     LOOPS_IDEMPOTENCY_KEY: `loop:${context.loopId ?? ''}:${context.slot ?? ''}:${context.attempt}`,
   };
+  // An --on-failure command's run: its LOOPS_* variables are the failed run's (recorded in its
+  // target's env: LOOPS_RUN_ID is the failed run); its own id is LOOPS_HOOK_RUN_ID.
+  if (isHookSlot(context.slot) && target?.kind === 'command') return { ...env, ...target.env, LOOPS_HOOK_RUN_ID: context.runId ?? '' };
+  return env;
 }
 
 /**
@@ -122,7 +127,9 @@ async function superviseRun(
     options.signal?.removeEventListener('abort', onAbort);
   }
   const run = findRun(runtime.db, runId);
-  if (options.trigger === 'schedule') await afterScheduledRun(runtime, options.loopId, run);
+  const followUp = options.trigger === 'schedule' ? await afterScheduledRun(runtime, options.loopId, run) : [];
+  // Who is to be told of this end (--on-failure, --notify-url): recorded, then done here.
+  await tellRunEnded(runtime, run, followUp, (loop, o) => executeRun(runtime, loop, o), options.signal ? { signal: options.signal } : {});
   return run;
 }
 
@@ -446,6 +453,8 @@ export async function finishStaleRun(
   }
   const run = findRun(runtime.db, runId);
   const followUp = context.trigger === 'schedule' ? await afterScheduledRun(runtime, run.loopId, run) : [];
+  // Its notices are recorded; the pass that recovered it delivers them (pendingNotices).
+  await requestNotices(runtime, run, followUp);
   return { outcome, run, followUp };
 }
 

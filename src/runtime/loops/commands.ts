@@ -17,6 +17,7 @@ import type { Batch } from '../../events/types.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { decideLoop } from './decisions.js';
+import { buildNotify } from './notify.js';
 import { queuedWork } from '../daemon/run-queue.js';
 import { parseFlagDuration } from '../../events/durations.js';
 import { newId } from '../ids.js';
@@ -70,6 +71,12 @@ export interface CreateCommandLoopInput {
   maxRetryDelay?: string | number | null;
   /** Run lease time-to-live (default 30s). */
   lease?: string | number | null;
+  /** `--on-failure`: a /bin/sh command run after a run's last attempt failed (./notify.ts). */
+  onFailure?: string | null;
+  /** `--notify-url`: an http(s) URL told of failed runs (and with `notifyOn`, successes). */
+  notifyUrl?: string | null;
+  /** `--notify-on`: failure, success or failure,success (default failure). */
+  notifyOn?: string | null;
   /**
    * Check now that a run can start (default true): the command (a shell command's first word too)
    * is found on the effective PATH; for an agent, its CLI is installed and its account resolves.
@@ -434,6 +441,7 @@ async function createLoop(runtime: Runtime, input: CreateCommandLoopInput, targe
   const loopId = newId('loop', now);
   const { schedule, timing } = buildSchedule(input.schedule, now, loopId);
   const policies = buildPolicies(input);
+  const notify = buildNotify(input);
   assertNameFree(runtime, name);
   preflight?.();
   const data: EventData<'loop.created'> = {
@@ -446,6 +454,8 @@ async function createLoop(runtime: Runtime, input: CreateCommandLoopInput, targe
     policies,
     // Scheduled runs are counted from the first slot on; none exist before creation.
     nextRunAt: nextFireAt({ id: loopId, schedule, timing }, now, 0),
+    // Only when given: a loop without it is recorded as loops before it were.
+    ...(notify ? { notify } : {}),
   };
   await recordLoopCreated(runtime, data);
   return findLoop(runtime.db, loopId);

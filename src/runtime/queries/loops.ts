@@ -112,13 +112,14 @@ interface RunRow {
 }
 
 /**
- * A loop row with its run count and last run, computed from `loop_runs` (the index on
+ * A loop row with its run count and last run — not counting the runs of its --on-failure command
+ * (slot `hook:…`), which would hide the failure they report — computed from `loop_runs` (the index on
  * (loop_id, claimed_position) serves both): never copied into `loops`, so runs never rewrite their
  * loop's row, and an archived run — whose run.claimed is gone from the log — counts the same.
  */
 const LOOP_SELECT = `SELECT l.*, (SELECT COUNT(*) FROM loop_runs c WHERE c.loop_id = l.id) AS run_count,
     r.id AS last_run_id, r.claimed_at AS last_run_at, r.status AS last_run_status
-  FROM loops l LEFT JOIN loop_runs r ON r.claimed_position = (SELECT MAX(m.claimed_position) FROM loop_runs m WHERE m.loop_id = l.id)`;
+  FROM loops l LEFT JOIN loop_runs r ON r.claimed_position = (SELECT MAX(m.claimed_position) FROM loop_runs m WHERE m.loop_id = l.id AND m.slot NOT LIKE 'hook:%')`;
 
 export function toLoopView(row: LoopRow): LoopView {
   const policies = JSON.parse(row.policies) as LoopPolicies;
