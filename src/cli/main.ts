@@ -64,6 +64,7 @@ const entries: Entry[] = [
   { name: 'workflows cancel', summary: 'cancel a running workflow run', load: () => import('./commands/workflows-run.js').then((m) => m.commands) },
   { name: 'workflows resume', summary: 'continue a workflow run whose runner stopped', load: () => import('./commands/workflows-run.js').then((m) => m.commands) },
   { name: 'workflows archive', summary: 'hide a workflow from new runs (history stays)', load: () => import('./commands/workflows-run.js').then((m) => m.commands) },
+  { name: 'workflows convert', summary: "write a spec file (the predecessor's shape) in the native form", load: () => import('./commands/workflows-convert.js').then((m) => m.commands) },
   { name: 'workflows list', summary: 'list workflows', load: workflowCmds },
   { name: 'workflows show', summary: "show a workflow's spec and steps", load: workflowCmds },
   { name: 'workflows runs', summary: 'list workflow runs, newest first', load: workflowCmds },

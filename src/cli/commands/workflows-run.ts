@@ -11,18 +11,19 @@ import type { CliCommand, CliContext } from '../context.js';
 import { exitCodeForRunStatus } from '../exit-codes.js';
 import { paint, printJson, statusColor } from '../render.js';
 import { renderLiveSteps, type ViewStep } from '../workflow-view.js';
+import { NAME_OPTION, nameOverride } from './workflows.js';
 
 const createSpec: CommandSpec = {
   name: 'workflows create',
   summary: 'Store a workflow spec file (YAML or JSON) as version 1 of a new workflow.',
   description: [
     'The file is validated first (loops workflows validate); nothing is stored when it has a problem.',
-    "The workflow's name comes from the file's `name`. Relative `cwd` paths are read against the",
-    "file's directory and stored absolute.",
+    "The workflow's name comes from the file's `name`, or from --name. Relative `cwd` paths are read",
+    "against the file's directory and stored absolute.",
   ].join('\n'),
   positionals: [{ name: 'file', required: true, description: 'spec file (.yaml, .yml or .json)' }],
-  options: { json: JSON_OPTION },
-  examples: ['loops workflows create nightly.yaml', 'loops workflows run nightly'],
+  options: { name: NAME_OPTION, json: JSON_OPTION },
+  examples: ['loops workflows create nightly.yaml', 'loops workflows create repo-morning.json --name morning', 'loops workflows run nightly'],
 };
 
 const updateSpec: CommandSpec = {
@@ -214,10 +215,11 @@ function warn(ctx: CliContext, warnings: string[]): void {
 
 const createCommand: CliCommand = {
   spec: createSpec,
-  async run({ positionals }, ctx) {
+  async run({ positionals, values }, ctx) {
+    const name = nameOverride('workflows create', values.name);
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     try {
-      const { workflow, warnings } = await createWorkflow(runtime, positionals[0]!);
+      const { workflow, warnings } = await createWorkflow(runtime, positionals[0]!, { name });
       warn(ctx, warnings);
       if (ctx.json) printJson(ctx, workflow);
       else ctx.out.write(`created workflow ${workflow.name} (${workflow.id}), version 1\n`);

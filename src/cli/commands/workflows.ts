@@ -5,6 +5,7 @@
  * section each.
  */
 import { UsageError, ValidationError } from '../../events/errors.js';
+import { NAME_HINT, NAME_RE } from '../../events/names.js';
 import type { StepSpec, WorkflowSpec } from '../../workflow/spec.js';
 import { formatDuration } from '../../events/durations.js';
 import { openReader } from '../../runtime/store.js';
@@ -394,6 +395,21 @@ const inspect: CliCommand = {
 
 // ── workflows validate ──────────────────────────────────────────────────────────────────────────
 
+/** `--name <name>` of validate, create and convert: the predecessor's flag. */
+export const NAME_OPTION = {
+  type: 'string',
+  value: '<name>',
+  description: "the workflow's name, instead of the file's name: (which may then be absent)",
+} as const;
+
+/** The value of `--name`, checked like a name in a file; undefined when not given. */
+export function nameOverride(command: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  const name = String(value);
+  if (!NAME_RE.test(name)) throw new UsageError(`loops ${command}: --name ${JSON.stringify(name)} is not a valid workflow name`, { hint: NAME_HINT });
+  return name;
+}
+
 const validateSpec: CommandSpec = {
   name: 'workflows validate',
   summary: 'Check a workflow spec file (YAML or JSON) without storing it; print every problem.',
@@ -405,8 +421,12 @@ const validateSpec: CommandSpec = {
     'found on PATH, every working directory exists, every agent CLI is installed (exit 1 if not).',
   ].join('\n'),
   positionals: [{ name: 'file', required: true, description: 'the spec file (.yaml, .yml or .json)' }],
-  options: { preflight: { type: 'boolean', description: 'also check executables, directories and agent CLIs on this machine' }, json: JSON_OPTION },
-  examples: ['loops workflows validate nightly.yaml', 'loops workflows validate nightly.yaml --json'],
+  options: {
+    name: NAME_OPTION,
+    preflight: { type: 'boolean', description: 'also check executables, directories and agent CLIs on this machine' },
+    json: JSON_OPTION,
+  },
+  examples: ['loops workflows validate nightly.yaml', 'loops workflows validate nightly.yaml --json', 'loops workflows validate repo-morning.json --name morning'],
 };
 
 interface Problem {
@@ -418,10 +438,11 @@ const validate: CliCommand = {
   spec: validateSpec,
   async run({ positionals, values }, ctx) {
     const file = positionals[0]!;
+    const name = nameOverride('workflows validate', values.name);
     const { loadWorkflowFile } = await import('../../runtime/workflows/files.js');
     let loaded;
     try {
-      loaded = loadWorkflowFile(file);
+      loaded = loadWorkflowFile(file, { name });
     } catch (error) {
       const problems = error instanceof ValidationError ? (error.details?.problems as Problem[] | undefined) : undefined;
       if (!problems || problems.length === 0) throw error;

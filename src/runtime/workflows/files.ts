@@ -404,6 +404,12 @@ function yamlMessage(error: YAMLError, key: string | null): { message: string; h
   }
 }
 
+/** How a spec file is read. */
+export interface ParseOptions {
+  /** The workflow's name, instead of the file's `name:` (which may then be absent): the predecessor's `--name`. */
+  name?: string;
+}
+
 /**
  * Parses and normalises the text of a spec file. `.json` files (by extension, any case) are read with
  * `JSON.parse`; anything else as YAML 1.2 (duplicate keys rejected in both).
@@ -411,7 +417,7 @@ function yamlMessage(error: YAMLError, key: string | null): { message: string; h
  * @throws ValidationError with `details.problems` ({@link WorkflowFileProblem}[]) and `details.file`;
  *   every message is prefixed `file:line:col: ` when the position is known, else `file: `.
  */
-export function parseWorkflowText(text: string, file: string): LoadedWorkflow {
+export function parseWorkflowText(text: string, file: string, options: ParseOptions = {}): LoadedWorkflow {
   const sha256 = createHash('sha256').update(text, 'utf8').digest('hex');
   const body = text.startsWith('\uFEFF') ? text.slice(1) : text;
   const lineCounter = new LineCounter();
@@ -460,6 +466,9 @@ export function parseWorkflowText(text: string, file: string): LoadedWorkflow {
     }
   }
 
+  if (options.name !== undefined && value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    value = { ...(value as Record<string, unknown>), name: options.name };
+  }
   try {
     const result = normalizeWorkflowSpec(value);
     // What an agent step's CLI cannot do (a budget it has no flag for and does not report, a
@@ -502,7 +511,7 @@ function readError(path: string, error: unknown): ValidationError {
  * @throws ValidationError naming the path for a missing or unreadable file, a directory, a file over
  *   {@link MAX_WORKFLOW_FILE_BYTES}, or one that is not UTF-8 text; and every problem of its content.
  */
-export function loadWorkflowFile(path: string): LoadedWorkflow {
+export function loadWorkflowFile(path: string, options: ParseOptions = {}): LoadedWorkflow {
   let bytes: Buffer;
   try {
     const stat = statSync(path);
@@ -524,7 +533,7 @@ export function loadWorkflowFile(path: string): LoadedWorkflow {
   } catch {
     throw problemsError(path, [fileProblem(path, 'not UTF-8 text', 'save the workflow file as UTF-8')]);
   }
-  return parseWorkflowText(text, path);
+  return parseWorkflowText(text, path, options);
 }
 
 /** The spec's spelling of the adapter's field names (kebab-case; camelCase is accepted too). */

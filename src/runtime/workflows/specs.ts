@@ -12,7 +12,7 @@ import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { newId } from '../ids.js';
 import type { Runtime } from '../runtime.js';
-import { loadWorkflowFile, type LoadedWorkflow } from './files.js';
+import { loadWorkflowFile, type LoadedWorkflow, type ParseOptions } from './files.js';
 import { findWorkflow, type WorkflowView } from '../queries/workflows.js';
 
 export interface StoredWorkflow {
@@ -41,14 +41,14 @@ export function anchorPaths(spec: WorkflowSpec, file: string | null): WorkflowSp
   };
 }
 
-function load(file: string): LoadedWorkflow & { spec: WorkflowSpec } {
-  const loaded = loadWorkflowFile(file);
+function load(file: string, options: ParseOptions = {}): LoadedWorkflow & { spec: WorkflowSpec } {
+  const loaded = loadWorkflowFile(file, options);
   return { ...loaded, spec: anchorPaths(loaded.spec, file) };
 }
 
-/** Stores version 1 of the spec in `file` (its `name` names the workflow). */
-export async function createWorkflow(runtime: Runtime, file: string): Promise<StoredWorkflow> {
-  const loaded = load(file);
+/** Stores version 1 of the spec in `file` (its `name` names the workflow, unless `options.name` is given). */
+export async function createWorkflow(runtime: Runtime, file: string, options: ParseOptions = {}): Promise<StoredWorkflow> {
+  const loaded = load(file, options);
   const name = loaded.spec.name;
   if (runtime.db.prepare('SELECT id FROM workflows WHERE live_name = ?').get(name)) throw nameTaken(name);
   const workflowId = newId('wf', runtime.clock.now());
