@@ -72,6 +72,10 @@ export const commandTargetSchema = z
     secretRefs: z.array(secretRefSchema).optional(),
     /** Names in `env` the user said are not secrets although their names say so (`--not-secret`). */
     notSecret: z.array(z.string()).optional(),
+    /** The credentials profile its runs use (`--account`; absent in events written before it: none). */
+    account: z.string().min(1).optional(),
+    /** The tool the profile is resolved for (`--account-tool`), given with `account`. */
+    accountTool: z.string().min(1).optional(),
   })
   .strict();
 /** A loop whose runs are runs of a workflow (the latest version when each run starts). */
@@ -97,8 +101,16 @@ export const agentTargetSchema = z
     env: z.record(z.string(), z.string()),
     permissionMode: z.string().min(1).nullable(),
     extraArgs: z.array(z.string()),
-    configIsolation: z.enum(['safe', 'none']),
+    /**
+     * `login` (new agents' default since it existed): the CLI keeps its own configuration directory
+     * (the user's login) and gets its own flags that shut out user and project settings; `safe`: its
+     * configuration variable points at an empty directory under the data directory (what every
+     * recorded `safe` means; `--config-isolation empty` records it); `none`: as the user's shell.
+     */
+    configIsolation: z.enum(['safe', 'none', 'login']),
     account: z.string().min(1).nullable(),
+    /** The tool `account` is resolved for when it is not the provider (`--account-tool`; absent: the provider). */
+    accountTool: z.string().min(1).optional(),
     maxTurns: z.number().int().positive().nullable(),
     maxCostUsd: z.number().positive().nullable(),
     /** No output for this long stops the run (recorded timed_out). */
@@ -225,6 +237,37 @@ const exitShape = {
 };
 const stepShape = { stepId: z.string().min(1), attempt: z.number().int().positive() };
 
+/**
+ * Where an imported record came from (`loops import hasna-loops`): the tool that wrote it, the
+ * database it was read from and its id there. Set on every event an import records, so the log
+ * says which of its streams began elsewhere.
+ */
+export const importedFromSchema = z
+  .object({
+    /** The tool and version, e.g. `@hasna/loops 0.3.1`. */
+    tool: z.string().min(1),
+    /** The database file it was read from (absolute). */
+    db: z.string().min(1),
+    /** The record's id in that database. */
+    id: z.string().min(1),
+  })
+  .strict();
+export type ImportedFrom = z.infer<typeof importedFromSchema>;
+
+/** The output of an imported process: its tails as the other tool kept them. */
+const importedOutputShape = {
+  exitCode: z.number().int().nullable(),
+  pid: z.number().int().positive().nullable(),
+  error: z.string().nullable(),
+  stdout: z.string(),
+  stderr: z.string(),
+  stdoutBytes: z.number().int().nonnegative(),
+  stderrBytes: z.number().int().nonnegative(),
+  startedAt: isoInstant.nullable(),
+  finishedAt: isoInstant.nullable(),
+  durationMs: z.number().int().nonnegative().nullable(),
+};
+
 export const eventSchemas = {
   // ── loop stream: loop:<id> ──────────────────────────────────────────────
   'loop.created': {
@@ -240,6 +283,14 @@ export const eventSchemas = {
         target: targetSchema,
         policies: loopPoliciesSchema,
         nextRunAt: isoInstant.nullable(),
+        /**
+         * Slots after this instant are due (absent: the event's own time). An imported loop starts
+         * where the other tool's schedule stood, so a slot it missed while neither ran is decided
+         * by the catch-up policy instead of being lost.
+         */
+        scheduleFrom: isoInstant.optional(),
+        /** Set when the loop was brought across by `loops import`. */
+        importedFrom: importedFromSchema.optional(),
         /** Who is told of the loop's run ends (absent: nobody, as before it existed). */
         notify: loopNotifySchema.optional(),
       })
@@ -425,6 +476,32 @@ export const eventSchemas = {
       .strict(),
   },
 
+  /**
+   * A finished run of another tool, brought across by `loops import --with-history`: the whole
+   * run in one fact, as that tool recorded it (its id, status, exit code, times, output tails).
+   * Never executed here; the stream begins and ends with it. `wfRunId`: the workflow run a
+   * workflow loop's run ran, imported with it.
+   */
+  'run.imported': {
+    v: 1,
+    schema: z
+      .object({
+        runId: z.string().min(1),
+        loopId: z.string().min(1),
+        loopName: z.string().min(1),
+        slot: z.string().min(1),
+        scheduledFor: isoInstant,
+        attempt: z.number().int().positive(),
+        trigger: z.enum(['manual', 'schedule']),
+        target: targetSchema,
+        status: z.enum(['succeeded', 'failed', 'timed_out', 'cancelled', 'abandoned']),
+        ...importedOutputShape,
+        wfRunId: z.string().min(1).nullable(),
+        importedFrom: importedFromSchema,
+      })
+      .strict(),
+  },
+
   // ── account stream: account:<id> ──────────────────────────────────────────
   /** A credentials profile for an agent CLI: a directory the CLI's configuration variable points at. */
   'account.added': {
@@ -445,6 +522,8 @@ export const eventSchemas = {
         spec: workflowSpecSchema,
         sourceFile: z.string().nullable(),
         sha256: z.string().nullable(),
+        /** Set when the spec was brought across by `loops import`; `version`: the spec's version there. */
+        importedFrom: importedFromSchema.extend({ version: z.number().int().positive() }).strict().optional(),
       })
       .strict(),
   },
@@ -536,6 +615,44 @@ export const eventSchemas = {
   'wfrun.cancel_requested': { v: 1, schema: z.object({ reason }).strict() },
   /** The whole-workflow timeout passed: running steps are stopped, the run ends timed_out. */
   'wfrun.timed_out': { v: 1, schema: z.object({ timeoutMs: z.number().int().positive() }).strict() },
+
+  /**
+   * A finished workflow run of another tool, brought across by `loops import --with-history`: the
+   * run and each step's outcome in one fact (steps that never started are `skipped` with
+   * `reason`). Pinned to `version` of the imported spec. Never executed here.
+   */
+  'wfrun.imported': {
+    v: 1,
+    schema: z
+      .object({
+        wfRunId: z.string().min(1),
+        workflowId: z.string().min(1),
+        workflowName: z.string().min(1),
+        version: z.number().int().positive(),
+        spec: workflowSpecSchema,
+        trigger: z.enum(['manual', 'schedule']),
+        loopId: z.string().min(1).nullable(),
+        /** A workflow loop's run: that run, and its slot (the two are imported together). */
+        loopRunId: z.string().min(1).nullable(),
+        slot: z.string().min(1).nullable(),
+        status: z.enum(['succeeded', 'failed', 'cancelled', 'timed_out']),
+        startedAt: isoInstant,
+        finishedAt: isoInstant,
+        error: z.string().nullable(),
+        steps: z.array(
+          z
+            .object({
+              stepId: z.string().min(1),
+              status: z.enum(['succeeded', 'failed', 'timed_out', 'cancelled', 'skipped', 'abandoned']),
+              reason: z.string().nullable(),
+              ...importedOutputShape,
+            })
+            .strict(),
+        ),
+        importedFrom: importedFromSchema,
+      })
+      .strict(),
+  },
 
   // ── notice stream: notice:<id> ──────────────────────────────────────────
   // Telling someone a run ended (`--on-failure`, `--notify-url`): the intent first, then each

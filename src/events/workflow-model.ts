@@ -23,6 +23,10 @@ export interface CommandTarget {
   cwd: string | null;
   /** Step environment (the workflow `env` is kept separately in {@link WorkflowSpec.env}). */
   env: Record<string, string>;
+  /** The credentials profile the step runs under (absent in specs stored before it: none). */
+  account?: string;
+  /** The tool the profile is resolved for; set whenever `account` is. */
+  accountTool?: string;
 }
 
 /** Runs an AI coding-agent CLI with a prompt. */
@@ -42,9 +46,15 @@ export interface AgentTarget {
   permissionMode: string | null;
   /** Extra argv passed to the provider CLI. */
   extraArgs: string[];
-  /** `safe` (default): the agent runs with an isolated configuration; `none`: with the user's own. */
-  configIsolation: 'safe' | 'none';
+  /**
+   * `login`: the CLI keeps the user's configuration directory (their login) and gets its own flags
+   * that shut out user and project settings; `safe`: an empty configuration directory (what a
+   * stored `safe` always meant; `config-isolation: empty` in a file); `none`: the user's own.
+   */
+  configIsolation: 'safe' | 'none' | 'login';
   account: string | null;
+  /** The tool `account` is resolved for, when it is not the provider (absent: the provider). */
+  accountTool?: string;
   maxTurns: number | null;
   maxCostUsd: number | null;
   /** Kill the agent after this long without output. */
@@ -163,6 +173,8 @@ export const canonicalCommandTarget = z
     shell: z.boolean(),
     cwd: z.string().nullable(),
     env: canonicalEnv,
+    account: z.string().min(1).optional(),
+    accountTool: z.string().min(1).optional(),
   })
   .strict();
 
@@ -178,8 +190,9 @@ export const canonicalAgentTarget = z
     env: canonicalEnv,
     permissionMode: z.string().nullable(),
     extraArgs: z.array(z.string()),
-    configIsolation: z.enum(['safe', 'none']),
+    configIsolation: z.enum(['safe', 'none', 'login']),
     account: z.string().nullable(),
+    accountTool: z.string().min(1).optional(),
     maxTurns: z.number().int().positive().nullable(),
     maxCostUsd: z.number().positive().nullable(),
     idleTimeoutMs: positiveMs.nullable(),

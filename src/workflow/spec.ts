@@ -109,6 +109,33 @@ const RETRY_FIELDS = {
 const retryCount = z.int().min(0).max(MAX_RETRIES);
 const retriesFileSchema = z.union([retryCount, z.object(RETRY_FIELDS).partial().strict()]);
 
+const accountName = z.string().regex(ACCOUNT_NAME_RE, { error: (iss) => `invalid account name ${JSON.stringify(iss.input)}: ${ACCOUNT_NAME_HINT}` });
+/** A tool name as `accounts env --tool` takes it (src/runtime/agents/accounts.ts ACCOUNT_TOOL_RE). */
+const accountTool = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { error: (iss) => `invalid tool name ${JSON.stringify(iss.input)}: one word of letters, digits, ., _ or -` });
+/** A credentials profile: its name, or the predecessor's `{ profile, tool }` (a command's needs the tool). */
+const accountFileSchema = z
+  .union([accountName, z.object({ profile: accountName, tool: accountTool }).partial({ tool: true }).strict()])
+  .nullable()
+  .meta({ description: 'a credentials profile: its name, or { profile, tool } (a command step needs the tool)' });
+type AccountFile = string | { profile: string; tool?: string } | null;
+function accountRef(value: AccountFile | undefined): { profile: string; tool: string | null } | null {
+  if (value === undefined || value === null) return null;
+  return typeof value === 'string' ? { profile: value, tool: null } : { profile: value.profile, tool: value.tool ?? null };
+}
+
+/**
+ * `config-isolation` in a file. Native: `login` (default), `empty` or `safe` (both: an empty
+ * configuration directory — what `safe` meant in every spec written before `login` existed), `none`.
+ * In the predecessor's shape `safe` is the predecessor's mode, which kept the user's login: `login`.
+ */
+const configIsolationFile = z.enum(['login', 'empty', 'safe', 'none']);
+function configIsolationOf(value: string | null, legacy: boolean): AgentTarget['configIsolation'] {
+  if (value === null) return 'login';
+  if (value === 'empty') return 'safe';
+  if (value === 'safe') return legacy ? 'login' : 'safe';
+  return value as AgentTarget['configIsolation'];
+}
+
 /** Agent fields: canonical name, kebab-case name, schema. Both spellings are accepted in files. */
 const AGENT_FIELDS: ReadonlyArray<readonly [keyof AgentTarget, string, z.ZodType]> = [
   ['provider', 'provider', text.meta({ description: 'the agent CLI, e.g. claude, codex' })],
@@ -120,8 +147,8 @@ const AGENT_FIELDS: ReadonlyArray<readonly [keyof AgentTarget, string, z.ZodType
   ['env', 'env', envMap],
   ['permissionMode', 'permission-mode', nullableText],
   ['extraArgs', 'extra-args', z.array(scalar)],
-  ['configIsolation', 'config-isolation', z.enum(['safe', 'none'])],
-  ['account', 'account', z.string().regex(ACCOUNT_NAME_RE, { error: (iss) => `invalid account name ${JSON.stringify(iss.input)}: ${ACCOUNT_NAME_HINT}` }).nullable()],
+  ['configIsolation', 'config-isolation', configIsolationFile],
+  ['account', 'account', accountFileSchema],
   ['maxTurns', 'max-turns', z.int().min(1).nullable()],
   ['maxCostUsd', 'max-cost-usd', z.number().positive().nullable()],
   ['idleTimeoutMs', 'idle-timeout-ms', z.int().positive().nullable()],
@@ -157,6 +184,7 @@ const STEP_COMMON = {
   outputs: z.array(keyText).meta({ description: 'declared output keys' }),
   cwd: text,
   env: envMap,
+  account: accountFileSchema,
 } satisfies FieldTable;
 const STEP_TARGET_FIELDS = {
   run: text.meta({ description: 'shell text, run by a shell' }),
@@ -183,6 +211,7 @@ const LEGACY_COMMAND_FIELDS = {
   cwd: nullableText,
   env: envMap,
   timeoutMs: z.int().positive().nullable(),
+  account: accountFileSchema,
 } satisfies FieldTable;
 
 const stepCommonSchema = z.object(STEP_COMMON).partial().required({ id: true });
@@ -585,10 +614,12 @@ function readAgent(
   let timeoutMs: number | null | undefined;
   if (legacy && present.has('timeoutMs')) timeoutMs = (values.timeoutMs as number | null | undefined) ?? null;
   if (!ok) return { target: null, timeoutMs };
+  const provider = get<string>('provider')!;
+  const account = accountRef(get<AccountFile>('account'));
   return {
     target: {
       type: 'agent',
-      provider: get<string>('provider')!,
+      provider,
       prompt,
       promptFile,
       model: get<string>('model'),
@@ -597,8 +628,9 @@ function readAgent(
       env,
       permissionMode: get<string>('permissionMode'),
       extraArgs,
-      configIsolation: get<'safe' | 'none'>('configIsolation') ?? 'safe',
-      account: get<string>('account'),
+      configIsolation: configIsolationOf(get<string>('configIsolation'), legacy),
+      account: account?.profile ?? null,
+      ...(account !== null && account.tool !== null && account.tool !== provider ? { accountTool: account.tool } : {}),
       maxTurns: get<number>('maxTurns'),
       maxCostUsd: get<number>('maxCostUsd'),
       idleTimeoutMs,
@@ -746,6 +778,8 @@ function readTarget(
         );
         const ownEnv = read.values.env === undefined ? {} : toEnv(read.values.env);
         if (target) mergeOwn(['target'], (read.values.cwd as string | null | undefined) ?? null, ownEnv);
+        const account = accountRef(read.values.account as AccountFile | undefined);
+        if (target && account) withAccount(ctx, scope, ['target', 'account'], target, account);
       }
       if (read.present.has('timeoutMs')) timeoutMs = (read.values.timeoutMs as number | null | undefined) ?? null;
     } else if (type === undefined) {
@@ -763,6 +797,25 @@ function readTarget(
   target.cwd = cwd;
   target.env = Object.fromEntries([...env].map(([k, { value }]) => [k, value]));
   return { target, timeoutMs };
+}
+
+/**
+ * Sets a target's credentials profile. A command has no provider to take the tool from: its
+ * account must name one (`{ profile, tool }`); an agent's tool defaults to its provider.
+ */
+function withAccount(ctx: Ctx, scope: Scope, rel: Path, target: StepTarget, account: { profile: string; tool: string | null }): void {
+  if (target.type === 'command') {
+    if (account.tool === null) {
+      report(ctx, scope, rel, `account ${JSON.stringify(account.profile)} on a command needs the tool its profile is for`, `write account: { profile: ${account.profile}, tool: <tool> } (e.g. claude, codex, gh)`);
+      return;
+    }
+    target.account = account.profile;
+    target.accountTool = account.tool;
+    return;
+  }
+  target.account = account.profile;
+  if (account.tool !== null && account.tool !== target.provider) target.accountTool = account.tool;
+  else delete target.accountTool;
 }
 
 function readStep(ctx: Ctx, index: number, raw: unknown): { draft: StepDraft | null; legacy: boolean } {
@@ -832,6 +885,9 @@ function readStep(ctx: Ctx, index: number, raw: unknown): { draft: StepDraft | n
 
   // ── target ──
   const target = readTarget(ctx, scope, raw, values, present, refs);
+  // The step's account wins over its target's (the predecessor's `step.account ?? target.account`).
+  const stepAccount = accountRef(values.account as AccountFile | undefined);
+  if (target.target && stepAccount) withAccount(ctx, scope, ['account'], target.target, stepAccount);
   // The step's own timeout overrides the target's (the predecessor's `step.timeoutMs ?? target.timeoutMs`).
   if (timeoutKey === null && target.timeoutMs !== undefined && target.timeoutMs !== null) timeoutMs = target.timeoutMs;
 

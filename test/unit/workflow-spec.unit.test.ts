@@ -140,7 +140,7 @@ steps:
       env: {},
       permissionMode: null,
       extraArgs: [],
-      configIsolation: 'safe',
+      configIsolation: 'login', // the default of new specs: the user's login, settings shut out
       account: null,
       maxTurns: 5,
       maxCostUsd: null,
@@ -319,7 +319,7 @@ describe('normalizeWorkflowSpec: predecessor shape', () => {
       env: {},
       permissionMode: 'read-only',
       extraArgs: ['--quiet'],
-      configIsolation: 'safe',
+      configIsolation: 'login', // no configIsolation: the predecessor's default, safe — which kept the login
       account: null,
       maxTurns: 20,
       maxCostUsd: 2.5,
@@ -482,7 +482,7 @@ describe('normalizeWorkflowSpec: validation', () => {
     expect(problemOf(wf([{ id: 'a', agent: { provider: 'p', prompt: 'x', 'prompt-file': 'f' } }])).field).toBe('agent.prompt-file');
     expect(problemOf(wf([{ id: 'a', agent: 'claude' }]))).toMatchObject({ field: 'agent', message: expect.stringMatching(/expected a mapping/) });
     expect(problemOf(wf([{ id: 'a', agent: { provider: 'p', prompt: 'x', 'config-isolation': 'off' } }])).message).toBe(
-      'step "a": agent.config-isolation: expected "safe" or "none", got a string ("off")',
+      'step "a": agent.config-isolation: expected "login" or "empty" or "safe" or "none", got a string ("off")',
     );
   });
 

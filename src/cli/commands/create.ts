@@ -44,6 +44,9 @@ const spec: CommandSpec = {
     'Preflight: the executable (for shell text, its first word when it is known without running it,',
     'e.g. restic in "restic backup ~/src") must be found on the effective PATH of runs, else nothing',
     'is created; --no-preflight creates the loop anyway.',
+    '--account <profile> --account-tool <tool> runs it under a credentials profile (as agents do):',
+    "the profile's variables and LOOPS_ACCOUNT_PROFILE/TOOL are set, and inherited credentials",
+    '(API keys, GITHUB_TOKEN, GH_TOKEN, XDG_* directories) are not passed on.',
     ...POLICY_HELP,
   ].join('\n'),
   positionals: [{ name: 'name', required: true, description: 'unique name (letters, digits, . _ -)' }],
@@ -52,6 +55,8 @@ const spec: CommandSpec = {
     'no-shell': { type: 'boolean', description: 'run --cmd as an executable with --arg arguments, no shell' },
     arg: { type: 'string', multiple: true, value: '<arg>', description: 'an argument for --no-shell' },
     cwd: { type: 'string', value: '<dir>', description: 'working directory (must exist; default: the directory create is run in, recorded as an absolute path)' },
+    account: { type: 'string', value: '<profile>', description: 'run under a credentials profile (loops accounts add, or an external accounts command); needs --account-tool' },
+    'account-tool': { type: 'string', value: '<tool>', description: 'the tool the profile is resolved for (e.g. claude, codex, gh)' },
     'no-preflight': {
       type: 'boolean',
       description: 'create the loop even if the command is not found now (e.g. it is installed before the first run, or only the daemon has it)',
@@ -174,6 +179,8 @@ const createCommand: CliCommand = {
         notSecret: (values['not-secret'] as string[] | undefined) ?? [],
         timeout: (values.timeout as string | undefined) ?? null,
         killGrace: (values['kill-grace'] as string | undefined) ?? null,
+        account: (values.account as string | undefined) ?? null,
+        accountTool: (values['account-tool'] as string | undefined) ?? null,
         preflight: values['no-preflight'] !== true,
         ...loopOptions(values),
       }),
@@ -249,7 +256,7 @@ function printCreated(ctx: CliContext, loop: LoopView, nowMs: number): void {
   }
 }
 
-const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'no-preflight', 'env', 'secret-env', 'secret-file', 'secret-cmd', 'not-secret', 'timeout', 'kill-grace']);
+const COMMAND_ONLY = new Set(['cmd', 'no-shell', 'arg', 'cwd', 'account', 'account-tool', 'no-preflight', 'env', 'secret-env', 'secret-file', 'secret-cmd', 'not-secret', 'timeout', 'kill-grace']);
 
 const workflowSpec: CommandSpec = {
   name: 'create workflow',
@@ -294,8 +301,12 @@ const agentSpec: CommandSpec = {
     'The exact command line each one gets is in docs/agents.md. The prompt reaches the CLI on stdin',
     '(closed after it) or from a file, never in argv where the CLI has another way. What the CLI',
     'reports (model, session, turns, tokens, cost, final message) is recorded with each run.',
-    '--config-isolation safe (default) gives the CLI its own configuration directory under the data',
-    "directory; none lets it use the user's. The CLI must be installed (checked on the effective PATH)",
+    "--config-isolation login (default) keeps the user's login (the CLI's own configuration directory)",
+    "and passes the CLI's own flags that shut out user and project settings (claude --setting-sources",
+    'local --strict-mcp-config, codex --ignore-user-config --ignore-rules, opencode --pure; none where',
+    "the CLI has no such flag); empty gives the CLI an empty configuration directory under the data",
+    "directory (recorded as safe, which loops stored before login keep); none lets it use the user's",
+    "settings. safe is accepted as the predecessor's name for login. The CLI must be installed (checked on the effective PATH)",
     'and --account must resolve; --no-preflight skips both checks (not the check of the arguments).',
     ...POLICY_HELP,
   ].join('\n'),
@@ -308,11 +319,12 @@ const agentSpec: CommandSpec = {
     agent: { type: 'string', value: '<agent>', description: 'a named agent / profile of the CLI' },
     'permission-mode': { type: 'string', value: '<mode>', description: "the CLI's permission / sandbox mode (see docs/agents.md)" },
     'extra-arg': { type: 'string', multiple: true, value: '<arg>', description: 'an extra argument for the CLI, passed verbatim' },
-    'config-isolation': { type: 'string', value: '<mode>', description: 'safe (default) or none' },
+    'config-isolation': { type: 'string', value: '<mode>', description: "login (default), empty or none (safe: the predecessor's name for login)" },
     'max-turns': { type: 'string', value: '<n>', description: 'stop after n agent turns (a CLI flag, or enforced by loops where the CLI reports turns)' },
     'max-cost-usd': { type: 'string', value: '<usd>', description: 'a budget per run in USD (a CLI flag, or enforced by loops from the cost the CLI reports)' },
     'idle-timeout': { type: 'string', value: '<duration>', description: 'stop a run that prints nothing for this long' },
     account: { type: 'string', value: '<profile>', description: 'run under a credentials profile (loops accounts add); inherited credentials are dropped' },
+    'account-tool': { type: 'string', value: '<tool>', description: "the tool the profile is resolved for (default: the provider)" },
     cwd: spec.options.cwd!,
     'no-preflight': {
       type: 'boolean',
@@ -352,6 +364,7 @@ const createAgentCommand: CliCommand = {
         extraArgs: (values['extra-arg'] as string[] | undefined) ?? [],
         configIsolation: (values['config-isolation'] as string | undefined) ?? null,
         account: (values.account as string | undefined) ?? null,
+        accountTool: (values['account-tool'] as string | undefined) ?? null,
         maxTurns: (values['max-turns'] as string | undefined) ?? null,
         maxCostUsd: (values['max-cost-usd'] as string | undefined) ?? null,
         idleTimeout: (values['idle-timeout'] as string | undefined) ?? null,

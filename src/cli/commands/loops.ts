@@ -1,4 +1,4 @@
-import { enforcedLimits } from '../../runtime/agents/providers.js';
+import { configIsolationLabel, enforcedLimits } from '../../runtime/agents/providers.js';
 import { describeSchedule, describeTiming } from '../../scheduling/describe.js';
 import { formatDuration } from '../../events/durations.js';
 import { UsageError } from '../../events/errors.js';
@@ -106,7 +106,7 @@ function targetText(loop: LoopView, reveal: boolean): string[] {
       t.prompt === null ? `from ${t.promptFile}` : reveal ? JSON.stringify(t.prompt) : `(${t.prompt.length} characters; --reveal shows it)`;
     const env = Object.keys(t.env);
     return [
-      `agent       ${t.provider}${t.model ? `, model ${t.model}` : ''}${t.agent ? `, agent ${t.agent}` : ''}${t.permissionMode ? `, permission ${t.permissionMode}` : ''}, config ${t.configIsolation === 'safe' ? 'isolated' : 'shared'}`,
+      `agent       ${t.provider}${t.model ? `, model ${t.model}` : ''}${t.agent ? `, agent ${t.agent}` : ''}${t.permissionMode ? `, permission ${t.permissionMode}` : ''}, config ${configIsolationLabel(t.configIsolation)}${t.account ? `, account ${t.account}${t.accountTool ? ` (${t.accountTool})` : ''}` : ''}`,
       `prompt      ${prompt}`,
       `cwd         ${t.cwd ?? '(the directory loops runs in)'}`,
       ...(env.length ? [`env         ${Object.entries(t.env).map(([k, v]) => `${k}=${reveal ? quote(v) : '***'}`).join(' ')}`] : []),
@@ -120,6 +120,7 @@ function targetText(loop: LoopView, reveal: boolean): string[] {
     ? [`command     ${t.command}   (run by /bin/sh)`]
     : [`command     ${[t.command, ...t.args].map(quote).join(' ')}   (no shell)`];
   lines.push(`cwd         ${t.cwd ?? '(the directory loops runs in)'}`);
+  if (t.account !== undefined) lines.push(`account     ${t.account}${t.accountTool ? ` (${t.accountTool})` : ''}`);
   const env = Object.entries(t.env);
   if (env.length) lines.push(`env         ${env.map(([k, v]) => `${k}=${reveal ? quote(v) : '***'}`).join(' ')}${reveal ? '' : '   (--reveal shows the values)'}`);
   lines.push(...secretsText(t));

@@ -4,8 +4,14 @@
  * configuration variable (CLAUDE_CONFIG_DIR, CODEX_HOME, …) pointed at that directory. When no
  * profile of that name is registered and an external `accounts` command is installed, it is
  * asked instead (`accounts env <profile> --tool <tool>`, printing KEY=VALUE lines), as the
- * predecessor did. Either way the run's inherited credential variables (AUTH_ENV_VARS) are removed
- * first, so a run never mixes two accounts.
+ * predecessor did. Either way the run's inherited credential variables are removed first
+ * (`ACCOUNT_UNSET_ENV`: every provider's AUTH_ENV_VARS, and — as the predecessor did — GITHUB_TOKEN,
+ * GH_TOKEN and the XDG base directories), so a run never mixes two accounts, and the run is told
+ * which profile it runs under: LOOPS_ACCOUNT_PROFILE and LOOPS_ACCOUNT_TOOL.
+ *
+ * Command loops and command steps take an account too (`--account work --account-tool gh`): the
+ * tool then names what `accounts env` resolves (any tool it knows), and a registered profile must
+ * be for that tool.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
@@ -14,7 +20,7 @@ import { AlreadyExistsError, InvalidTransitionError, NotFoundError, ValidationEr
 import { checkName } from '../../events/names.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
-import { isProviderId, PROVIDER_IDS, PROVIDERS, type ProviderId } from './index.js';
+import { AUTH_ENV_VARS, isProviderId, PROVIDER_IDS, PROVIDERS } from './index.js';
 import { extendPath } from '../execution/env.js';
 import { resolveExecutable } from '../execution/executor.js';
 import { newId } from '../ids.js';
@@ -83,6 +89,26 @@ export async function removeAccount(runtime: Runtime, name: string, reason: stri
   return { ...account, status: 'removed' };
 }
 
+/**
+ * What a run under an account never inherits from the runner: every provider's credential and
+ * configuration variables, and the predecessor's further list (a GitHub token, the XDG base
+ * directories, OpenRouter's key). The profile's own variables and the target's `env` are set after.
+ */
+export const ACCOUNT_UNSET_ENV: readonly string[] = [
+  ...new Set([...AUTH_ENV_VARS, 'OPENROUTER_API_KEY', 'GITHUB_TOKEN', 'GH_TOKEN', 'XDG_CONFIG_HOME', 'XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME']),
+].sort();
+
+/** The profile and tool a target runs under, or null: an agent's tool defaults to its provider. */
+export function targetAccount(target: { kind: string; account?: string | null; accountTool?: string; provider?: string }): { profile: string; tool: string } | null {
+  if (target.account === undefined || target.account === null) return null;
+  const tool = target.accountTool ?? (target.kind === 'agent' ? target.provider : undefined);
+  if (tool === undefined) return null;
+  return { profile: target.account, tool };
+}
+
+/** A tool name as `accounts env --tool` takes it: one word of letters, digits, `.`, `_`, `-`. */
+export const ACCOUNT_TOOL_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
 /** Parses `KEY=VALUE` / `export KEY=VALUE` lines (quotes removed). */
 export function parseEnvLines(text: string): Record<string, string> {
   const out: Record<string, string> = {};
@@ -99,12 +125,17 @@ export function parseEnvLines(text: string): Record<string, string> {
 
 /**
  * The environment of a run under `profile` for `tool`: the registered directory, else the external
- * `accounts` command's answer. Throws with a clear message when neither resolves it.
+ * `accounts` command's answer; with LOOPS_ACCOUNT_PROFILE and LOOPS_ACCOUNT_TOOL. Throws with a
+ * clear message when neither resolves it.
  */
-export function resolveAccountEnv(db: Db, tool: ProviderId, profile: string, path = extendPath(process.env.PATH)): Record<string, string> {
+export function resolveAccountEnv(db: Db, tool: string, profile: string, path = extendPath(process.env.PATH)): Record<string, string> {
+  return { ...profileEnv(db, tool, profile, path), LOOPS_ACCOUNT_PROFILE: profile, LOOPS_ACCOUNT_TOOL: tool };
+}
+
+function profileEnv(db: Db, tool: string, profile: string, path: string): Record<string, string> {
   const account = findAccount(db, profile);
   if (account) {
-    if (account.tool !== tool) {
+    if (account.tool !== tool || !isProviderId(tool)) {
       throw new ValidationError(`account ${profile} is for ${account.tool}, not ${tool}`, { hint: `register one for ${tool}: loops accounts add <name> --tool ${tool} --dir <path>` });
     }
     if (!existsSync(account.dir)) throw new ValidationError(`account ${profile}: its directory ${account.dir} does not exist any more`);
@@ -118,8 +149,14 @@ export function resolveAccountEnv(db: Db, tool: ProviderId, profile: string, pat
       if (Object.keys(env).length) return env;
     }
     throw new ValidationError(`account ${profile} is not registered, and \`accounts env ${profile} --tool ${tool}\` did not resolve it (exit ${r.status ?? r.signal}): ${(r.stderr ?? '').trim().split('\n')[0] ?? ''}`, {
-      hint: `register it: loops accounts add ${profile} --tool ${tool} --dir <path>`,
+      hint: registerHint(tool, profile),
     });
   }
-  throw new ValidationError(`account ${profile} is not registered`, { hint: `register it: loops accounts add ${profile} --tool ${tool} --dir <path>` });
+  throw new ValidationError(`account ${profile} is not registered`, { hint: registerHint(tool, profile) });
+}
+
+function registerHint(tool: string, profile: string): string {
+  return isProviderId(tool)
+    ? `register it: loops accounts add ${profile} --tool ${tool} --dir <path>`
+    : `${tool} is not an agent provider, so only an external \`accounts\` command on PATH can resolve it (\`accounts env ${profile} --tool ${tool}\` printing KEY=VALUE lines)`;
 }

@@ -2,7 +2,8 @@
  * The non-interactive invocation of an agent CLI, the same for every provider: the checks of an
  * agent target's fields (flag values, what the provider supports), the provider's argv (its file in
  * ./providers builds it), where the prompt goes (stdin whenever the CLI reads it there, so `ps`
- * never shows it), and the isolated configuration directory's variables. Also the budget limits
+ * never shows it), and the configuration isolation (`configIsolationMode`: the CLI's own settings
+ * flags, or an empty configuration directory's variables). Also the budget limits
  * loops enforces itself, and reading a CLI's `--version`.
  *
  * Pure: no I/O, no clock, no process access. The runner resolves the binary on PATH, writes the
@@ -35,7 +36,7 @@ export interface AgentInvocation {
   promptVia: PromptChannel;
   /** The prompt when `promptVia` is 'stdin', else null (stdin is then ignored/closed). */
   stdin: string | null;
-  /** Variables to add (e.g. an isolated config dir when configIsolation is 'safe'). */
+  /** Variables to add (e.g. the empty config dir when configIsolation is 'safe'). */
   env: Record<string, string>;
   output: AgentOutputFormat;
 }
@@ -49,6 +50,34 @@ export interface InvocationContext {
   isolatedConfigDir: string | null;
   /** The resolved working directory, when the CLI takes it as a flag too; defaults to `target.cwd`. */
   cwd?: string | null;
+}
+
+/** The isolation a loop or a step records (src/events/catalog.ts `agentTargetSchema.configIsolation`). */
+export type ConfigIsolation = 'login' | 'safe' | 'none';
+
+/**
+ * The names `--config-isolation` (and the SDK, and a predecessor-shape spec) take, and what each
+ * records. `login` is the default of new agents. `safe` is the predecessor's name, whose runs kept
+ * the user's login: it records `login`. The empty configuration directory is `empty`, recorded as
+ * `safe` — the value every loop stored before `login` existed holds, and keeps meaning.
+ */
+export const CONFIG_ISOLATION_NAMES: Readonly<Record<string, ConfigIsolation>> = { login: 'login', safe: 'login', empty: 'safe', none: 'none' };
+
+/** The recorded mode for a name of {@link CONFIG_ISOLATION_NAMES} (null: the default, `login`); a ValidationError naming `flag` otherwise. */
+export function configIsolationMode(name: string | null, flag: string): ConfigIsolation {
+  if (name === null) return 'login';
+  const mode = Object.hasOwn(CONFIG_ISOLATION_NAMES, name) ? CONFIG_ISOLATION_NAMES[name] : undefined;
+  if (mode === undefined) {
+    throw new ValidationError(`${flag}: ${JSON.stringify(name)} is not a configuration isolation mode`, {
+      hint: "login (default: the CLI keeps your login, its own flags shut out user and project settings), empty (an empty configuration directory of its own) or none; safe is the predecessor's name for login",
+    });
+  }
+  return mode;
+}
+
+/** How a recorded mode is shown (`loops show`). */
+export function configIsolationLabel(mode: string): string {
+  return mode === 'login' ? 'login kept, settings shut out' : mode === 'safe' ? 'empty directory' : 'shared';
 }
 
 /** The target fields an adapter reads (the whole AgentTarget also fits). */
@@ -176,6 +205,7 @@ export function buildInvocation(target: AgentTargetFields, ctx: InvocationContex
     maxCostUsd: target.maxCostUsd,
     cwd: cwd ?? null,
     extraArgs: [...target.extraArgs],
+    isolation: target.configIsolation === 'login' ? [...info.settingsIsolationArgs] : [],
   });
 
   const env: Record<string, string> = {};

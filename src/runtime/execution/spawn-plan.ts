@@ -5,8 +5,8 @@
  * Shared by execution/attempt.ts and workflows/runner.ts.
  */
 import type { CommandTarget as LoopCommandTarget, EventData, LoopAgentTarget } from '../../events/catalog.js';
-import { resolveAccountEnv } from '../agents/accounts.js';
-import { AgentOutputParser, AUTH_ENV_VARS, type ProviderId } from '../agents/index.js';
+import { ACCOUNT_UNSET_ENV, resolveAccountEnv, targetAccount } from '../agents/accounts.js';
+import { AgentOutputParser, type ProviderId } from '../agents/index.js';
 import { agentSink, cliVersion, reportFrom, type PreparedAgent } from '../agents/run.js';
 import type { Runtime } from '../runtime.js';
 import { join } from 'node:path';
@@ -74,11 +74,30 @@ export async function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Promise<P
     ...(plan.onOutput ? { onOutput: plan.onOutput } : {}),
     ...files,
   };
+  // The account (a command's or an agent's): its variables, LOOPS_ACCOUNT_*, and nothing inherited
+  // that could belong to another account (ACCOUNT_UNSET_ENV).
+  const account = targetAccount(target);
+  let accountEnv: Record<string, string> | null = null;
+  if (account !== null) {
+    try {
+      accountEnv = resolveAccountEnv(runtime.db, account.tool, account.profile);
+    } catch (error) {
+      return { ok: false, error: (error as Error).message, code: 'EACCOUNT' };
+    }
+  }
   if (target.kind === 'command') {
     const argv = plan.argv ?? target;
     return {
       ok: true,
-      spec: { command: argv.command, args: argv.args, shell: argv.shell, cwd: argv.cwd, env: { ...target.env, ...secretEnv, ...plan.env }, ...common },
+      spec: {
+        command: argv.command,
+        args: argv.args,
+        shell: argv.shell,
+        cwd: argv.cwd,
+        env: { ...target.env, ...(accountEnv ?? {}), ...secretEnv, ...plan.env },
+        ...(accountEnv ? { unsetEnv: ACCOUNT_UNSET_ENV } : {}),
+        ...common,
+      },
       parser: null,
       provider: null,
       secrets: common.secrets,
@@ -86,14 +105,6 @@ export async function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Promise<P
   }
   const agent = plan.agent ?? null;
   if (agent === null || 'error' in agent) return { ok: false, error: agent?.error ?? 'the agent could not be prepared', code: 'EINVAL' };
-  let accountEnv: Record<string, string> | null = null;
-  if (target.account !== null) {
-    try {
-      accountEnv = resolveAccountEnv(runtime.db, target.provider, target.account);
-    } catch (error) {
-      return { ok: false, error: (error as Error).message, code: 'EACCOUNT' };
-    }
-  }
   const { invocation, env } = agent.prepared;
   const parser = new AgentOutputParser(target.provider);
   return {
@@ -104,7 +115,7 @@ export async function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Promise<P
       shell: false,
       cwd: plan.argv?.cwd ?? target.cwd,
       env: { ...env, ...(accountEnv ?? {}), ...secretEnv, ...plan.env },
-      ...(accountEnv ? { unsetEnv: AUTH_ENV_VARS } : {}),
+      ...(accountEnv ? { unsetEnv: ACCOUNT_UNSET_ENV } : {}),
       ...(invocation.stdin !== null ? { stdin: invocation.stdin } : {}),
       idleTimeoutMs: target.idleTimeoutMs,
       stdoutSink: agentSink(parser, target),

@@ -5,8 +5,8 @@
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import type { EventData, LoopAgentTarget, LoopPolicies, Target } from '../../events/catalog.js';
-import { buildInvocation, isProviderId, PROVIDER_IDS, PROVIDERS } from '../agents/index.js';
-import { resolveAccountEnv } from '../agents/accounts.js';
+import { buildInvocation, configIsolationMode, isProviderId, PROVIDER_IDS, PROVIDERS } from '../agents/index.js';
+import { ACCOUNT_TOOL_RE, resolveAccountEnv, targetAccount } from '../agents/accounts.js';
 import { resolveExecutable } from '../execution/executor.js';
 import { checkCommand, effectivePath } from '../execution/preflight.js';
 import { buildSecretRefs } from '../execution/secret-refs.js';
@@ -71,6 +71,13 @@ export interface CreateCommandLoopInput {
   maxRetryDelay?: string | number | null;
   /** Run lease time-to-live (default 30s). */
   lease?: string | number | null;
+  /**
+   * A credentials profile the runs use (`--account`): its variables, LOOPS_ACCOUNT_PROFILE/TOOL,
+   * and none of the runner's credentials (../agents/accounts.ts). A command loop needs `accountTool`.
+   */
+  account?: string | null;
+  /** The tool the profile is resolved for (`--account-tool`); an agent's default is its provider. */
+  accountTool?: string | null;
   /** `--on-failure`: a /bin/sh command run after a run's last attempt failed (./notify.ts). */
   onFailure?: string | null;
   /** `--notify-url`: an http(s) URL told of failed runs (and with `notifyOn`, successes). */
@@ -279,10 +286,51 @@ export function assertCommandStarts(target: Target, baseDir = process.cwd()): vo
   }
 }
 
+/**
+ * The account fields of a target from `--account` / `--account-tool`, checked: a name `accounts env`
+ * can take as an argument, a tool for a command (an agent's is its provider unless given), and no
+ * tool without a profile.
+ */
+export function accountFields(input: { account?: string | null; accountTool?: string | null }, kind: 'command' | 'agent'): { account?: string; accountTool?: string } {
+  const account = input.account ?? null;
+  const tool = input.accountTool ?? null;
+  if (account === null) {
+    if (tool !== null) throw new ValidationError('--account-tool needs --account <profile>', { hint: 'give the profile, or drop --account-tool' });
+    return {};
+  }
+  // Checked even with --no-preflight: it is stored, and handed to `accounts env <name>` as an argument.
+  checkName('account', account, '--account');
+  if (tool === null) {
+    if (kind === 'command') {
+      throw new ValidationError('--account on a command loop needs --account-tool <tool>: the tool whose profile is resolved', {
+        hint: `e.g. --account ${account} --account-tool claude (a command has no provider to take it from)`,
+      });
+    }
+    return { account };
+  }
+  if (!ACCOUNT_TOOL_RE.test(tool)) {
+    throw new ValidationError(`--account-tool: invalid tool name ${JSON.stringify(tool)}`, { hint: 'one word of letters, digits, ., _ or -, e.g. claude, codex, gh' });
+  }
+  return { account, accountTool: tool };
+}
+
 export async function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): Promise<LoopView> {
-  const target = buildCommandTarget(input, process.cwd(), runtime.dataDir);
+  const built = buildCommandTarget(input, process.cwd(), runtime.dataDir);
+  const target: Target = built.kind === 'command' ? { ...built, ...accountFields(input, 'command') } : built;
   // Checked once every input is valid, right before anything is recorded.
-  return createLoop(runtime, input, target, input.preflight === false ? undefined : () => assertCommandStarts(target));
+  return createLoop(
+    runtime,
+    input,
+    target,
+    input.preflight === false
+      ? undefined
+      : () => {
+          assertCommandStarts(target);
+          // The profile must resolve now (registered, or through an external accounts command).
+          const account = targetAccount(target);
+          if (account !== null) resolveAccountEnv(runtime.db, account.tool, account.profile);
+        },
+  );
 }
 
 export interface AgentLoopFields {
@@ -294,7 +342,11 @@ export interface AgentLoopFields {
   agent?: string | null;
   permissionMode?: string | null;
   extraArgs?: string[];
-  /** `safe` (default: the CLI gets its own configuration directory under the data directory) or `none`. */
+  /**
+   * `login` (default): the user's login, settings shut out by the CLI's own flags; `empty` (recorded
+   * `safe`): an empty configuration directory under the data directory; `none`. `safe` is the
+   * predecessor's name for `login` (see `configIsolationMode`).
+   */
   configIsolation?: string | null;
   account?: string | null;
   maxTurns?: string | number | null;
@@ -339,16 +391,12 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
     baseDir,
     dataDir,
   );
-  const isolation = input.configIsolation ?? 'safe';
-  if (isolation !== 'safe' && isolation !== 'none') {
-    throw new ValidationError(`--config-isolation: ${JSON.stringify(isolation)} is not safe or none`, { hint: 'safe (default) or none' });
-  }
+  const isolation = configIsolationMode(input.configIsolation ?? null, '--config-isolation');
   const maxCost = input.maxCostUsd === undefined || input.maxCostUsd === null ? null : Number(input.maxCostUsd);
   if (maxCost !== null && !(Number.isFinite(maxCost) && maxCost > 0)) {
     throw new ValidationError(`--max-cost-usd: ${JSON.stringify(input.maxCostUsd)} is not a positive amount`, { hint: 'e.g. --max-cost-usd 2.50' });
   }
-  // Checked even with --no-preflight: it is stored, and handed to `accounts env <name>` as an argument.
-  if (input.account !== undefined && input.account !== null) checkName('account', input.account, '--account');
+  const accountOf = accountFields(input, 'agent');
   const target: LoopAgentTarget = {
     kind: 'agent',
     provider,
@@ -361,7 +409,8 @@ export function buildAgentTarget(input: Omit<CreateAgentLoopInput, 'name' | 'sch
     permissionMode: input.permissionMode ?? null,
     extraArgs: input.extraArgs ?? [],
     configIsolation: isolation,
-    account: input.account ?? null,
+    account: accountOf.account ?? null,
+    ...(accountOf.accountTool !== undefined ? { accountTool: accountOf.accountTool } : {}),
     maxTurns: positiveCount(input.maxTurns ?? null, '--max-turns'),
     maxCostUsd: maxCost,
     idleTimeoutMs: toMs(input.idleTimeout ?? null, '--idle-timeout'),
@@ -420,7 +469,8 @@ function asFlagError(error: unknown): unknown {
 export async function createAgentLoop(runtime: Runtime, input: CreateAgentLoopInput): Promise<LoopView> {
   const target = buildAgentTarget(input, process.cwd(), runtime.dataDir);
   // The profile must resolve now (registered, or through an external accounts command).
-  if (target.account !== null && input.preflight !== false) resolveAccountEnv(runtime.db, target.provider, target.account);
+  const account = targetAccount(target);
+  if (account !== null && input.preflight !== false) resolveAccountEnv(runtime.db, account.tool, account.profile);
   return createLoop(runtime, { ...input, command: 'unused' }, target);
 }
 

@@ -354,6 +354,7 @@ class WorkflowRunner {
           extraArgs: target.extraArgs.map(render),
           configIsolation: target.configIsolation,
           account: target.account,
+          ...(target.accountTool !== undefined ? { accountTool: target.accountTool } : {}),
           maxTurns: target.maxTurns,
           maxCostUsd: target.maxCostUsd,
           idleTimeoutMs: target.idleTimeoutMs,
@@ -412,7 +413,16 @@ class WorkflowRunner {
     }
     const argv = { command: request.command, args: request.args, shell: request.shell, cwd: request.cwd };
     const prepared = await prepareSpawn(this.runtime, {
-      target: agent && 'target' in agent ? agent.target : { kind: 'command', ...argv, env: {} },
+      target:
+        agent && 'target' in agent
+          ? agent.target
+          : {
+              kind: 'command',
+              ...argv,
+              env: {},
+              // A command step's account (its profile's variables, LOOPS_ACCOUNT_*, nothing inherited of another).
+              ...(step.target.type === 'command' && step.target.account !== undefined ? { account: step.target.account, accountTool: step.target.accountTool! } : {}),
+            },
       agent,
       argv,
       // The spec's `secrets:` come from this runner's environment (never from the log) and are masked.

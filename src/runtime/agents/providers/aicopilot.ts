@@ -18,6 +18,8 @@ export const aicopilot = defineProvider({
     authEnv: ['ANTHROPIC_API_KEY', 'AICOPILOT_API_KEY', 'AICOPILOT_CONFIG_DIR'],
     configDirEnv: 'AICOPILOT_CONFIG_DIR',
     isolationEnv: { AICOPILOT_CONFIG_DIR: '' },
+    // Its flags are not public: no settings flag is assumed (the predecessor's was for another argv shape).
+    settingsIsolationArgs: [],
   },
   permissionArgs: claudePermissionArgs,
   argv: claudeArgv,

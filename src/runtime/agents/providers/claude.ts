@@ -26,7 +26,7 @@ export function claudePermissionArgs(mode: string): string[] {
 
 /** `-p` with no prompt argument reads the prompt from stdin; stream-json requires --verbose. */
 export function claudeArgv(a: ArgvInput): string[] {
-  const args = ['-p', '--output-format', 'stream-json', '--verbose'];
+  const args = ['-p', '--output-format', 'stream-json', '--verbose', ...a.isolation];
   if (a.model !== null) args.push('--model', a.model);
   if (a.agent !== null) args.push('--agent', a.agent);
   args.push(...a.permission);
@@ -119,6 +119,9 @@ export const claude = defineProvider({
     authEnv: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN', 'CLAUDE_CONFIG_DIR'],
     configDirEnv: 'CLAUDE_CONFIG_DIR',
     isolationEnv: { CLAUDE_CONFIG_DIR: '' },
+    // Only the project's own .claude/settings.local.json (as the predecessor's safe mode), and no MCP
+    // servers but those given with --mcp-config; the login (CLAUDE_CONFIG_DIR, ~/.claude) is kept.
+    settingsIsolationArgs: ['--setting-sources', 'local', '--strict-mcp-config'],
   },
   permissionArgs: claudePermissionArgs,
   argv: claudeArgv,

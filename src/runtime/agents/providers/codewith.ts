@@ -18,6 +18,8 @@ export const codewith = defineProvider({
     authEnv: ['OPENAI_API_KEY', 'CODEWITH_API_KEY', 'CODEWITH_HOME'],
     configDirEnv: 'CODEWITH_HOME',
     isolationEnv: { CODEWITH_HOME: '' },
+    // What the predecessor passed it in safe mode (its codex-like flag); nothing more is known.
+    settingsIsolationArgs: ['--ignore-rules'],
   },
   permissionArgs: codexPermissionArgs,
   argv: codexArgv,

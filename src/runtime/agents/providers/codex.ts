@@ -26,7 +26,7 @@ export function codexPermissionArgs(mode: string): string[] {
 
 /** The trailing `-` makes codex exec read the prompt from stdin. */
 export function codexArgv(a: ArgvInput): string[] {
-  const args = ['exec', '--json', '--skip-git-repo-check'];
+  const args = ['exec', '--json', '--skip-git-repo-check', ...a.isolation];
   if (a.model !== null) args.push('--model', a.model);
   if (a.agent !== null) args.push('--profile', a.agent);
   args.push(...a.permission);
@@ -96,6 +96,8 @@ export const codex = defineProvider({
     authEnv: ['OPENAI_API_KEY', 'CODEX_API_KEY', 'CODEX_HOME'],
     configDirEnv: 'CODEX_HOME',
     isolationEnv: { CODEX_HOME: '' },
+    // $CODEX_HOME/config.toml and the execpolicy .rules files are not read; auth.json (the login) is.
+    settingsIsolationArgs: ['--ignore-user-config', '--ignore-rules'],
   },
   permissionArgs: codexPermissionArgs,
   argv: codexArgv,

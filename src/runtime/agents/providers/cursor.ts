@@ -56,6 +56,8 @@ export const cursor = defineProvider({
     authEnv: ['CURSOR_API_KEY', 'CURSOR_CONFIG_DIR'],
     configDirEnv: 'CURSOR_CONFIG_DIR',
     isolationEnv: { CURSOR_CONFIG_DIR: '' },
+    // cursor-agent has no flag that skips its settings (the predecessor passed none either).
+    settingsIsolationArgs: [],
   },
   permissionArgs(mode) {
     if (mode === 'default') return [];

@@ -69,6 +69,12 @@ export interface ProviderInfoFields<Id extends string = string> {
    * directory ('' = the directory itself).
    */
   isolationEnv: Readonly<Record<string, string>>;
+  /**
+   * The CLI's own flags that shut out user and project settings while it keeps its configuration
+   * directory — the user's login — under `configIsolation: 'login'` (what the predecessor's `safe`
+   * passed); empty where the CLI has no such flag (it then runs with the user's settings, as `none`).
+   */
+  settingsIsolationArgs: readonly string[];
 }
 
 /** The values an argv builder gets, each already checked by `buildInvocation` (../invocation.ts). */
@@ -85,6 +91,8 @@ export interface ArgvInput {
   cwd: string | null;
   /** Appended verbatim after the adapter's flags. */
   extraArgs: string[];
+  /** `settingsIsolationArgs` under `configIsolation: 'login'`, else none: placed where the CLI takes them. */
+  isolation: string[];
 }
 
 /** The provider-specific part of the output parser (../parse.ts holds the shared line machinery). */

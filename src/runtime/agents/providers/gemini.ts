@@ -96,6 +96,8 @@ export const gemini = defineProvider({
     authEnv: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_APPLICATION_CREDENTIALS', 'GOOGLE_CLOUD_PROJECT', 'GEMINI_CLI_HOME'],
     configDirEnv: 'GEMINI_CLI_HOME',
     isolationEnv: { GEMINI_CLI_HOME: '' },
+    // The Gemini CLI has no flag that skips its user and project settings.json.
+    settingsIsolationArgs: [],
   },
   permissionArgs: (mode) => ['--approval-mode', mode],
   // Headless when stdin is not a TTY: the piped text is the prompt.

@@ -73,6 +73,8 @@ export const opencode = defineProvider({
     ],
     configDirEnv: 'XDG_CONFIG_HOME',
     isolationEnv: { XDG_CONFIG_HOME: 'config', XDG_DATA_HOME: 'data' },
+    // --pure: no external plugins (as the predecessor's safe mode); its login (auth.json) is kept.
+    settingsIsolationArgs: ['--pure'],
   },
   permissionArgs(mode) {
     if (mode === 'default') return [];
@@ -87,7 +89,7 @@ export const opencode = defineProvider({
         details: { provider: 'opencode', field: 'model' },
       });
     }
-    const args = ['run', '--format', 'json'];
+    const args = ['run', '--format', 'json', ...a.isolation];
     if (a.model !== null) args.push('--model', a.model);
     if (a.agent !== null) args.push('--agent', a.agent);
     args.push(...a.permission);
