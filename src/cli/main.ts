@@ -97,6 +97,7 @@ function mainHelp(): string {
     '  LOOPS_NOW=<time> act as if it were that time (try out schedules; used by tests)',
     '  LOOPS_FAULT=<point>[:<n>]  crash (SIGKILL) at a named point: recovery tests only (docs/RELIABILITY.md)',
     '  LOOPS_DAEMON_LOG_MAX_BYTES  rotate daemon.log past this size (default 10M; 0 never)',
+    '  LOOPS_DAEMON_INTERVAL_MS    how often the daemon looks for changes made elsewhere (default 1000)',
     '',
     'Exit codes: 0 ok, 1 error, 2 bad input, 3 run failed, 4 run timed out, 5 run cancelled,',
     '            6 replay/verify mismatch, 75 busy (retry). See docs/cli.md.',
@@ -104,8 +105,14 @@ function mainHelp(): string {
   ].join('\n');
 }
 
-function findEntry(argv: string[]): { entry: Entry; rest: string[] } | undefined {
-  const two = `${argv[0]} ${argv[1] ?? ''}`;
+/** The predecessor's (`@hasna/loops`) command aliases: `ls`, `rm`, `workflow …`, `workflows ls`. */
+const ALIASES: Record<string, string> = { ls: 'list', rm: 'remove', workflow: 'workflows' };
+const SUB_ALIASES: Record<string, string> = { 'workflows ls': 'workflows list' };
+
+function findEntry(given: string[]): { entry: Entry; rest: string[] } | undefined {
+  const argv = given.length && Object.hasOwn(ALIASES, given[0]!) ? [ALIASES[given[0]!]!, ...given.slice(1)] : given;
+  const pair = `${argv[0]} ${argv[1] ?? ''}`;
+  const two = Object.hasOwn(SUB_ALIASES, pair) ? SUB_ALIASES[pair]! : pair;
   const exact2 = entries.find((e) => e.name === two);
   if (exact2) return { entry: exact2, rest: argv.slice(2) };
   const exact1 = entries.find((e) => e.name === argv[0]);

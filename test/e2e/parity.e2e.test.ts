@@ -58,6 +58,21 @@ describe('create: flags of @hasna/loops', () => {
   });
 });
 
+describe("the predecessor's command aliases", () => {
+  const s = sandbox();
+
+  it('ls, rm, workflow …, workflows ls', () => {
+    s.json(['create', 'command', 'one', '--cmd', 'true', '--manual']);
+    expect(s.json<Array<{ name: string }>>(['ls']).map((l) => l.name)).toEqual(['one']);
+    expect(s.json(['workflow', 'ls'])).toEqual([]);
+    expect(s.json(['workflows', 'ls'])).toEqual([]);
+    expect(s.json(['rm', 'one']).status).toBe('removed');
+    const r = s.run(['constructor']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/unknown command "constructor"/);
+  });
+});
+
 describe('create records the directory it runs in (item 8)', () => {
   const s = sandbox();
 
