@@ -74,6 +74,7 @@ const entries: Entry[] = [
   { name: 'projections rebuild', summary: 'drop the tables and rebuild them from the log', load: () => import('./commands/projections.js').then((m) => m.commands) },
   { name: 'projections verify', summary: 'rebuild into a scratch database and compare with the tables', load: () => import('./commands/projections.js').then((m) => m.commands) },
   { name: 'verify', summary: "check the log's invariants (integrity, one run per slot, replay, tables)", load: () => import('./commands/verify.js').then((m) => m.commands) },
+  { name: 'import hasna-loops', summary: 'bring the loops, workflows and runs of @hasna/loops (the predecessor) across', load: () => import('./commands/import.js').then((m) => m.commands) },
 ];
 
 function mainHelp(): string {

@@ -132,6 +132,8 @@ export function openDatabase(file: string, options: OpenOptions = {}): Db {
     });
   }
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+  // Before anything is changed in it (the journal mode is a write).
+  if ((db.pragma('user_version', { simple: true }) as number) === 0) refuseForeign(db, file);
   // A new database gives pages freed by deletions (loops prune --archive) back to the file system
   // on request (PRAGMA incremental_vacuum), a few at a time. Only possible before the first table
   // exists: older databases switch with one full VACUUM (loops prune --vacuum).
@@ -147,6 +149,25 @@ export function openDatabase(file: string, options: OpenOptions = {}): Db {
   db.pragma('foreign_keys = ON');
   migrate(db, file);
   return db;
+}
+
+/**
+ * A database loops did not make (format 0, but tables in it) is never written into: above all the
+ * predecessor's (`@hasna/loops` keeps `loops.db` in the directory its own LOOPS_DATA_DIR names, so
+ * a user who kept that variable points loops at it).
+ */
+function refuseForeign(db: Db, file: string): void {
+  const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>).map((r) => r.name);
+  if (tables.length === 0) return;
+  db.close();
+  if (tables.includes('daemon_lease') && tables.includes('loop_runs')) {
+    throw new FormatVersionError(`${file} is a database of @hasna/loops (the predecessor), not of loops: loops keeps its own and never writes into it`, {
+      hint: `point LOOPS_DATA_DIR at a new directory (or unset it), then bring it across with: loops import hasna-loops --db ${file}`,
+    });
+  }
+  throw new FormatVersionError(`${file} is not a loops database (it holds tables loops did not make: ${tables.slice(0, 5).join(', ')}${tables.length > 5 ? ', …' : ''})`, {
+    hint: 'point LOOPS_DATA_DIR at a directory of its own',
+  });
 }
 
 function migrate(db: Db, file: string): void {

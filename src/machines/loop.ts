@@ -133,7 +133,8 @@ export const loopMachine = setup({
             nextRunAt: event.data.nextRunAt,
             createdAt: event.at,
             updatedAt: event.at,
-            scheduleFrom: event.at,
+            // An imported loop starts where the other tool's schedule stood.
+            scheduleFrom: event.data.scheduleFrom ?? event.at,
           })),
         },
       },

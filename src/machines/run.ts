@@ -80,6 +80,7 @@ export type RunEvent = MachineEvent<
   | 'run.workflow_ended'
   | 'run.agent_reported'
   | 'process.adopted'
+  | 'run.imported'
 >;
 
 const initialContext: RunContext = {
@@ -139,6 +140,28 @@ export const runMachine = setup({
       finishedAt: event.at,
       durationMs: context.startedAt === null ? null : Math.max(0, Date.parse(event.at) - Date.parse(context.startedAt)),
     })),
+    recordImported: assign(({ event }) => {
+      if (event.type !== 'run.imported') return {};
+      const d = event.data;
+      return {
+        runId: d.runId,
+        loopId: d.loopId,
+        loopName: d.loopName,
+        slot: d.slot,
+        scheduledFor: d.scheduledFor,
+        attempt: d.attempt,
+        trigger: d.trigger,
+        target: d.target,
+        pid: d.pid,
+        exitCode: d.exitCode,
+        error: d.error,
+        stdout: d.stdout,
+        stderr: d.stderr,
+        startedAt: d.startedAt,
+        finishedAt: d.finishedAt,
+        durationMs: d.durationMs,
+      };
+    }),
     recordWorkflowEnd: assign(({ event }) => (event.type === 'run.workflow_ended' ? { error: event.data.error } : {})),
     /** Run the workflow run whose start was recorded. Runtime-bound. */
     startWorkflow: (_args, _params: { wfRunId: string; workflowId: string; idempotencyKey: string }) => {},
@@ -158,6 +181,14 @@ export const runMachine = setup({
   states: {
     new: {
       on: {
+        // Another tool's finished run, brought across whole (loops import): straight to its end.
+        'run.imported': [
+          { guard: ({ event }) => event.data.status === 'succeeded', target: 'succeeded', actions: 'recordImported' },
+          { guard: ({ event }) => event.data.status === 'timed_out', target: 'timed_out', actions: 'recordImported' },
+          { guard: ({ event }) => event.data.status === 'cancelled', target: 'cancelled', actions: 'recordImported' },
+          { guard: ({ event }) => event.data.status === 'abandoned', target: 'abandoned', actions: 'recordImported' },
+          { target: 'failed', actions: 'recordImported' },
+        ],
         'run.claimed': {
           target: 'claimed',
           actions: assign(({ event }) => ({

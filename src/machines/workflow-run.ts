@@ -157,7 +157,8 @@ export type WorkflowRunEvent =
   | E<'step.skipped'>
   | E<'step.retry_scheduled'>
   | E<'wfrun.cancel_requested'>
-  | E<'wfrun.timed_out'>;
+  | E<'wfrun.timed_out'>
+  | E<'wfrun.imported'>;
 
 function newStep(): StepState {
   return {
@@ -442,7 +443,40 @@ export const workflowRunMachine = setup({
     notStopping: ({ context }) => !context.cancelRequested && !context.timedOut,
   },
   actions: {
-    stampFinish: assign(({ event }) => ({ finishedAt: event.at })),
+    // An imported run ended when the other tool said it did.
+    recordImported: assign(({ event }) => {
+      if (event.type !== 'wfrun.imported') return {};
+      const d = event.data;
+      return {
+        decisions: 'recorded' as const,
+        wfRunId: d.wfRunId,
+        workflowId: d.workflowId,
+        workflowName: d.workflowName,
+        version: d.version,
+        spec: d.spec,
+        trigger: d.trigger,
+        loopId: d.loopId,
+        startedAt: d.startedAt,
+        error: d.error,
+        steps: Object.fromEntries(
+          d.steps.map((st) => [
+            st.stepId,
+            {
+              ...newStep(),
+              status: st.status,
+              attempt: st.startedAt === null ? 0 : 1,
+              pid: st.pid,
+              exitCode: st.exitCode,
+              error: st.error,
+              startedAt: st.startedAt,
+              endedAt: st.finishedAt,
+              reason: st.reason,
+            },
+          ]),
+        ),
+      };
+    }),
+    stampFinish: assign(({ event }) => ({ finishedAt: event.type === 'wfrun.imported' ? event.data.finishedAt : event.at })),
     /**
      * Record what planning decided, in the same transaction as the event that caused it (an inline
      * effect), in this order: `step.retry_scheduled` per retry, `step.skipped` per skip, and each
@@ -518,6 +552,13 @@ export const workflowRunMachine = setup({
   states: {
     new: {
       on: {
+        // Another tool's finished workflow run, brought across whole (loops import): straight to its end.
+        'wfrun.imported': [
+          { guard: ({ event }) => event.data.status === 'succeeded', target: 'succeeded', actions: 'recordImported' },
+          { guard: ({ event }) => event.data.status === 'cancelled', target: 'cancelled', actions: 'recordImported' },
+          { guard: ({ event }) => event.data.status === 'timed_out', target: 'timed_out', actions: 'recordImported' },
+          { target: 'failed', actions: 'recordImported' },
+        ],
         'wfrun.started': {
           target: 'running',
           actions: [

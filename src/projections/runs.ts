@@ -96,6 +96,42 @@ export const runsProjection = defineProjection({
         e.at,
       ),
     ],
+    // Another tool's finished run, whole (loops import --with-history). runner_id says where it came from.
+    'run.imported': (e) => {
+      const d = e.data;
+      return [
+        sql(
+          `INSERT INTO loop_runs (id, loop_id, loop_name, slot, scheduled_for, attempt, trigger, status, target, runner_id,
+                 pid, exit_code, timed_out, error, stdout, stderr, stdout_bytes, stderr_bytes,
+                 claimed_at, started_at, finished_at, duration_ms, claimed_position, updated_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          d.runId,
+          d.loopId,
+          d.loopName,
+          d.slot,
+          d.scheduledFor,
+          d.attempt,
+          d.trigger,
+          stateName(e) ?? d.status,
+          JSON.stringify(d.target),
+          `imported from ${d.importedFrom.tool}`,
+          d.pid,
+          d.exitCode,
+          d.status === 'timed_out' ? 1 : 0,
+          d.error,
+          d.stdout,
+          d.stderr,
+          d.stdoutBytes,
+          d.stderrBytes,
+          d.startedAt ?? d.scheduledFor,
+          d.startedAt,
+          d.finishedAt,
+          d.durationMs,
+          e.position,
+          e.at,
+        ),
+      ];
+    },
     'process.spawn_requested': (e) => [started(e)],
     'run.workflow_started': (e) => [started(e)],
     'process.spawned': (e) => [

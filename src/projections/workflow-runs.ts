@@ -208,6 +208,90 @@ export const workflowRunsProjection = defineProjection({
         ),
       ];
     },
+    // Another tool's finished workflow run, whole (loops import --with-history): the run, each step, and
+    // one attempt per step that started. runner_id says where it came from.
+    'wfrun.imported': (e) => {
+      const d = e.data;
+      const byId = new Map(d.steps.map((st) => [st.stepId, st]));
+      return [
+        sql(
+          `INSERT INTO workflow_runs (claimed_position, id, workflow_id, workflow_name, version, status, trigger, loop_id, slot, attempt,
+             idempotency_key, runner_id, inputs, step_count, error, started_at, finished_at, duration_ms, updated_at, decisions)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, '{}', ?, ?, ?, ?, ?, ?, 'recorded')`,
+          e.position,
+          d.wfRunId,
+          d.workflowId,
+          d.workflowName,
+          d.version,
+          stateName(e) ?? d.status,
+          d.trigger,
+          d.loopId,
+          d.slot,
+          // As a workflow loop's run keys its workflow run (execution/attempt.ts), so the two join.
+          d.loopId !== null && d.slot !== null ? `loop:${d.loopId}:${d.slot}:1` : `imported:${d.importedFrom.id}`,
+          `imported from ${d.importedFrom.tool}`,
+          d.spec.steps.length,
+          d.error,
+          d.startedAt,
+          d.finishedAt,
+          Math.max(0, Date.parse(d.finishedAt) - Date.parse(d.startedAt)),
+          e.at,
+        ),
+        ...d.spec.steps.flatMap((step, ord) => {
+          const st = byId.get(step.id);
+          const ran = st !== undefined && st.startedAt !== null;
+          return [
+            sql(
+              `INSERT INTO workflow_steps (wfrun_id, step_id, ord, name, needs, if_cond, continue_on_error, max_attempts, target_type,
+                 provider, model, status, attempts, exit_code, error, stdout, stderr, stdout_bytes, stderr_bytes, pid,
+                 started_at, finished_at, duration_ms, skip_reason)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+              d.wfRunId,
+              step.id,
+              ord,
+              step.name,
+              JSON.stringify(step.needs),
+              step.if,
+              step.continueOnError ? 1 : 0,
+              step.retries.attempts,
+              step.target.type,
+              step.target.type === 'agent' ? step.target.provider : null,
+              step.target.type === 'agent' ? step.target.model : null,
+              st?.status ?? 'skipped',
+              ran ? 1 : 0,
+              st?.exitCode ?? null,
+              st?.error ?? null,
+              st?.stdout ?? '',
+              st?.stderr ?? '',
+              st?.stdoutBytes ?? 0,
+              st?.stderrBytes ?? 0,
+              st?.pid ?? null,
+              st?.startedAt ?? null,
+              st?.finishedAt ?? null,
+              st?.durationMs ?? null,
+              st === undefined ? 'not run' : st.status === 'skipped' ? st.reason : null,
+            ),
+            ...(ran
+              ? [
+                  sql(
+                    `INSERT INTO workflow_step_attempts (wfrun_id, step_id, attempt, status, exit_code, error, pid, started_at, finished_at, duration_ms)
+                     VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?)`,
+                    d.wfRunId,
+                    step.id,
+                    st.status,
+                    st.exitCode,
+                    st.error,
+                    st.pid,
+                    st.startedAt,
+                    st.finishedAt,
+                    st.durationMs,
+                  ),
+                ]
+              : []),
+          ];
+        }),
+      ];
+    },
     'step.spawn_requested': (e) => {
       const id = wfRunIdOf(e);
       const d = e.data;
@@ -308,6 +392,8 @@ export const workflowRunsProjection = defineProjection({
   // Whatever the event, once the run's recorded state is final the run ends.
   after: (event) => {
     const status = stateName(event);
+    // An imported run's row already holds its end, as the other tool recorded it.
+    if (event.type === 'wfrun.imported') return [];
     return status !== null && RUN_FINAL_STATUSES.has(status) ? endRun(wfRunIdOf(event), status, event.at) : [];
   },
 });

@@ -163,6 +163,36 @@ export const runEv = {
     ev('run.workflow_started', { wfRunId: 'wfrun_1', workflowId: 'wf_1', idempotencyKey: 'loop:loop_1:slot:1', ...data }, when),
   workflowEnded: (data: Partial<EventData<'run.workflow_ended'>> = {}, when = at(3000)) =>
     ev('run.workflow_ended', { wfRunId: 'wfrun_1', status: 'succeeded', error: null, ...data }, when),
+  /** Another tool's finished run, brought across by `loops import --with-history`. */
+  imported: (data: Partial<EventData<'run.imported'>> = {}, when = at(5000)) =>
+    ev(
+      'run.imported',
+      {
+        runId: 'run_abc123',
+        loopId: 'loop_1',
+        loopName: 'nightly',
+        slot: at(0),
+        scheduledFor: at(0),
+        attempt: 1,
+        trigger: 'schedule',
+        target: commandTarget(),
+        status: 'failed',
+        exitCode: 2,
+        pid: 4242,
+        error: 'process exited with code 2',
+        stdout: 'out\n',
+        stderr: '',
+        stdoutBytes: 4,
+        stderrBytes: 0,
+        startedAt: at(0),
+        finishedAt: at(1000),
+        durationMs: 1000,
+        wfRunId: null,
+        importedFrom: { tool: '@hasna/loops 0.3', db: '/old/loops.db', id: 'abc123' },
+        ...data,
+      },
+      when,
+    ),
 };
 
 // ── slot decisions (loop stream) ────────────────────────────────────────────
@@ -230,6 +260,44 @@ export const workflowEv = {
 
 // ── workflow run stream ─────────────────────────────────────────────────────
 export const wfrunEv = {
+  /** Another tool's finished workflow run, brought across by `loops import --with-history`. */
+  imported: (data: Partial<EventData<'wfrun.imported'>> = {}, when = at(5000)) =>
+    ev(
+      'wfrun.imported',
+      {
+        wfRunId: 'wfrun_abc123',
+        workflowId: 'wf_1',
+        workflowName: 'diamond',
+        version: 1,
+        spec: wfSpec(),
+        trigger: 'manual',
+        loopId: null,
+        loopRunId: null,
+        slot: null,
+        status: 'succeeded',
+        startedAt: at(0),
+        finishedAt: at(4000),
+        error: null,
+        steps: wfSpec().steps.map((step, i) => ({
+          stepId: step.id,
+          status: 'succeeded' as const,
+          reason: null,
+          exitCode: 0,
+          pid: 100 + i,
+          error: null,
+          stdout: '',
+          stderr: '',
+          stdoutBytes: 0,
+          stderrBytes: 0,
+          startedAt: at(i * 1000),
+          finishedAt: at(i * 1000 + 900),
+          durationMs: 900,
+        })),
+        importedFrom: { tool: '@hasna/loops 0.3', db: '/old/loops.db', id: 'abc123' },
+        ...data,
+      },
+      when,
+    ),
   started: (data: Partial<EventData<'wfrun.started'>> = {}, when = at(0)) =>
     ev(
       'wfrun.started',

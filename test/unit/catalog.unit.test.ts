@@ -35,6 +35,8 @@ describe('event catalogue', () => {
       accountEv.removed(),
       runEv.workflowStarted(),
       runEv.workflowEnded(),
+      runEv.imported(),
+      wfrunEv.imported(),
       loopEv.expired(),
       loopEv.rescheduled(),
       slotEv.fired(),

@@ -336,6 +336,9 @@ function snapshot(ctx: CliContext, view: OutputView, opts: Options, masker: Secr
     const before = printer.printed;
     for (const section of sections) {
       const files = readOutputMasked(unit.dir, section.stream, opts, masker, (chunk) => section.push(chunk));
+      // No folder (a run imported from another tool): the tail the log kept.
+      const kept = unit.kept?.[section.stream] ?? '';
+      if (kept !== '' && !existsSync(unit.dir)) section.push(Buffer.from(masker ? masker.mask(kept) : kept));
       section.end();
       notes.push(() => rotationNote(ctx, unit, files, opts));
     }

@@ -51,6 +51,11 @@ export interface OutputUnit {
   totals: Record<OutputStream, number | null>;
   stepId: string | null;
   attempt: number | null;
+  /**
+   * The output tails the tables keep (a loop run's, a step's last attempt's), read when the unit's
+   * folder does not exist: a run imported from another tool never had one. Null otherwise.
+   */
+  kept: Record<OutputStream, string> | null;
 }
 
 /** One look at the subject: its units and whether it ended. */
@@ -98,6 +103,7 @@ function runUnit(dataDir: string, run: RunView, provider: string | null): Output
     totals: { stdout: ended ? run.stdoutBytes : null, stderr: ended ? run.stderrBytes : null },
     stepId: null,
     attempt: null,
+    kept: ended ? { stdout: run.stdout, stderr: run.stderr } : null,
   };
 }
 
@@ -155,6 +161,7 @@ export function outputTracker(db: Db, dataDir: string, subject: LogsSubject, sel
           totals: { stdout: last ? step.stdoutBytes : null, stderr: last ? step.stderrBytes : null },
           stepId: step.stepId,
           attempt: a.attempt,
+          kept: last ? { stdout: step.stdout, stderr: step.stderr } : null,
         });
       }
     }
