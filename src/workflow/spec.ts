@@ -89,7 +89,7 @@ const ROOT_FIELDS = {
     .enum(['parallel', 'sequential'])
     .meta({ description: 'parallel (default): steps whose needs ended run at once, up to concurrency; sequential: one at a time, stopping at the first failure (the predecessor\'s way)' }),
   version: z
-    .union([z.int().min(1), z.string().min(1)], { error: (iss) => `expected a version label (a number or a string), got ${describe(iss.input)}` })
+    .union([z.number(), z.string().min(1)], { error: (iss) => `expected a version label (a number or a string), got ${describe(iss.input)}` })
     .meta({ description: "the file's own version label (the predecessor's spec version), kept and shown; loops numbers a spec's versions itself" }),
 } satisfies FieldTable;
 

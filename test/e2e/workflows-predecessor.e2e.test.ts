@@ -6,7 +6,7 @@
  * `workflows convert` to the native form, whose result runs the same way.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
@@ -55,6 +55,7 @@ describe('a predecessor-shape workflow runs as the predecessor ran it', () => {
     const shown = s.json(['workflows', 'show', 'order']);
     expect(shown.spec).toMatchObject({ execution: 'sequential', concurrency: 1, versionLabel: '3' });
     expect(shown.spec.steps[1].description).toBe('may fail');
+    expect(s.run(['workflows', 'show', 'order']).stdout).toMatch(/^label {7}3 \(the file's own version\)\n.*\nexecution {3}sequential: one step at a time/m);
   });
 
   it('a command with spaces and no shell: true is refused, naming the step and field, with the hint; nothing is stored', () => {
@@ -132,5 +133,40 @@ describe('loops workflows convert', () => {
     const json = s.run(['workflows', 'convert', join(FIXTURES, 'workflows', 'predecessor.json'), '--format', 'json']);
     expect(json.code).toBe(0);
     expect(JSON.parse(json.stdout)).toMatchObject({ name: 'release-check', execution: 'sequential' });
+  });
+});
+
+describe("the predecessor README's own workflow example", () => {
+  const readme = join(FIXTURES, 'workflows', 'predecessor-readme.json');
+
+  it('validates as it is written there', () => {
+    const r = s.run(['workflows', 'validate', readme]);
+    expect(r.stderr).toBe('');
+    expect(r).toMatchObject({ code: 0, stdout: 'ok: repo-morning, 2 steps (legacy format)\n' });
+  });
+
+  it('runs with the predecessor semantics: git status in the repository, then the review agent (a fake codex on PATH)', () => {
+    const dir = tempDir('loops-wf-readme-');
+    const repo = join(dir, 'repo');
+    execFileSync('git', ['init', '-q', repo]);
+    const agentLog = join(dir, 'agent.log');
+    const env = { PATH: `${join(FIXTURES, 'agents')}${delimiter}${process.env.PATH ?? ''}`, FAKE_AGENT_LOG: agentLog };
+    mkdirSync(join(dir, 'codex-work'));
+    expect(s.run(['accounts', 'add', 'work', '--tool', 'codex', '--dir', join(dir, 'codex-work')], env).code).toBe(0);
+    const file = join(dir, 'repo-morning.json');
+    writeFileSync(file, readFileSync(readme, 'utf8').replaceAll('/path/to/repo', repo));
+    expect(s.run(['workflows', 'create', file], env).code).toBe(0);
+    const r = s.run(['workflows', 'run', 'repo-morning', '--json'], env);
+    expect(r.stderr).toBe('');
+    expect(JSON.parse(r.stdout)).toMatchObject({ status: 'succeeded' });
+    const call = JSON.parse(lines(agentLog)[0]!);
+    expect(call).toMatchObject({ provider: 'codex', cwd: repo });
+    expect(call.prompt).toBe('Review the repository status and summarize concrete next actions.');
+    // The repository is not there: git status fails, and the review is skipped.
+    writeFileSync(file, readFileSync(readme, 'utf8').replaceAll('/path/to/repo', join(dir, 'gone')).replace('"repo-morning"', '"repo-gone"'));
+    expect(s.run(['workflows', 'create', file], env).code).toBe(0);
+    const gone = s.run(['workflows', 'run', 'repo-gone'], env);
+    expect(gone.code).toBe(3);
+    expect(gone.stdout + gone.stderr).toMatch(/^review: skipped/m);
   });
 });

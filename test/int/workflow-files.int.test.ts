@@ -63,6 +63,16 @@ describe('loadWorkflowFile: valid files', () => {
     expect(review).toMatchObject({ type: 'agent', provider: 'codex', maxTurns: null, maxCostUsd: null });
   });
 
+  it('agent on a cursor step: a predecessor file loads, the field dropped with a warning (cursor-agent has no --agent); a native spec is refused', () => {
+    const legacy = write('cursor.json', JSON.stringify({ name: 'cur', steps: [{ id: 'a', target: { type: 'agent', provider: 'cursor', prompt: 'hi', agent: 'reviewer' } }] }));
+    const loaded = loadWorkflowFile(legacy);
+    expect(loaded.spec.steps[0]!.target).toMatchObject({ provider: 'cursor', agent: null });
+    expect(loaded.warnings).toEqual([`${legacy}: step "a": agent ignored: cursor-agent has no named agents or profiles`]);
+    const native = write('cursor.yaml', 'name: cur\nsteps:\n  - id: a\n    agent: { provider: cursor, prompt: hi, agent: reviewer }\n');
+    const problems = errorOf(() => loadWorkflowFile(native)).details!.problems as WorkflowFileProblem[];
+    expect(problems.map((p) => p.field)).toEqual(['agent.agent']);
+  });
+
   it('reads YAML from any other extension, JSON only from .json (any case); a BOM is ignored', () => {
     const text = 'name: x\nsteps:\n  - id: a\n    run: echo a\n';
     expect(loadWorkflowFile(write('flow.yml', text)).spec.name).toBe('x');

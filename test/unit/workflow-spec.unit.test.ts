@@ -396,6 +396,16 @@ describe('normalizeWorkflowSpec: predecessor shape', () => {
     expect(p).toMatchObject({ field: 'concurrency', message: 'concurrency: 3 has no effect: a predecessor-shape file runs one step at a time' });
     expect(problemOf(wf([{ id: 'a', run: 'x' }], { execution: 'sequential', concurrency: 2 })).hint).toBe('drop concurrency, or use execution: parallel');
   });
+
+  it("the predecessor README's own workflow example validates, sequential", () => {
+    const { spec, format } = normalizeWorkflowSpec(JSON.parse(fixture('predecessor-readme.json')));
+    expect(format).toBe('legacy');
+    expect(spec.execution).toBe('sequential');
+    expect(spec.steps.map((s) => [s.id, s.needs])).toEqual([
+      ['status', []],
+      ['review', ['status']],
+    ]);
+  });
 });
 
 describe('normalizeWorkflowSpec: validation', () => {

@@ -153,7 +153,9 @@ const show: CliCommand = {
         `version     ${number}${number === workflow.version ? ' (latest)' : ` (latest is ${workflow.version})`}`,
         ...(spec.description ? [`description ${spec.description}`] : []),
         ...((shown ? shown.sourceFile : workflow.sourceFile) ? [`file        ${shown ? shown.sourceFile : workflow.sourceFile}`] : []),
+        ...(spec.versionLabel !== undefined ? [`label       ${spec.versionLabel} (the file's own version)`] : []),
         `limits      concurrency ${spec.concurrency}, timeout ${spec.timeoutMs ? formatDuration(spec.timeoutMs) : 'none'}`,
+        ...(spec.execution === 'sequential' ? ['execution   sequential: one step at a time, the first failure skips the rest'] : []),
         ...(inputsText(spec) ? [`inputs      ${inputsText(spec)}`] : []),
         // Names only: values may be secret.
         ...(Object.keys(spec.env).length ? [`env         ${Object.keys(spec.env).join(', ')}`] : []),

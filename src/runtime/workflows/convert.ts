@@ -69,7 +69,7 @@ function agentDoc(t: AgentTarget, isolation: Map<string, string>): Doc {
   if (t.extraArgs.length > 0) doc['extra-args'] = t.extraArgs;
   // Always written: the isolation the source meant stays the file's explicit choice.
   doc['config-isolation'] = isolation.get(t.configIsolation) ?? t.configIsolation;
-  if (t.account !== null) doc.account = t.account;
+  if (t.account !== null) doc.account = t.accountTool === undefined ? t.account : { profile: t.account, tool: t.accountTool };
   if (t.maxTurns !== null) doc['max-turns'] = t.maxTurns;
   if (t.maxCostUsd !== null) doc['max-cost-usd'] = t.maxCostUsd;
   if (t.idleTimeoutMs !== null) doc['idle-timeout'] = durationSpelling(t.idleTimeoutMs);
@@ -104,6 +104,8 @@ function stepDoc(step: StepSpec, isolation: Map<string, string>): Doc {
       doc.command = t.command;
       if (t.args.length > 0) doc.args = t.args;
     }
+    // A command's credentials profile names its tool (it has no provider to take it from).
+    if (t.account !== undefined) doc.account = { profile: t.account, tool: t.accountTool ?? null };
   } else {
     doc.agent = agentDoc(t, isolation);
   }

@@ -564,7 +564,9 @@ function agentStepProblems(spec: WorkflowSpec, dropLimits: string[] | null): Spe
       } catch (error) {
         if (!(error instanceof ValidationError)) throw error;
         const field = error.details?.field;
-        if (dropLimits === null || (field !== 'maxTurns' && field !== 'maxCostUsd') || t[field] === null) {
+        // Also `agent` on a provider without named agents (cursor): the predecessor passed `--agent`,
+        // which cursor-agent has no such flag for; its files load, the field dropped with a warning.
+        if (dropLimits === null || (field !== 'maxTurns' && field !== 'maxCostUsd' && field !== 'agent') || t[field] === null) {
           problems.push(agentProblem(step.id, index, t.provider, error));
           return;
         }
