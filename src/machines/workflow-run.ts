@@ -14,6 +14,13 @@
  *   retrying ─step.retry_scheduled─► retrying (retryAt set) ─step.retry_due─► starting
  *   spawning | running ─step.abandoned─► abandoned (retrying if attempts remain)
  *
+ * How it plans depends on the run's pinned spec: `execution: sequential` (every predecessor-shape
+ * file; src/events/workflow-model.ts) looks at one step at a time in the predecessor's depth-first
+ * order and, after the first failure without continue-on-error, skips the rest
+ * (`planSequential`); absent or `parallel` (every spec stored before the field existed) starts
+ * every ready step up to `concurrency` (`plan`). The field is new and optional, so no stream written
+ * before it plans differently.
+ *
  * Decisions are facts. What planning decides is asked for as one inline effect,
  * `recordDecisions {retries, skips, starts}`: the runner turns it into `step.retry_scheduled`,
  * `step.skipped` and `step.spawn_requested` events appended in the transaction of the event that
