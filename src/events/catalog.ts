@@ -22,7 +22,19 @@ export const scheduleSchema = z.discriminatedUnion('kind', [
       anchor: z.enum(['fixed-rate', 'fixed-delay']),
     })
     .strict(),
-  z.object({ kind: z.literal('cron'), expr: z.string().min(1), tz: z.string().min(1) }).strict(),
+  z
+    .object({
+      kind: z.literal('cron'),
+      expr: z.string().min(1),
+      tz: z.string().min(1),
+      /**
+       * The cron rules the loop was created under (src/scheduling/cron.ts): absent = 1, every job
+       * fixed-time across DST (what loops created before it recorded meant); 2 = Vixie cron's DST
+       * rules, `@midnight`, `@reboot`, skipped calendar days, day-of-month steps across month ends.
+       */
+      rules: z.literal(2).optional(),
+    })
+    .strict(),
   z.object({ kind: z.literal('at'), at: isoInstant }).strict(),
   z.object({ kind: z.literal('manual') }).strict(),
 ]);

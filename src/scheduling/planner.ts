@@ -33,7 +33,7 @@ export function nextNominal(schedule: Schedule, afterMs: number): number | null 
       return anchor + k * schedule.everyMs;
     }
     case 'cron':
-      return nextCronFire(schedule.expr, schedule.tz, afterMs);
+      return nextCronFire(schedule.expr, schedule.tz, afterMs, schedule.rules ?? 1);
     case 'at': {
       const at = Date.parse(schedule.at);
       return at > afterMs ? at : null;

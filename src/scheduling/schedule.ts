@@ -4,7 +4,7 @@
  */
 import type { Schedule, Timing } from '../events/catalog.js';
 import { UsageError, ValidationError } from '../events/errors.js';
-import { parseCronPattern } from './cron.js';
+import { CRON_RULES, parseCronPattern } from './cron.js';
 import { parseFlagDuration } from '../events/durations.js';
 import { upcomingSlots } from './planner.js';
 import { isValidTimeZone, wallToUtc } from './zone.js';
@@ -117,8 +117,9 @@ export function buildSchedule(flags: ScheduleFlags, nowMs: number, loopId = ''):
       break;
     case 'cron': {
       const expr = flags.cron!.trim();
-      parseCronPattern(expr);
-      schedule = { kind: 'cron', expr, tz };
+      parseCronPattern(expr, '--cron', CRON_RULES);
+      // New loops record the rules they are created under, so a later change of rules never alters them.
+      schedule = { kind: 'cron', expr, tz, rules: CRON_RULES };
       break;
     }
     case 'at': {

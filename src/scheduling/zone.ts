@@ -81,3 +81,68 @@ export function formatInZone(utcMs: number, tz: string): string {
   const iso = new Date(wall).toISOString();
   return `${iso.slice(0, 10)} ${iso.slice(11, 19)} ${sign}${String(Math.floor(abs / 60)).padStart(2, '0')}:${String(abs % 60).padStart(2, '0')}`;
 }
+
+/** A change of a zone's UTC offset: from `at` on the offset is `after` (it was `before`). */
+export interface ZoneTransition {
+  at: number;
+  before: number;
+  after: number;
+}
+
+const transitionTables = new Map<string, ZoneTransition[]>();
+
+/**
+ * The offset changes of `tz` in the UTC year `year` ((1 Jan, next 1 Jan]), found by reading the
+ * offset at every UTC midnight and bisecting to the millisecond where it changed. Cached per zone
+ * and year: a year costs ~370 offset readings once. Two changes within one day would be seen as
+ * none (no zone in the tz database has them in the years Intl covers with real rules).
+ */
+export function transitionsIn(tz: string, year: number): ZoneTransition[] {
+  const key = `${tz}|${year}`;
+  let table = transitionTables.get(key);
+  if (table) return table;
+  table = [];
+  const end = Date.UTC(year + 1, 0, 1);
+  let day = Date.UTC(year, 0, 1);
+  let before = offsetOf(day, tz);
+  while (day < end) {
+    const next = Math.min(day + DAY, end);
+    const after = offsetOf(next, tz);
+    if (after !== before) {
+      let lo = day;
+      let hi = next;
+      while (hi - lo > 1) {
+        const mid = Math.floor((lo + hi) / 2);
+        if (offsetOf(mid, tz) === before) lo = mid;
+        else hi = mid;
+      }
+      table.push({ at: hi, before, after });
+    }
+    before = after;
+    day = next;
+  }
+  transitionTables.set(key, table);
+  return table;
+}
+
+/** The first offset change of `tz` in (fromMs, toMs], or null. */
+export function firstTransition(tz: string, fromMs: number, toMs: number): ZoneTransition | null {
+  if (!(toMs > fromMs)) return null;
+  const last = new Date(toMs).getUTCFullYear();
+  for (let year = new Date(fromMs).getUTCFullYear() - 1; year <= last; year++) {
+    for (const t of transitionsIn(tz, year)) {
+      if (t.at > toMs) return null;
+      if (t.at > fromMs) return t;
+    }
+  }
+  return null;
+}
+
+/** The last offset change of `tz` in (fromMs, toMs], or null. */
+export function lastTransition(tz: string, fromMs: number, toMs: number): ZoneTransition | null {
+  let found: ZoneTransition | null = null;
+  for (let year = new Date(fromMs).getUTCFullYear() - 1; year <= new Date(toMs).getUTCFullYear(); year++) {
+    for (const t of transitionsIn(tz, year)) if (t.at > fromMs && t.at <= toMs) found = t;
+  }
+  return found;
+}

@@ -40,9 +40,9 @@ describe('buildSchedule', () => {
     });
   });
 
-  it('--cron keeps the expression (trimmed) and the time zone', () => {
+  it('--cron keeps the expression (trimmed), the time zone and the cron rules it is created under', () => {
     expect(buildSchedule({ cron: '  0 3 * * *  ', tz: 'Europe/Berlin' }, NOW)).toEqual({
-      schedule: { kind: 'cron', expr: '0 3 * * *', tz: 'Europe/Berlin' },
+      schedule: { kind: 'cron', expr: '0 3 * * *', tz: 'Europe/Berlin', rules: 2 },
       timing: noTiming('Europe/Berlin'),
     });
     expect(buildSchedule({ cron: '*/15 * * * * *', tz: 'UTC' }, NOW).schedule).toMatchObject({ kind: 'cron' });
