@@ -1,10 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { ValidationError } from '../../src/events/errors.js';
 import {
   normalizeWorkflowSpec,
+  sequentialOrder,
   stepAncestors,
   topologicalOrder,
   workflowFileSchema,
@@ -758,5 +760,45 @@ describe('graph helpers', () => {
       d: ['a', 'b', 'c'],
       e: [],
     });
+  });
+});
+
+describe('sequentialOrder: the predecessor\'s order', () => {
+  /** @hasna/loops 0.3.1 src/lib/workflow-spec.ts workflowExecutionOrder, as written there (recursive). */
+  function predecessorOrder(steps: Array<{ id: string; dependsOn: string[] }>): string[] {
+    const byId = new Map(steps.map((step) => [step.id, step]));
+    const visited = new Set<string>();
+    const order: string[] = [];
+    const visit = (step: { id: string; dependsOn: string[] }): void => {
+      if (visited.has(step.id)) return;
+      for (const dependencyId of step.dependsOn) visit(byId.get(dependencyId)!);
+      visited.add(step.id);
+      order.push(step.id);
+    };
+    for (const step of steps) visit(step);
+    return order;
+  }
+
+  it('equals the predecessor\'s depth-first order on any DAG, in any file order', () => {
+    const dag = fc
+      .integer({ min: 1, max: 12 })
+      .chain((n) => fc.tuple(fc.array(fc.array(fc.boolean(), { minLength: n, maxLength: n }), { minLength: n, maxLength: n }), fc.shuffledSubarray([...Array(n).keys()], { minLength: n, maxLength: n })))
+      .map(([matrix, perm]) => {
+        // Edges only from a later to an earlier index of the topological labelling: acyclic; then shuffled into file order.
+        const steps = perm.map((i) => ({ id: `s${i}`, dependsOn: [...Array(i).keys()].filter((j) => matrix[i]![j]).map((j) => `s${j}`) }));
+        return steps;
+      });
+    fc.assert(
+      fc.property(dag, (steps) => {
+        const spec = { steps: steps.map((st) => ({ id: st.id, needs: st.dependsOn })) } as unknown as WorkflowSpec;
+        expect(sequentialOrder(spec)).toEqual(predecessorOrder(steps));
+      }),
+    );
+  });
+
+  it('runs a dependency before the step that needs it, and the file order otherwise ([x needs c, b, c] is c, x, b)', () => {
+    const { spec } = normalizeWorkflowSpec(wf([{ id: 'x', needs: 'c', run: 'x' }, { id: 'b', run: 'b' }, { id: 'c', run: 'c' }]));
+    expect(sequentialOrder(spec)).toEqual(['c', 'x', 'b']);
+    expect(topologicalOrder(spec)).toEqual(['b', 'c', 'x']);
   });
 });
