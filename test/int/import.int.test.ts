@@ -67,6 +67,19 @@ describe.runIf(existsSync(FIXTURE))('import hasna-loops (in process)', () => {
     expect(secretHolders(runtime.dataDir, [SECRET])).toEqual([]);
   });
 
+  it("accounts and isolation: a command's { profile, tool } account comes across; an agent under the predecessor's safe (its default) keeps the login (loops' login mode)", async () => {
+    const file = predecessorDb((db) => {
+      addLoop(db, { id: 'eeee00000001', name: 'gh-sync', target: { type: 'command', command: 'gh repo sync', shell: true, account: { profile: 'work', tool: 'gh' } } });
+      addLoop(db, { id: 'eeee00000002', name: 'review', target: { type: 'agent', provider: 'claude', prompt: 'review', account: { profile: 'work' } } });
+    });
+    const runtime = await useRuntime({ clock: new SimulatedClock(Date.parse('2026-12-01T14:30:00.000Z')) });
+    onTestFinished(() => expectLogConsistent(runtime));
+    await importHasnaLoops(runtime, { db: file });
+    expect(findLoop(runtime.db, 'gh-sync').target).toMatchObject({ kind: 'command', account: 'work', accountTool: 'gh' });
+    expect(findLoop(runtime.db, 'review').target).toMatchObject({ kind: 'agent', provider: 'claude', account: 'work', configIsolation: 'login' });
+    expect(findLoop(runtime.db, 'fixer').target).toMatchObject({ kind: 'agent', configIsolation: 'none' });
+  });
+
   it('a run still running there is abandoned here; an overlap skip is no run; two loops of one name: the second is renamed', async () => {
     const file = predecessorDb((db) => {
       addLoop(db, { id: 'cccc00000001', name: 'twin', target: { type: 'command', command: 'echo a', shell: true } });

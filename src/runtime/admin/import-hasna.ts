@@ -21,12 +21,8 @@
  *   imported output has every form of the value masked.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { resolve } from 'node:path';
-import Database from 'better-sqlite3';
 import type { EventData, ImportedFrom, LoopPolicies, Schedule, Target, Timing } from '../../events/catalog.js';
-import { LoopsError, ValidationError } from '../../events/errors.js';
 import { CATCH_UP, OVERLAP } from '../../events/policies.js';
 import type { Batch } from '../../events/types.js';
 import { currentMachines } from '../../machines/registry.js';
@@ -41,12 +37,13 @@ import type { Runtime } from '../runtime.js';
 import { parseWorkflowText } from '../workflows/files.js';
 import type { WorkflowSpec } from '../../workflow/spec.js';
 import { checkName } from '../../events/names.js';
+import { checkLease, PREDECESSOR, readPredecessor, type PLoop, type Predecessor, type PStepRun } from './predecessor-db.js';
 
-export const PREDECESSOR = '@hasna/loops';
-/** What the predecessor's executor used when a target set no timeout (its DEFAULT_TIMEOUT_MS). */
-export const PREDECESSOR_TIMEOUT_MS = 30 * 60_000;
-/** Output tails kept per stream, as a run of loops keeps them. */
-const TAIL_BYTES = 64 * 1024;
+import { firstLine, iso, mapId, mapPolicies, mapSchedule, mapTarget, parseJson, posInt, RUN_STATUS, statusEvent, tail } from './import-map.js';
+
+export { PREDECESSOR };
+export { PREDECESSOR_TIMEOUT_MS } from './import-map.js';
+
 
 export interface ImportOptions {
   /** The predecessor's database (default: `~/.hasna/loops/loops.db`). */
@@ -87,332 +84,6 @@ export interface ImportReport {
 /** The predecessor's default database: `$LOOPS_DATA_DIR/loops.db` there meant its own data directory, so only the home default is assumed. */
 export function defaultPredecessorDb(home: string): string {
   return resolve(home, '.hasna', 'loops', 'loops.db');
-}
-
-// ── reading the predecessor's database ────────────────────────────────────────────────────────
-
-interface PLoop {
-  id: string;
-  name: string;
-  description: string | null;
-  status: string;
-  schedule_json: string;
-  target_json: string;
-  next_run_at: string | null;
-  retry_scheduled_for: string | null;
-  catch_up: string;
-  catch_up_limit: number;
-  overlap: string;
-  max_attempts: number;
-  retry_delay_ms: number;
-  lease_ms: number;
-  expires_at: string | null;
-  created_at: string;
-}
-interface PRun {
-  id: string;
-  loop_id: string;
-  loop_name: string;
-  scheduled_for: string;
-  attempt: number;
-  status: string;
-  started_at: string | null;
-  finished_at: string | null;
-  claimed_by: string | null;
-  pid: number | null;
-  exit_code: number | null;
-  duration_ms: number | null;
-  stdout: string | null;
-  stderr: string | null;
-  error: string | null;
-  created_at: string;
-}
-interface PWorkflow {
-  id: string;
-  name: string;
-  description: string | null;
-  version: number;
-  status: string;
-  steps_json: string;
-  created_at: string;
-}
-interface PWorkflowRun {
-  id: string;
-  workflow_id: string;
-  workflow_name: string;
-  loop_id: string | null;
-  loop_run_id: string | null;
-  status: string;
-  started_at: string | null;
-  finished_at: string | null;
-  error: string | null;
-  created_at: string;
-}
-interface PStepRun {
-  workflow_run_id: string;
-  step_id: string;
-  sequence: number;
-  status: string;
-  started_at: string | null;
-  finished_at: string | null;
-  exit_code: number | null;
-  pid: number | null;
-  duration_ms: number | null;
-  stdout: string | null;
-  stderr: string | null;
-  error: string | null;
-}
-
-interface Predecessor {
-  file: string;
-  loops: PLoop[];
-  runs: PRun[];
-  workflows: PWorkflow[];
-  workflowRuns: PWorkflowRun[];
-  stepRuns: PStepRun[];
-  lease: { pid: number; hostname: string; expires_at: string } | null;
-}
-
-const REQUIRED_TABLES = ['loops', 'loop_runs', 'daemon_lease'];
-
-function notPredecessor(file: string, why: string): ValidationError {
-  return new ValidationError(`${file} is not a ${PREDECESSOR} database: ${why}`, {
-    hint: `pass the predecessor's database with --db (its default is ~/.hasna/loops/loops.db, or loops.db in the directory its LOOPS_DATA_DIR named)`,
-  });
-}
-
-function readPredecessor(file: string): Predecessor {
-  if (!existsSync(file)) throw new ValidationError(`--db: ${file} does not exist`, { hint: `pass the ${PREDECESSOR} database with --db <path> (its default is ~/.hasna/loops/loops.db)` });
-  if (!statSync(file).isFile()) throw new ValidationError(`--db: ${file} is not a file`);
-  let db: Database.Database;
-  try {
-    db = new Database(file, { readonly: true, fileMustExist: true });
-  } catch (error) {
-    throw new LoopsError('internal', `cannot open ${file} read-only: ${(error as Error).message}`, { cause: error, hint: 'check that the file is readable' });
-  }
-  try {
-    let tables: Set<string>;
-    try {
-      tables = new Set(db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((r) => r.name));
-    } catch (error) {
-      throw notPredecessor(file, (error as Error).message);
-    }
-    if (tables.has('events')) throw notPredecessor(file, 'it is a loops database (it has an event log)');
-    const missing = REQUIRED_TABLES.filter((t) => !tables.has(t));
-    if (missing.length) throw notPredecessor(file, `no ${missing.join(', ')} table`);
-    const all = <T>(table: string, order: string): T[] => (tables.has(table) ? (db.prepare(`SELECT * FROM ${table} ORDER BY ${order}`).all() as T[]) : []);
-    return {
-      file,
-      loops: all<PLoop>('loops', 'created_at, id'),
-      runs: all<PRun>('loop_runs', 'created_at, id'),
-      workflows: all<PWorkflow>('workflow_specs', 'created_at, id'),
-      workflowRuns: all<PWorkflowRun>('workflow_runs', 'created_at, id'),
-      stepRuns: all<PStepRun>('workflow_step_runs', 'workflow_run_id, sequence'),
-      lease: (db.prepare('SELECT pid, hostname, expires_at FROM daemon_lease ORDER BY expires_at DESC LIMIT 1').get() as Predecessor['lease']) ?? null,
-    };
-  } finally {
-    db.close();
-  }
-}
-
-/** Refused while the predecessor's daemon holds its lease: it would go on firing the same loops. */
-function checkLease(p: Predecessor, nowMs: number): string | null {
-  const lease = p.lease;
-  if (!lease || Date.parse(lease.expires_at) <= nowMs) return null;
-  if (lease.hostname === hostname() && !pidAlive(lease.pid)) {
-    return `its daemon's lease (pid ${lease.pid}) runs until ${lease.expires_at}, but that process is gone`;
-  }
-  throw new ValidationError(`the ${PREDECESSOR} daemon (pid ${lease.pid} on ${lease.hostname}) holds its lease until ${lease.expires_at}`, {
-    hint: `stop it first (with the old tool: loops daemon stop), so the two do not both run these loops; then import again`,
-  });
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-// ── mapping ───────────────────────────────────────────────────────────────────────────────────
-
-/** A predecessor id behind loops' prefix: ids stay recognisable, and an import is repeatable. */
-function mapId(prefix: string, id: string): string {
-  if (/^[0-9a-z]{1,64}$/.test(id)) return `${prefix}_${id}`;
-  // Not the predecessor's usual hex: a stable, safe stand-in derived from it.
-  return `${prefix}_${createHash('sha256').update(id).digest('hex').slice(0, 20)}`;
-}
-
-function parseJson(text: string, what: string): Record<string, unknown> {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw new Error(`${what} is not valid JSON`);
-  }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error(`${what} is not an object`);
-  return value as Record<string, unknown>;
-}
-
-function iso(value: string | null | undefined): string | null {
-  if (value === null || value === undefined || value === '') return null;
-  const ms = Date.parse(value);
-  return Number.isNaN(ms) ? null : new Date(ms).toISOString();
-}
-
-const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
-const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
-const posInt = (v: unknown): number | null => (typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : null);
-
-/** `env` without the secret-looking values (their names become secret-env names), and the values left out. */
-function splitEnv(raw: unknown): { env: Record<string, string>; secretEnv: string[]; secrets: string[] } {
-  const env: Record<string, string> = {};
-  const secretEnv: string[] = [];
-  const secrets: string[] = [];
-  if (raw && typeof raw === 'object' && !Array.isArray(raw)) {
-    for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
-      if (typeof v !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) continue;
-      if (secretByConvention(k, v)) {
-        secretEnv.push(k);
-        secrets.push(v);
-      } else env[k] = v;
-    }
-  }
-  return { env, secretEnv, secrets };
-}
-
-interface MappedTarget {
-  target: Target;
-  timeoutMs: number;
-  notes: string[];
-  /** Values not carried (secrets), masked in imported output. */
-  secrets: string[];
-}
-
-function mapTarget(raw: Record<string, unknown>, workflowIds: Map<string, { id: string; name: string }>): MappedTarget {
-  const notes: string[] = [];
-  const timeoutMs = posInt(raw.timeoutMs) ?? PREDECESSOR_TIMEOUT_MS;
-  if (posInt(raw.timeoutMs) === null) notes.push('timeout 30m (the predecessor\'s default, now explicit)');
-  const { env, secretEnv, secrets } = splitEnv(raw.env);
-  if (secretEnv.length) {
-    notes.push(`${secretEnv.join(', ')}: secret value${secretEnv.length > 1 ? 's' : ''} not stored; the runner's environment must provide ${secretEnv.length > 1 ? 'them' : 'it'} (--secret-env)`);
-  }
-  const secretPart = secretEnv.length ? { secretEnv } : {};
-  const cwd = str(raw.cwd);
-  if (raw.type === 'command') {
-    const command = str(raw.command);
-    if (command === null) throw new Error('its command target has no command');
-    const shell = raw.shell === true;
-    const account = raw.account as { profile?: unknown } | undefined;
-    if (account && typeof account === 'object' && str(account.profile)) notes.push(`account ${String(account.profile)} on a command is not carried`);
-    return { target: { kind: 'command', command, args: strings(raw.args), shell, cwd, env, ...secretPart }, timeoutMs, notes, secrets };
-  }
-  if (raw.type === 'agent') {
-    const provider = str(raw.provider);
-    if (provider === null || !isProviderId(provider)) throw new Error(`unknown agent provider ${JSON.stringify(raw.provider)}`);
-    const prompt = str(raw.prompt);
-    if (prompt === null) throw new Error('its agent target has no prompt');
-    const isolation = raw.configIsolation === 'none' ? 'none' : 'safe';
-    const account = raw.account as { profile?: unknown } | undefined;
-    const profile = account && typeof account === 'object' ? str(account.profile) : null;
-    if (profile !== null) checkName('account', profile, 'account');
-    return {
-      target: {
-        kind: 'agent',
-        provider,
-        prompt,
-        promptFile: null,
-        model: str(raw.model),
-        agent: str(raw.agent),
-        cwd,
-        env,
-        permissionMode: null,
-        extraArgs: strings(raw.extraArgs),
-        configIsolation: isolation,
-        account: profile,
-        maxTurns: null,
-        maxCostUsd: null,
-        idleTimeoutMs: null,
-        ...secretPart,
-      },
-      timeoutMs,
-      notes,
-      secrets,
-    };
-  }
-  if (raw.type === 'workflow') {
-    const wf = workflowIds.get(String(raw.workflowId));
-    if (!wf) throw new Error(`its workflow ${JSON.stringify(raw.workflowId)} is not imported`);
-    const input = raw.input && typeof raw.input === 'object' ? Object.keys(raw.input) : [];
-    if (input.length) throw new Error(`its workflow input (${input.join(', ')}) has no equivalent: a loops workflow loop runs its workflow without inputs`);
-    return { target: { kind: 'workflow', workflowId: wf.id, workflowName: wf.name }, timeoutMs, notes, secrets };
-  }
-  throw new Error(`unknown target type ${JSON.stringify(raw.type)}`);
-}
-
-function mapSchedule(raw: Record<string, unknown>, anchorAt: string, tz: string): Schedule {
-  switch (raw.type) {
-    case 'once': {
-      const at = iso(str(raw.at));
-      if (at === null) throw new Error('its one-shot schedule has no valid time');
-      return { kind: 'at', at };
-    }
-    case 'interval': {
-      const everyMs = posInt(raw.everyMs);
-      if (everyMs === null) throw new Error('its interval is not a positive number of ms');
-      return { kind: 'every', everyMs, anchorAt, anchor: raw.anchor === 'fixed_delay' ? 'fixed-delay' : 'fixed-rate' };
-    }
-    case 'cron': {
-      const expr = str(raw.expression);
-      if (expr === null) throw new Error('its cron schedule has no expression');
-      try {
-        parseCronPattern(expr, 'cron');
-      } catch (error) {
-        throw new Error(`its cron expression ${JSON.stringify(expr)} is not valid here: ${firstLine(error)}`);
-      }
-      return { kind: 'cron', expr, tz };
-    }
-    case 'dynamic':
-      // The predecessor's dynamic cadence: the next run `minIntervalMs` after the last one finished.
-      return { kind: 'every', everyMs: posInt(raw.minIntervalMs) ?? 60_000, anchorAt, anchor: 'fixed-delay' };
-    default:
-      throw new Error(`unknown schedule type ${JSON.stringify(raw.type)}`);
-  }
-}
-
-function mapPolicies(l: PLoop, timeoutMs: number): LoopPolicies {
-  const catchUp = l.catch_up in CATCH_UP.policies ? (l.catch_up as LoopPolicies['catchUp']) : 'latest';
-  const overlap = l.overlap in OVERLAP.policies ? (l.overlap as LoopPolicies['overlap']) : 'skip';
-  const attempts = posInt(l.max_attempts) ?? 1;
-  return {
-    timeoutMs,
-    killGraceMs: DEFAULT_KILL_GRACE_MS,
-    overlap,
-    catchUp,
-    catchUpWindowMs: null,
-    catchUpLimit: CATCH_UP.policies[catchUp].limit ? posInt(l.catch_up_limit) : null,
-    attempts,
-    // The predecessor waited the same delay before every retry.
-    retryDelayMs: Math.max(0, Math.floor(l.retry_delay_ms ?? 0)),
-    backoff: 1,
-    maxRetryDelayMs: null,
-    // loops renews a short lease instead of the predecessor's 30-minute one (docs/migrating.md).
-    leaseMs: 30_000,
-  };
-}
-
-/** The tail of `text` that fits `TAIL_BYTES`, masked, and the full size. */
-function tail(text: string | null, masker: SecretMasker): { text: string; bytes: number } {
-  const full = text ?? '';
-  const bytes = Buffer.byteLength(full, 'utf8');
-  let out = full;
-  if (bytes > TAIL_BYTES) {
-    const buf = Buffer.from(full, 'utf8');
-    out = buf.subarray(buf.length - TAIL_BYTES).toString('utf8').replace(/^\uFFFD+/, '');
-  }
-  return { text: masker.mask(out), bytes };
 }
 
 // ── planning ──────────────────────────────────────────────────────────────────────────────────
@@ -594,33 +265,6 @@ export async function importHasnaLoops(runtime: Runtime, options: ImportOptions)
   return report;
 }
 
-/** The event that gives an imported loop its status (null: active), undefined for an unknown status. */
-function statusEvent(status: string): { type: string; data: unknown } | null | undefined {
-  const reason = `${status} in ${PREDECESSOR}`;
-  switch (status) {
-    case 'active':
-      return null;
-    case 'paused':
-      return { type: 'loop.paused', data: { reason } };
-    case 'stopped':
-      return { type: 'loop.stopped', data: { reason } };
-    case 'expired':
-      return { type: 'loop.expired', data: { reason: 'no more slots' } };
-    default:
-      return undefined;
-  }
-}
-
-const RUN_STATUS: Record<string, EventData<'run.imported'>['status']> = {
-  succeeded: 'succeeded',
-  failed: 'failed',
-  timed_out: 'timed_out',
-  abandoned: 'abandoned',
-  cancelled: 'cancelled',
-  // Unfinished there: its daemon stopped during it, and nothing knows how it ended.
-  running: 'abandoned',
-};
-
 async function planHistory(
   runtime: Runtime,
   p: Predecessor,
@@ -776,11 +420,6 @@ async function planHistory(
       return 1;
     };
   }
-}
-
-function firstLine(error: unknown): string {
-  const text = error instanceof Error ? error.message : String(error);
-  return text.split('\n')[0]!;
 }
 
 function workflowNameOf(runtime: Runtime, id: string): string | null {
