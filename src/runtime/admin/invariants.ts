@@ -110,12 +110,13 @@ export function findViolations(db: Db, store: EventStore, options: InvariantOpti
     .all(...FINAL_STATES)) {
     out.push(`${r.stream_id}: ${r.n} events in a final state (at most one terminal event per run)`);
   }
-  // 3. One run per (loop, slot, attempt) — an archived run's claim is its tombstone's loop_runs row.
+  // 3. One run per (loop, slot, attempt) — an archived run's claim is its tombstone's loop_runs row,
+  //    an imported run's is its run.imported.
   for (const r of db
     .prepare<[], { loop: string; slot: string; attempt: number | null; n: number; runs: string }>(
       `SELECT loop, slot, attempt, COUNT(*) AS n, group_concat(stream_id, ', ') AS runs FROM (
          SELECT json_extract(data, '$.loopId') AS loop, json_extract(data, '$.slot') AS slot, json_extract(data, '$.attempt') AS attempt, stream_id
-         FROM events WHERE type = 'run.claimed'
+         FROM events WHERE type IN ('run.claimed', 'run.imported')
          UNION ALL
          SELECT json_extract(data, '$.rows.loop_runs[0].loop_id'), json_extract(data, '$.rows.loop_runs[0].slot'), json_extract(data, '$.rows.loop_runs[0].attempt'), stream_id
          FROM events WHERE type = 'stream.archived' AND stream_id LIKE 'run:%'
