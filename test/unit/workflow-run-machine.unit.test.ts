@@ -343,6 +343,22 @@ describe.each<Mode>(['recorded', 'derived'])('workflow-run machine (%s decisions
     expect(r.statuses).toEqual({ x: 'succeeded', b: 'failed', c: 'succeeded', d: 'failed', e: 'succeeded' });
   });
 
+  it('cancel: the running step is asked to stop, every later step is skipped one after the other, the run is cancelled', () => {
+    const s = predecessor();
+    const events: Ev[] = [started(s, mode), ...attempt('c', 0, 1), ...attempt('x', 0, 2).slice(0, 2)];
+    const cancel = cancelled('enough', 3);
+    const { steps } = fold(workflowRunMachine, recordDecisions([...events, cancel]).events);
+    expect(steps.find((x) => x.event.type === 'wfrun.cancel_requested')!.actions.find((a) => a.type === 'killSteps')!.params).toEqual({ stepIds: ['x'], reason: 'enough' });
+    const killed: Ev = {
+      type: 'step.exited', at: at(4),
+      data: { stepId: 'x', attempt: 1, exitCode: null, signal: 'SIGTERM', timedOut: false, cancelled: true, stdout: '', stderr: '', stdoutBytes: 0, stderrBytes: 0, durationMs: 2000, error: 'cancelled: enough', outputs: {} },
+    };
+    const r = run([...events, cancel, killed]);
+    expect(r.statuses).toEqual({ x: 'cancelled', b: 'skipped', c: 'succeeded', d: 'skipped', e: 'skipped' });
+    expect(r.c.steps.e!.reason).toBe('the workflow was cancelled');
+    expect(r.state).toBe('cancelled');
+  });
+
   it('an if: always() step still runs after the first failure, and failure() is true from then on', () => {
     const s = predecessor();
     const withCleanup: WorkflowSpec = { ...s, steps: s.steps.map((step) => (step.id === 'e' ? { ...step, if: 'failure()' } : step)) };
