@@ -12,9 +12,10 @@ import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { makeTempDir, removeDir, tempDir } from '../helpers/tmp.js';
 import { expectDataDirInvariants } from '../helpers/invariants.js';
+import { waitFor } from '../helpers/wait.js';
 import { useSandboxes } from './cli-helpers.js';
 
 const FIXTURE = resolve(__dirname, '..', '..', '..', 'shared', 'fixtures', 'seed-0.3.1', 'loops.db');
@@ -113,6 +114,24 @@ describe.runIf(existsSync(FIXTURE))('loops import hasna-loops', () => {
     expect(s.run(['projections', 'verify']).code).toBe(0);
     const verify = s.run(['verify']);
     expect(verify.code, verify.stdout).toBe(0);
+    expectDataDirInvariants(s.dataDir);
+  });
+
+  it('the real daemon runs the imported loops: the dynamic loop the predecessor was due to run fires at once, on its cadence after', async () => {
+    // `tick` (dynamic: /bin/true a minute after each finish) was due 2026-12-01T14:02:20Z, long past.
+    const daemon = s.start(['daemon', 'run']);
+    onTestFinished(() => {
+      if (daemon.child.exitCode === null) daemon.child.kill('SIGKILL');
+    });
+    await daemon.waitForOutput(/daemon started/);
+    await waitFor(() => s.json<Array<{ loopName: string; status: string }>>(['runs', 'tick']).some((r) => r.status === 'succeeded'), 30_000, 'a run of tick');
+    daemon.child.kill('SIGTERM');
+    expect((await daemon.exited).code).toBe(0);
+    const tick = s.json<Array<{ trigger: string; status: string; exitCode: number }>>(['runs', 'tick']);
+    expect(tick).toEqual([expect.objectContaining({ trigger: 'schedule', status: 'succeeded', exitCode: 0 })]);
+    // Its next run is a minute after that one finished (fixed-delay), as in the predecessor.
+    const loop = s.json<{ nextRunAt: string; lastRun: { finishedAt: string } | null }>(['show', 'tick']);
+    expect(Date.parse(loop.nextRunAt)).toBeGreaterThan(Date.now());
     expectDataDirInvariants(s.dataDir);
   });
 
