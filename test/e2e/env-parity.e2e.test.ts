@@ -7,9 +7,11 @@
  *    records them.
  */
 import { spawn } from 'node:child_process';
+import { rmdirSync } from 'node:fs';
 import { delimiter } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fixture } from '../helpers/fixtures.js';
+import { tempDir } from '../helpers/tmp.js';
 import { waitFor } from '../helpers/wait.js';
 import { BIN, pidAlive, useSandboxes } from './cli-helpers.js';
 
@@ -75,5 +77,25 @@ describe('accounts and config isolation on the command line', () => {
     const bad = s.run(['create', 'agent', 'f', '--provider', 'claude', '--prompt', 'x', '--manual', '--config-isolation', 'isolated'], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--config-isolation: "isolated" is not a configuration isolation mode/);
+  });
+});
+
+describe('loops doctor and a command loop\'s account', () => {
+  it('checks it as its runs will resolve it: the registered profile for its tool, its directory', () => {
+    const s = sandbox();
+    const dir = tempDir('loops-acct-');
+    expect(s.run(['accounts', 'add', 'work', '--tool', 'claude', '--dir', dir]).code).toBe(0);
+    expect(s.run(['create', 'command', 'sync', '--cmd', 'true', '--manual', '--account', 'work', '--account-tool', 'claude']).code).toBe(0);
+    const doctor = () => {
+      const r = s.run(['doctor', '--json']);
+      return { code: r.code, checks: (JSON.parse(r.stdout) as { checks: Array<{ id: string; status: string; detail: string; neededBy: string[] }> }).checks };
+    };
+    let r = doctor();
+    expect(r.checks.find((c) => c.id === 'account:work')).toMatchObject({ status: 'ok', neededBy: ['sync'] });
+    expect(r.checks.find((c) => c.id === 'loop:sync')).toMatchObject({ status: 'ok' });
+    rmdirSync(dir);
+    r = doctor();
+    expect(r.code).toBe(1);
+    expect(r.checks.find((c) => c.id === 'loop:sync')!.detail).toBe(`account work: its directory ${dir} does not exist`);
   });
 });

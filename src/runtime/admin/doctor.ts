@@ -30,6 +30,7 @@ import type { WorkflowSpec } from '../../workflow/spec.js';
 import { projections } from '../../projections/registry.js';
 import { cliVersion } from '../agents/run.js';
 import { isProviderId, PROVIDER_IDS, PROVIDERS, type ProviderId } from '../agents/index.js';
+import { targetAccount } from '../agents/accounts.js';
 import { readDaemonState } from '../daemon/daemon.js';
 import { readPidFile, runningDaemon, type DaemonInfo } from '../daemon/daemon-info.js';
 import { formatDuration } from '../../events/durations.js';
@@ -426,7 +427,7 @@ function checkAccount(account: AccountRow, neededBy: string[]): DoctorCheck {
 }
 
 /** Does `profile` resolve for `provider`, as a run would resolve it? */
-function accountProblem(accounts: AccountRow[], provider: ProviderId, profile: string, here: RunEnv): Problem | null {
+function accountProblem(accounts: AccountRow[], provider: string, profile: string, here: RunEnv): Problem | null {
   const account = accounts.find((a) => a.name === profile);
   if (account) {
     if (account.tool !== provider) {
@@ -532,6 +533,12 @@ function commandLoopProblems(target: CommandTarget, ctx: LoopContext): { problem
   if (cwd) problems.push(cwd);
   const exe = executableProblems(target, envs);
   problems.push(...exe.problems, ...secretProblems(target.secretEnv ?? [], ctx.here, ctx.daemon));
+  // A command's account (`--account … --account-tool …`), resolved as its runs will.
+  const account = targetAccount(target);
+  if (account) {
+    const p = accountProblem(ctx.accounts, account.tool, account.profile, ctx.here);
+    if (p) problems.push(p);
+  }
   const text = target.command.replace(/\s+/g, ' ').trim();
   const what = target.shell
     ? `sh -c ${JSON.stringify(text.length > 40 ? `${text.slice(0, 39)}…` : text)}`
@@ -570,8 +577,9 @@ function agentLoopProblems(target: LoopAgentTarget, ctx: LoopContext): { problem
       });
     }
   }
-  if (target.account !== null) {
-    const p = accountProblem(ctx.accounts, target.provider, target.account, ctx.here);
+  const account = targetAccount(target);
+  if (account) {
+    const p = accountProblem(ctx.accounts, account.tool, account.profile, ctx.here);
     if (p) problems.push(p);
   }
   problems.push(...secretProblems(target.secretEnv ?? [], ctx.here, ctx.daemon));
@@ -766,7 +774,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
 
     const accounts = db ? registeredAccounts(db) : [];
     for (const account of accounts) {
-      const users = active.filter((l) => l.target.kind === 'agent' && l.target.account === account.name).map((l) => l.name);
+      const users = active.filter((l) => (l.target.kind === 'agent' || l.target.kind === 'command') && l.target.account === account.name).map((l) => l.name);
       checks.push(checkAccount(account, users));
     }
 
