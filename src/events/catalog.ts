@@ -30,7 +30,7 @@ export const scheduleSchema = z.discriminatedUnion('kind', [
       /**
        * The cron rules the loop was created under (src/scheduling/cron.ts): absent = 1, every job
        * fixed-time across DST (what loops created before it recorded meant); 2 = Vixie cron's DST
-       * rules, `@midnight`, `@reboot`, skipped calendar days, day-of-month steps across month ends.
+       * rules, `@midnight`, skipped calendar days, day-of-month steps across month ends.
        */
       rules: z.literal(2).optional(),
     })

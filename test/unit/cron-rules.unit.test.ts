@@ -123,6 +123,7 @@ describe('macros and day-of-month steps', () => {
       tz: 'Europe/Berlin',
       rules: 2,
     });
+    expect(() => buildSchedule({ cron: '@reboot', tz: 'UTC' }, u('2026-06-01T00:00:00Z'))).toThrow(/^--cron: @reboot is not supported yet/);
     expect(() => parseCronPattern('@fortnightly')).toThrow(ValidationError);
     expect(() => parseCronPattern('@fortnightly')).toThrow(/unknown macro/);
   });
