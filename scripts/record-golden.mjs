@@ -217,6 +217,37 @@ const scenarios = {
   },
 
   /**
+   * A predecessor-shape workflow (execution: sequential): one step at a time in the predecessor's
+   * depth-first order — c, x (it needs c), b (fails under continueOnFailure: the run goes on), d
+   * (fails) — and e is skipped by the first failure; the run fails (`workflows run` exits 3).
+   */
+  async 'sequential-workflow'({ root, data }) {
+    const spec = join(root, 'golden-sequential.json');
+    const step = (id, code = 0) => ({ type: 'command', command: 'sh', args: ['-c', `echo ${id}; exit ${code}`] });
+    writeFileSync(
+      spec,
+      JSON.stringify({
+        name: 'golden-sequential',
+        version: 3,
+        steps: [
+          { id: 'x', dependsOn: ['c'], target: step('x') },
+          { id: 'b', description: 'may fail', continueOnFailure: true, target: step('b', 3) },
+          { id: 'c', target: step('c') },
+          { id: 'd', target: step('d', 4) },
+          { id: 'e', target: step('e') },
+        ],
+      }),
+    );
+    loops(data, ['workflows', 'create', spec]);
+    const run = loopsJson(data, ['workflows', 'run', 'golden-sequential'], { expect: [3] });
+    const { status, steps } = loopsJson(data, ['workflows', 'inspect', run.id]);
+    check(status === 'failed', `workflow run status ${status}`);
+    const statuses = Object.fromEntries(steps.map((s) => [s.stepId, s.status]));
+    const want = { x: 'succeeded', b: 'failed', c: 'succeeded', d: 'failed', e: 'skipped' };
+    check(JSON.stringify(statuses) === JSON.stringify(want), `step statuses ${JSON.stringify(statuses)}`);
+  },
+
+  /**
    * The daemon starts a run (sleep 5), is killed with SIGKILL while it runs, and a new daemon adopts
    * the still-running process and records its real exit from its exit-status file.
    */
