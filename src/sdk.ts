@@ -112,6 +112,11 @@ export interface CreateLoopInput {
   retryDelayMs?: number;
   leaseMs?: number;
   expiresAt?: string;
+  /**
+   * loops: check before recording that a run can start (default true) — the command or the agent's
+   * CLI is found, its account resolves — as `create` does; false is `--no-preflight`.
+   */
+  preflight?: boolean;
 }
 
 export interface Loop {
@@ -204,8 +209,8 @@ export class LoopsClient {
     if (t === null || typeof t !== 'object') throw new ValidationError('target: expected an object with type command, agent or workflow');
     switch (t.type) {
       case 'command':
-        if (t.account !== undefined) throw accountUnsupported('command');
         view = await createCommandLoop(runtime, {
+          ...accountInput(t.account),
           ...common,
           command: t.command,
           args: t.args ?? [],
@@ -216,8 +221,8 @@ export class LoopsClient {
         });
         break;
       case 'agent':
-        if (t.account?.tool !== undefined && t.account.tool !== t.provider) throw accountUnsupported('agent with a tool other than its provider');
         view = await createAgentLoop(runtime, {
+          ...accountInput(t.account),
           ...common,
           provider: t.provider,
           prompt: t.prompt,
@@ -225,7 +230,6 @@ export class LoopsClient {
           agent: t.agent ?? null,
           extraArgs: t.extraArgs ?? [],
           configIsolation: t.configIsolation ?? null,
-          account: t.account?.profile ?? null,
           cwd: t.cwd ?? process.cwd(),
           timeout: t.timeoutMs ?? null,
         });
@@ -359,7 +363,7 @@ export function loops(options: LoopsClientOptions = {}): LoopsClient {
 
 type CommonInput = Pick<
   CreateCommandLoopInput,
-  'name' | 'description' | 'schedule' | 'overlap' | 'catchUp' | 'catchUpLimit' | 'attempts' | 'retryDelay' | 'lease'
+  'name' | 'description' | 'schedule' | 'overlap' | 'catchUp' | 'catchUpLimit' | 'attempts' | 'retryDelay' | 'lease' | 'preflight'
 >;
 
 function createOptions(input: CreateLoopInput): CommonInput {
@@ -374,6 +378,7 @@ function createOptions(input: CreateLoopInput): CommonInput {
     attempts: input.maxAttempts ?? null,
     retryDelay: input.retryDelayMs ?? null,
     lease: input.leaseMs ?? null,
+    ...(input.preflight !== undefined ? { preflight: input.preflight } : {}),
   };
 }
 
@@ -400,10 +405,13 @@ function msText(ms: unknown, field: string): string {
   return `${ms}ms`;
 }
 
-function accountUnsupported(what: string): ValidationError {
-  return new ValidationError(`target.account: not supported on a ${what} by this version of the SDK`, {
-    hint: 'for an agent, give account: { profile } (its tool is the provider); register it with loops accounts add',
-  });
+/** `{ profile, tool }` → the runtime's `account` / `accountTool` (checked there: a command needs its tool). */
+function accountInput(account: AccountRef | undefined): { account?: string; accountTool?: string } {
+  if (account === undefined) return {};
+  if (account === null || typeof account !== 'object' || typeof account.profile !== 'string') {
+    throw new ValidationError('target.account: expected { profile, tool? }', { hint: "e.g. account: { profile: 'work', tool: 'claude' }" });
+  }
+  return { account: account.profile, ...(account.tool !== undefined ? { accountTool: account.tool } : {}) };
 }
 
 // ---- the runtime's views → the predecessor's shapes ------------------------------------------
@@ -436,7 +444,7 @@ function toTarget(view: LoopView): LoopTarget {
       extraArgs: t.extraArgs,
       ...(timeout !== undefined ? { timeoutMs: timeout } : {}),
       configIsolation: t.configIsolation,
-      ...(t.account ? { account: { profile: t.account, tool: t.provider } } : {}),
+      ...(t.account ? { account: { profile: t.account, tool: t.accountTool ?? t.provider } } : {}),
     };
   }
   return {
@@ -447,6 +455,7 @@ function toTarget(view: LoopView): LoopTarget {
     shell: t.shell,
     env: t.env,
     ...(timeout !== undefined ? { timeoutMs: timeout } : {}),
+    ...(t.account ? { account: { profile: t.account, ...(t.accountTool ? { tool: t.accountTool } : {}) } } : {}),
   };
 }
 

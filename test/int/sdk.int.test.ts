@@ -194,6 +194,17 @@ describe('LoopsClient', () => {
     expect(closed.message).toMatch(/closed/);
   });
 
+  it('accounts: { profile, tool } on commands and agents (an agent\'s tool defaults to its provider); preflight: false is --no-preflight', async () => {
+    const { client: c } = client();
+    const cmd = await c.create({ name: 'gh', schedule: { type: 'manual' }, target: { type: 'command', command: 'true', account: { profile: 'work', tool: 'gh' } }, preflight: false });
+    expect(cmd.target).toMatchObject({ type: 'command', account: { profile: 'work', tool: 'gh' } });
+    const agent = await c.create({ name: 'ag', schedule: { type: 'manual' }, target: { type: 'agent', provider: 'claude', prompt: 'hi', account: { profile: 'work' } }, preflight: false });
+    expect(agent.target).toMatchObject({ type: 'agent', provider: 'claude', prompt: 'hi', account: { profile: 'work', tool: 'claude' } });
+    const noTool = await rejection(c.create({ name: 'x', schedule: { type: 'manual' }, target: { type: 'command', command: 'true', account: { profile: 'work' } }, preflight: false }));
+    expect(noTool).toBeInstanceOf(ValidationError);
+    expect(noTool.message).toMatch(/needs --account-tool/);
+  });
+
   it('loops() makes a client, as the predecessor exported', async () => {
     const dataDir = join(tempDir('loops-sdk-'), 'data');
     const c = loops({ dataDir });
