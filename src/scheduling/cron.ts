@@ -1,9 +1,15 @@
 /**
- * Cron next-fire times with standard (Vixie) wall-clock semantics in any IANA zone. croner is
- * the calculator for the pattern (fields, names, macros, ranges, steps, day-of-month OR
- * day-of-week), evaluated on wall-clock time; `zone.ts` maps wall time to instants:
- *  - a time that does not exist (the DST gap) fires at the first valid instant after it;
- *  - a time that exists twice (the DST overlap) fires once, at its first occurrence.
+ * Cron next-fire times on the wall clock of any IANA zone. croner is the calculator for the pattern
+ * (fields, names, ranges, steps, day-of-month OR day-of-week; the crontab(5) macros are expanded
+ * here, `@midnight` included), evaluated on wall-clock time; what a job does when the zone's clock
+ * changes depends on the rules its loop was created under (`CronRules`, recorded on the schedule):
+ *  - rules 2, Vixie cron: wildcard jobs (minute or hour field starting with `*`) fire only at wall
+ *    times that exist and on both passes of a repeated hour; fixed-time jobs fire once at the end of
+ *    a DST gap and once (first pass) in a repeated hour; a jump over 3 h skips the jobs inside it.
+ *    Stretches of constant offset come from the zone's transition table (zone.ts), cached per year;
+ *  - rules 1 (loops created before): every job fixed-time — a nonexistent time fires at the first
+ *    valid instant after it, a repeated one once, at its first occurrence.
+ * docs/schedules.md says it in plain words; scripts/check-cron.mjs checks rules 2 minute by minute.
  * Patterns are parsed once and kept (parsing costs ~60 µs, a next-run ~10 µs).
  *
  * Pure, croner included: it is used only as a calculator — built `paused` (it never arms a timer)
