@@ -97,7 +97,7 @@ describe.runIf(existsSync(FIXTURE))('loops import hasna-loops', () => {
     const workflows = s.json<Array<{ id: string; name: string; status: string }>>(['workflows', 'list']);
     expect(workflows).toEqual([expect.objectContaining({ id: 'wf_0180cda0c4c3', name: 'ship', status: 'active' })]);
     // Read as a predecessor-shape file: it runs one step at a time, stopping at the first failure; its version is its label.
-    expect(s.json<{ spec: { execution: string; versionLabel: number } }>(['workflows', 'show', 'ship']).spec).toMatchObject({ execution: 'sequential', versionLabel: 3 });
+    expect(s.json<{ spec: { execution: string; versionLabel: string } }>(['workflows', 'show', 'ship']).spec).toMatchObject({ execution: 'sequential', versionLabel: '3' });
     const inspect = s.json<{ status: string; finishedAt: string; steps: Array<{ stepId: string; status: string; exitCode: number | null }> }>(['workflows', 'inspect', 'wfrun_2a3256ac51c0']);
     expect(inspect.status).toBe('failed');
     expect(inspect.finishedAt).toBe('2026-12-01T14:01:20.287Z');
