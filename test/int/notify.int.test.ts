@@ -5,14 +5,15 @@
  * back-off, each try with a timeout, with an idempotency key; a notice left pending by a runner
  * that stopped is delivered by the next pass.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { filter, firstValueFrom, skip } from 'rxjs';
 import { afterEach, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { ValidationError } from '../../src/events/errors.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
-import { tick } from '../../src/runtime/daemon/pass.js';
+import { decide, tick } from '../../src/runtime/daemon/pass.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
 import { createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops/commands.js';
 import { deliverNotice, requestNotices } from '../../src/runtime/loops/notify.js';
@@ -176,6 +177,38 @@ describe('--on-failure', () => {
     expect(runNotices(runtime.db, last.id)).toMatchObject([{ status: 'ran', hookStatus: 'succeeded' }]);
     expect(readFileSync(join(dir, 'told.txt'), 'utf8')).toBe(`${last.id} 2\n`);
     expectLogConsistent(runtime);
+  });
+});
+
+describe('a loop is not held by its notices', () => {
+  it('a slot that comes due while the --on-failure command runs fires: the hook run is no overlap', async () => {
+    const runtime = await useRuntime();
+    const dir = tempDir();
+    const created = await createCommandLoop(runtime, {
+      name: 'hourly',
+      command: 'exit 1',
+      cwd: dir,
+      // The first slot 20 s after creation: within the hook run's lease (30 s), so it is going then.
+      schedule: { every: '20s', tz: 'UTC' },
+      // The hook waits for the test's go-ahead (a file), so the next slot comes due while it runs.
+      onFailure: 'while [ ! -e go ]; do sleep 0.02; done',
+    });
+    const hookSpawned = firstValueFrom(
+      runtime.log.events$.pipe(
+        filter((e) => e.type === 'process.spawned'),
+        skip(1), // the failed run's own
+      ),
+    );
+    const failed = runNow(runtime, 'hourly');
+    onTestFinished(() => writeFileSync(join(dir, 'go'), ''));
+    const hookRunId = (await hookSpawned).streamId.slice('run:'.length);
+    expect(findRun(runtime.db, hookRunId)).toMatchObject({ status: 'running', slot: expect.stringMatching(/^hook:/) });
+    // The loop's first slot: fired, not skipped for the hook run that is going.
+    const next = await decide(runtime, Date.parse(created.nextRunAt!) + 100);
+    expect(next.decisions.map((d) => d.type)).toEqual(['slot.fired']);
+    writeFileSync(join(dir, 'go'), '');
+    expect((await failed).status).toBe('failed');
+    expect(findRun(runtime.db, hookRunId).status).toBe('succeeded');
   });
 });
 

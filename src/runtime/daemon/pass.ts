@@ -267,15 +267,25 @@ export class Dispatcher {
       });
       this.track(runId, run.loopId, run.loopName, null, resumed);
     }
-    // Notices (--on-failure, --notify-url) that no live runner is finishing: a runner that stopped
-    // midway, or a recovered run's end. Delivered as this dispatcher's work.
+    this.deliverNotices();
+    return report;
+  }
+
+  /**
+   * Tells the ends of runs (--on-failure, --notify-url) that no live runner is telling: those this
+   * dispatcher's runs recorded, and those a runner that stopped left pending. Each is this
+   * dispatcher's work (drain and idle wait for it), but never holds its loop's next run.
+   */
+  deliverNotices(): void {
+    if (this.closed || this.options.signal?.aborted) return;
+    const signal = this.options.signal ? { signal: this.options.signal } : {};
     for (const n of pendingNotices(this.runtime, this.runtime.clock.now())) {
       const key = `notice:${n.noticeId}`;
       if (this.inFlight.has(key)) continue;
       const hook: RunHook = (loop, o) => executeRun(this.runtime, loop, { ...o, ...this.options.runOptions });
-      this.track(key, n.loopId, n.loopName, null, deliverNotice(this.runtime, n.noticeId, hook, signal).then(() => null));
+      // Under a key of its own, not the loop's: a loop's runs do not wait for its notices.
+      this.track(key, key, n.loopName, null, deliverNotice(this.runtime, n.noticeId, hook, signal).then(() => null));
     }
-    return report;
   }
 
   private start(item: QueueItem): boolean {
@@ -295,6 +305,8 @@ export class Dispatcher {
       scheduledFor: item.dueAt,
       trigger: 'schedule',
       queued: true,
+      // Its notices are recorded with its end and delivered by deliverNotices.
+      notices: 'record',
       ...(item.attempt > 1 ? { attempt: item.attempt } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       ...options.runOptions,
@@ -336,6 +348,7 @@ export class Dispatcher {
   async drain(dueByMs: number): Promise<void> {
     for (;;) {
       this.dispatch(dueByMs);
+      this.deliverNotices();
       if (this.inFlight.size === 0) return;
       await Promise.race(this.inFlight.values());
     }

@@ -60,6 +60,12 @@ export interface RunNowOptions {
   leaseTtlMs?: number;
   /** Bytes of stdout/stderr kept in the run's events (default 64 KiB each). */
   tailBytes?: number;
+  /**
+   * Who the run's end is to be told (--on-failure, --notify-url): `deliver` (default) runs the hook
+   * and POSTs before the run's promise resolves (run-now); `record` only records the notices, for
+   * the caller to deliver (the Dispatcher: a loop's next run never waits for its notices).
+   */
+  notices?: 'deliver' | 'record';
 }
 
 export interface ExecuteRunOptions extends RunNowOptions {
@@ -105,7 +111,7 @@ async function superviseRun(
   runtime: Runtime,
   actor: DurableActor<typeof runMachine>,
   lease: HeldLease,
-  options: { signal?: AbortSignal; onClaimed?: (runId: string) => void; loopId: string; trigger: 'manual' | 'schedule' | null },
+  options: { signal?: AbortSignal; onClaimed?: (runId: string) => void; loopId: string; trigger: 'manual' | 'schedule' | null; notices?: 'deliver' | 'record' },
 ): Promise<RunView> {
   const runId = actor.streamId.slice('run:'.length);
   lease.keepAlive();
@@ -128,8 +134,9 @@ async function superviseRun(
   }
   const run = findRun(runtime.db, runId);
   const followUp = options.trigger === 'schedule' ? await afterScheduledRun(runtime, options.loopId, run) : [];
-  // Who is to be told of this end (--on-failure, --notify-url): recorded, then done here.
-  await tellRunEnded(runtime, run, followUp, (loop, o) => executeRun(runtime, loop, o), options.signal ? { signal: options.signal } : {});
+  // Who is to be told of this end (--on-failure, --notify-url): recorded, then told here or by the caller.
+  if (options.notices === 'record') await requestNotices(runtime, run, followUp);
+  else await tellRunEnded(runtime, run, followUp, (loop, o) => executeRun(runtime, loop, o), options.signal ? { signal: options.signal } : {});
   return run;
 }
 
@@ -306,6 +313,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
   return superviseRun(runtime, actor, lease, {
     ...(options.signal ? { signal: options.signal } : {}),
     ...(options.onClaimed ? { onClaimed: options.onClaimed } : {}),
+    ...(options.notices ? { notices: options.notices } : {}),
     loopId: loop.id,
     trigger: options.trigger,
   });
@@ -395,6 +403,8 @@ export async function adoptRun(runtime: Runtime, runId: string, identity: Proces
   try {
     return await superviseRun(runtime, actor, lease, {
       ...(options.signal ? { signal: options.signal } : {}),
+      // Adopted by a pass's Dispatcher, which delivers the notices.
+      notices: 'record',
       loopId: context.loopId ?? '',
       trigger: context.trigger,
     });

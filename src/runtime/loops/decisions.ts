@@ -18,12 +18,15 @@ import type { RunView } from '../queries/loops.js';
 import { requestCancel } from '../execution/cancel.js';
 import type { Runtime } from '../runtime.js';
 
-/** Runs of a loop that are still going: not finished, and their runner's lease is alive. */
+/**
+ * Runs of a loop that are still going: not finished, and their runner's lease is alive. Not its
+ * --on-failure command's runs (slot `hook:…`): a slot is not skipped because a failure is being told.
+ */
 export function runningRuns(runtime: Runtime, loopId: string, nowMs: number): string[] {
   return cached<[string, string], { id: string }>(
     runtime.db,
     `SELECT r.id FROM loop_runs r JOIN leases l ON l.name = 'run:' || r.id
-     WHERE r.loop_id = ? AND r.status IN ('claimed', 'spawning', 'running') AND l.expires_at > ?
+     WHERE r.loop_id = ? AND r.status IN ('claimed', 'spawning', 'running') AND r.slot NOT LIKE 'hook:%' AND l.expires_at > ?
      ORDER BY r.claimed_position`,
   )
     .all(loopId, new Date(nowMs).toISOString())
