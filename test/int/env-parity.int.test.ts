@@ -20,6 +20,7 @@ import { addAccount } from '../../src/runtime/agents/accounts.js';
 import { createAgentLoop, createCommandLoop, createWorkflowLoop } from '../../src/runtime/loops/commands.js';
 import { runWorkflow } from '../../src/runtime/workflows/runner.js';
 import { ValidationError } from '../../src/events/errors.js';
+import { prepareSpawn } from '../../src/runtime/execution/spawn-plan.js';
 import { workflowRunSteps } from '../../src/runtime/queries/workflows.js';
 import { createWorkflow } from '../../src/runtime/workflows/specs.js';
 import { fixture } from '../helpers/fixtures.js';
@@ -135,6 +136,19 @@ describe('a command loop under an account', () => {
     const run = await runNow(runtime, 'later');
     expect(run.status).toBe('failed');
     expect(run.error).toMatch(/accounts env missing --tool gh/);
+  });
+
+  it('recorded with no tool (an imported predecessor loop), its run fails before anything starts, as the predecessor\'s did', async () => {
+    const runtime = await useRuntime();
+    const prepared = await prepareSpawn(runtime, {
+      target: { kind: 'command', command: 'true', args: [], shell: false, cwd: null, env: {}, account: 'work' },
+      secretNames: [],
+      env: {},
+      dir: tempDir(),
+      deadline: null,
+      killGraceMs: null,
+    });
+    expect(prepared).toEqual({ ok: false, error: "account work: a command's account needs the tool its profile is for, and none is recorded", code: 'EACCOUNT' });
   });
 });
 

@@ -77,6 +77,10 @@ export async function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Promise<P
   // The account (a command's or an agent's): its variables, LOOPS_ACCOUNT_*, and nothing inherited
   // that could belong to another account (ACCOUNT_UNSET_ENV).
   const account = targetAccount(target);
+  if (account === null && target.kind === 'command' && target.account !== undefined) {
+    // Recorded with no tool (a predecessor loop imported as it was): it fails as the predecessor's runs did, never runs unaccounted.
+    return { ok: false, error: `account ${target.account}: a command's account needs the tool its profile is for, and none is recorded`, code: 'EACCOUNT' };
+  }
   let accountEnv: Record<string, string> | null = null;
   if (account !== null) {
     try {
