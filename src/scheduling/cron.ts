@@ -67,7 +67,7 @@ export function parseCronPattern(expr: string, flag = '--cron', rules: CronRules
   const fields = text.trim().split(/\s+/).length;
   if (text.trim().startsWith('@')) {
     throw new ValidationError(`${flag}: invalid expression ${JSON.stringify(expr)}: unknown macro`, {
-      hint: `use one of ${[...Object.keys(CRON_MACROS), '@reboot'].join(', ')}, or five fields such as '0 3 * * *'`,
+      hint: `use one of ${Object.keys(CRON_MACROS).join(', ')}, or five fields such as '0 3 * * *'`,
     });
   }
   if (fields < 5 || fields > 6) {
