@@ -15,7 +15,8 @@ import { ValidationError } from '../../src/events/errors.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { decide, tick } from '../../src/runtime/daemon/pass.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
-import { createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops/commands.js';
+import { createAgentLoop, createCommandLoop, createWorkflowLoop, type CreateCommandLoopInput } from '../../src/runtime/loops/commands.js';
+import { createWorkflow } from '../../src/runtime/workflows/specs.js';
 import { deliverNotice, requestNotices } from '../../src/runtime/loops/notify.js';
 import { findLoop, findRun, listRuns } from '../../src/runtime/queries/loops.js';
 import { noticeOfHookRun, runNotices } from '../../src/runtime/queries/notices.js';
@@ -151,6 +152,35 @@ describe('--on-failure', () => {
     expect(listRuns(runtime.db, { loopId: bad.loopId, limit: 10 }).map((r) => r.id).sort()).toEqual([bad.id, hook.id].sort());
     expect(runtime.db.prepare('SELECT count(*) AS n FROM notices').get()).toEqual({ n: 1 });
     expectLogConsistent(runtime);
+  });
+
+  it('a workflow loop and an agent loop take it too: a failed workflow run or agent run runs the hook', async () => {
+    const runtime = await useRuntime();
+    const dir = tempDir();
+    const file = join(dir, 'flow.yaml');
+    writeFileSync(file, 'name: flow\nsteps:\n  - id: build\n    run: exit 6\n');
+    await createWorkflow(runtime, file);
+    // A workflow loop has no --cwd: its hook runs in the runner's directory, so it writes by absolute path.
+    const told = join(dir, 'told.txt');
+    await createWorkflowLoop(runtime, { name: 'wf', workflow: 'flow', schedule: { manual: true, tz: 'UTC' }, onFailure: `echo "$LOOPS_LOOP_NAME $LOOPS_STATUS" >> '${told}'` });
+    const wf = await runNow(runtime, 'wf');
+    expect(wf.status).toBe('failed');
+    // An agent loop whose CLI cannot start (not installed): its run fails, and is told.
+    await createAgentLoop(runtime, {
+      name: 'agent',
+      provider: 'claude',
+      prompt: 'hello',
+      cwd: dir,
+      env: { PATH: '/nonexistent' },
+      preflight: false,
+      schedule: { manual: true, tz: 'UTC' },
+      onFailure: 'echo "$LOOPS_LOOP_NAME $LOOPS_STATUS" >> told.txt',
+    });
+    const agent = await runNow(runtime, 'agent');
+    expect(agent.status).toBe('failed');
+    expect(runNotices(runtime.db, wf.id)).toMatchObject([{ status: 'ran', hookStatus: 'succeeded' }]);
+    expect(runNotices(runtime.db, agent.id)).toMatchObject([{ status: 'ran', hookStatus: 'succeeded' }]);
+    expect(readFileSync(told, 'utf8')).toBe('wf failed\nagent failed\n');
   });
 
   it('through tick: an attempt that will be retried tells nobody; the last one does', async () => {
