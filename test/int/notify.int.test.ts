@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { filter, firstValueFrom, skip } from 'rxjs';
 import { afterEach, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import { ValidationError } from '../../src/events/errors.js';
+import { runStats } from '../../src/runtime/admin/stats.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { decide, tick } from '../../src/runtime/daemon/pass.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
@@ -129,6 +130,8 @@ describe('--on-failure', () => {
       hookRunId: hook.id,
     });
     expect(noticeOfHookRun(runtime.db, hook.id)?.runId).toBe(run.id);
+    // stats count the loop's runs, not the report of its failure: 1 run, failed.
+    expect(runStats(runtime.db, { loop: 'job' }).total).toMatchObject({ runs: 1, succeeded: 0, failed: 1 });
     // The loop's last run is still the failure the hook told of.
     expect(findLoop(runtime.db, 'job').lastRun).toMatchObject({ id: run.id, status: 'failed' });
     expect(eventTypes(runtime.log, `notice:${notice!.id}`)).toEqual(['notice.requested', 'notice.hook_claimed', 'notice.hook_ended']);

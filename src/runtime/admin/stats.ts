@@ -269,7 +269,8 @@ export function runStats(db: Db, options: StatsOptions = {}): StatsReport {
   const since = options.since ?? null;
   const loopId = options.loop === undefined ? null : findLoop(db, options.loop, { includeRemoved: true }).id;
   // Only the filters in use, so that a named loop's runs are found through the loop_runs_loop index.
-  const where = [since === null ? null : `${RUN_TIME} >= @since`, loopId === null ? null : 'loop_id = @loopId'].filter((w) => w !== null).join(' AND ') || '1';
+  // Not the runs of a loop's --on-failure command (slot hook:…): they would count a failure's report as a success of the loop.
+  const where = [since === null ? null : `${RUN_TIME} >= @since`, loopId === null ? null : 'loop_id = @loopId', "slot NOT LIKE 'hook:%'"].filter((w) => w !== null).join(' AND ');
   const params = { ...(since === null ? {} : { since }), ...(loopId === null ? {} : { loopId }) };
 
   const perLoop = new Map<string, Sums>();
