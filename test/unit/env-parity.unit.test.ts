@@ -11,7 +11,8 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/events/errors.js';
 import { ACCOUNT_UNSET_ENV, targetAccount } from '../../src/runtime/agents/accounts.js';
-import { buildInvocation, CONFIG_ISOLATION_NAMES, configIsolationMode, PROVIDER_IDS, PROVIDERS, type AgentTarget } from '../../src/runtime/agents/index.js';
+import { buildInvocation, CONFIG_ISOLATION_NAMES, configIsolationMode, PROVIDER_IDS, PROVIDERS } from '../../src/runtime/agents/index.js';
+import type { AgentTarget } from '../../src/workflow/spec.js';
 import { normalizeWorkflowSpec } from '../../src/workflow/spec.js';
 
 function target(provider: string, over: Partial<AgentTarget> = {}): AgentTarget {
