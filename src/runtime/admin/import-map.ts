@@ -85,7 +85,11 @@ export function mapTarget(raw: Record<string, unknown>, workflowIds: Map<string,
     const command = str(raw.command);
     if (command === null) throw new Error('its command target has no command');
     const shell = raw.shell === true;
-    return { target: { kind: 'command', command, args: strings(raw.args), shell, cwd, env, ...secretPart, ...accountOf(raw.account) }, timeoutMs, notes, secrets };
+    const account = accountOf(raw.account);
+    if (account.account !== undefined && account.accountTool === undefined) {
+      notes.push(`account ${account.account} has no tool: its runs fail before they start, as they did there; give it one with --account-tool`);
+    }
+    return { target: { kind: 'command', command, args: strings(raw.args), shell, cwd, env, ...secretPart, ...account }, timeoutMs, notes, secrets };
   }
   if (raw.type === 'agent') {
     const provider = str(raw.provider);
