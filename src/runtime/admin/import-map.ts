@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { EventData, LoopPolicies, Schedule, Target } from '../../events/catalog.js';
 import { checkName } from '../../events/names.js';
 import { CATCH_UP, OVERLAP } from '../../events/policies.js';
-import { parseCronPattern } from '../../scheduling/cron.js';
+import { CRON_RULES, parseCronPattern } from '../../scheduling/cron.js';
 import { isProviderId } from '../agents/index.js';
 import { secretByConvention, type SecretMasker } from '../execution/secrets.js';
 import { DEFAULT_KILL_GRACE_MS } from '../loops/commands.js';
@@ -165,7 +165,8 @@ export function mapSchedule(raw: Record<string, unknown>, anchorAt: string, tz: 
       } catch (error) {
         throw new Error(`its cron expression ${JSON.stringify(expr)} is not valid here: ${firstLine(error)}`);
       }
-      return { kind: 'cron', expr, tz };
+      // Today's cron rules (Vixie's DST handling, docs/schedules.md), as a loop created now gets.
+      return { kind: 'cron', expr, tz, rules: CRON_RULES };
     }
     case 'dynamic':
       // The predecessor's dynamic cadence: the next run `minIntervalMs` after the last one finished.
