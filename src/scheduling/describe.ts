@@ -6,7 +6,7 @@ export function describeSchedule(schedule: Schedule): string {
     case 'every':
       return `every ${formatEvery(schedule.everyMs)}${schedule.anchor === 'fixed-delay' ? ' after each finish' : ''}`;
     case 'cron':
-      return `cron ${schedule.expr} (${schedule.tz})`;
+      return schedule.expr.trim().toLowerCase() === '@reboot' ? 'at each boot of the host (@reboot)' : `cron ${schedule.expr} (${schedule.tz})`;
     case 'at':
       return `at ${schedule.at}`;
     case 'manual':

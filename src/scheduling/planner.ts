@@ -8,7 +8,8 @@
  * policy that behaves like a combination of the existing fields needs no change here.
  */
 import type { Schedule, Timing } from '../events/catalog.js';
-import { nextCronFire } from './cron.js';
+import { bootTimeMs, REBOOT_TOLERANCE_MS } from './boot.js';
+import { isRebootExpr, nextCronFire } from './cron.js';
 import { CATCH_UP, OVERLAP, type CatchUpPolicy, type CatchUpRule, type OverlapPolicy, type OverlapRule, type WaitingOverlapPolicy } from './policies.js';
 
 export interface PlannedSlot {
@@ -32,8 +33,15 @@ export function nextNominal(schedule: Schedule, afterMs: number): number | null 
       const k = afterMs < anchor ? 0 : Math.floor((afterMs - anchor) / schedule.everyMs) + 1;
       return anchor + k * schedule.everyMs;
     }
-    case 'cron':
+    case 'cron': {
+      if (isRebootExpr(schedule.expr)) {
+        // The only slot is the boot of the running system, when it came after `afterMs` (the loop's
+        // creation, or the boot already decided).
+        const boot = bootTimeMs();
+        return boot > afterMs + REBOOT_TOLERANCE_MS ? boot : null;
+      }
       return nextCronFire(schedule.expr, schedule.tz, afterMs, schedule.rules ?? 1);
+    }
     case 'at': {
       const at = Date.parse(schedule.at);
       return at > afterMs ? at : null;
@@ -41,6 +49,11 @@ export function nextNominal(schedule: Schedule, afterMs: number): number | null 
     case 'manual':
       return null;
   }
+}
+
+/** `--cron @reboot`: once per boot of the host. */
+export function isReboot(schedule: Schedule): boolean {
+  return schedule.kind === 'cron' && isRebootExpr(schedule.expr);
 }
 
 /** FNV-1a, 32 bit: a small, stable hash (the same on every platform and version). */
@@ -297,7 +310,8 @@ export function decideDue(
   }
   // Nothing left (nextRunAt is the first undecided slot, so an --at loop whose slot is still
   // ahead of its fire time is not expired).
-  if (loop.schedule.kind !== 'manual' && nextRunAt === null) {
+  // An @reboot loop has no next slot until the next boot: it never ends for want of one.
+  if (loop.schedule.kind !== 'manual' && nextRunAt === null && !isReboot(loop.schedule)) {
     const reason =
       loop.timing.maxRuns !== null && state.scheduledRuns + fired >= loop.timing.maxRuns
         ? 'max-runs'

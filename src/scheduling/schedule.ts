@@ -4,9 +4,9 @@
  */
 import type { Schedule, Timing } from '../events/catalog.js';
 import { UsageError, ValidationError } from '../events/errors.js';
-import { CRON_RULES, isRebootExpr, parseCronPattern } from './cron.js';
+import { CRON_RULES, parseCronPattern } from './cron.js';
 import { parseFlagDuration } from '../events/durations.js';
-import { upcomingSlots } from './planner.js';
+import { isReboot, upcomingSlots } from './planner.js';
 import { isValidTimeZone, wallToUtc } from './zone.js';
 
 export interface ScheduleFlags {
@@ -117,12 +117,6 @@ export function buildSchedule(flags: ScheduleFlags, nowMs: number, loopId = ''):
       break;
     case 'cron': {
       const expr = flags.cron!.trim();
-      if (isRebootExpr(expr)) {
-        // Not yet: the pass would need the boot id as a slot input and in slot.fired (see docs/schedules.md).
-        throw new ValidationError('--cron: @reboot is not supported yet (once per boot of the host)', {
-          hint: 'start the loop from a boot-time unit instead, e.g. a systemd unit with ExecStart=loops run-now NAME; every other crontab(5) macro works',
-        });
-      }
       parseCronPattern(expr, '--cron', CRON_RULES);
       // New loops record the rules they are created under, so a later change of rules never alters them.
       schedule = { kind: 'cron', expr, tz, rules: CRON_RULES };
@@ -155,7 +149,7 @@ export function buildSchedule(flags: ScheduleFlags, nowMs: number, loopId = ''):
       });
     }
   }
-  if (schedule.kind !== 'manual' && upcomingSlots({ id: loopId, schedule, timing }, nowMs, 1).length === 0) {
+  if (schedule.kind !== 'manual' && !isReboot(schedule) && upcomingSlots({ id: loopId, schedule, timing }, nowMs, 1).length === 0) {
     const what = schedule.kind === 'cron' ? `--cron: ${JSON.stringify(schedule.expr)}` : `--${schedule.kind}`;
     throw new ValidationError(`${what} never fires${expiresAt !== null ? ` before --expires-at ${flags.expiresAt}` : ''}`, {
       hint:

@@ -123,7 +123,8 @@ describe('macros and day-of-month steps', () => {
       tz: 'Europe/Berlin',
       rules: 2,
     });
-    expect(() => buildSchedule({ cron: '@reboot', tz: 'UTC' }, u('2026-06-01T00:00:00Z'))).toThrow(/^--cron: @reboot is not supported yet/);
+    // @reboot: once per boot of the host (test/int/reboot.int.test.ts), never refused as "never fires".
+    expect(buildSchedule({ cron: '@reboot', tz: 'UTC' }, u('2026-06-01T00:00:00Z')).schedule).toEqual({ kind: 'cron', expr: '@reboot', tz: 'UTC', rules: 2 });
     expect(() => parseCronPattern('@fortnightly')).toThrow(ValidationError);
     expect(() => parseCronPattern('@fortnightly')).toThrow(/unknown macro/);
   });
