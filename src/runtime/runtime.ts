@@ -14,6 +14,7 @@ import { resolveDataDir } from './paths.js';
 import { SnapshotStore } from './snapshots.js';
 import { Spawner } from './execution/spawner.js';
 import { openReader } from './store.js';
+import { learnHostBoot } from './host.js';
 
 export interface RuntimeOptions {
   dataDir?: string;
@@ -54,6 +55,7 @@ export function useSpawnerHelper(runtime: Runtime): Spawner {
 
 export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
   const clock = options.clock ?? systemClock;
+  learnHostBoot();
   const reader = await openReader(options.dataDir ?? resolveDataDir());
   const log = new SqliteEventLog(reader.db, { handlers: [inlineHandler()] });
   const runnerId = options.runnerId ?? `${hostname()}:${process.pid}:${newId('r', clock.now()).slice(-6)}`;

@@ -1,30 +1,24 @@
 /**
- * The host's boot, for `@reboot` loops: the instant the running system booted. A boot is a slot
- * of such a loop (its id is that instant), so the planner decides it like any other — once, by the
+ * The host's boot, for `@reboot` loops: the instant the running system booted. A boot is a slot of
+ * such a loop (its id is that instant), so the planner decides it like any other — once, by the
  * same compare-and-set on the loop's stream — and a daemon restarted within one boot finds it
- * decided already.
- *
- * Read once per process (a process never outlives its boot) as now − uptime; two processes of one
- * boot may read it a second or so apart, which `REBOOT_TOLERANCE_MS` absorbs.
- * `LOOPS_TEST_BOOT_TIME` (an ISO instant; tests only) stands in for a boot.
+ * decided. The planner stays pure: the runtime reads the boot once per process (a process never
+ * outlives its boot: runtime/host.ts) and sets it here; until then no boot is known and `@reboot`
+ * loops have no slot. Two processes of one boot may read it a second or so apart, which
+ * `REBOOT_TOLERANCE_MS` absorbs.
  */
-import { uptime } from 'node:os';
 
 /** Two readings of one boot differ by less than this; two boots are further apart. */
 export const REBOOT_TOLERANCE_MS = 60_000;
 
-let cached: number | null = null;
+let boot: number | null = null;
 
-/** When the host booted (ms since the epoch). */
-export function bootTimeMs(): number {
-  if (cached !== null) return cached;
-  const forced = process.env.LOOPS_TEST_BOOT_TIME;
-  const parsed = forced ? Date.parse(forced) : NaN;
-  cached = Number.isNaN(parsed) ? Math.round(Date.now() - uptime() * 1000) : parsed;
-  return cached;
+/** When the host booted (ms since the epoch), once the runtime has said; null before. */
+export function hostBootMs(): number | null {
+  return boot;
 }
 
-/** Tests: pretend the host booted at `ms` (null: read it again). */
-export function setBootTimeForTests(ms: number | null): void {
-  cached = ms;
+/** Sets the host's boot (the runtime, once per process; tests, to stand in for a reboot; null: unknown). */
+export function setHostBoot(ms: number | null): void {
+  boot = ms;
 }

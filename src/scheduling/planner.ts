@@ -8,7 +8,7 @@
  * policy that behaves like a combination of the existing fields needs no change here.
  */
 import type { Schedule, Timing } from '../events/catalog.js';
-import { bootTimeMs, REBOOT_TOLERANCE_MS } from './boot.js';
+import { hostBootMs, REBOOT_TOLERANCE_MS } from './boot.js';
 import { isRebootExpr, nextCronFire } from './cron.js';
 import { CATCH_UP, OVERLAP, type CatchUpPolicy, type CatchUpRule, type OverlapPolicy, type OverlapRule, type WaitingOverlapPolicy } from './policies.js';
 
@@ -37,8 +37,8 @@ export function nextNominal(schedule: Schedule, afterMs: number): number | null 
       if (isRebootExpr(schedule.expr)) {
         // The only slot is the boot of the running system, when it came after `afterMs` (the loop's
         // creation, or the boot already decided).
-        const boot = bootTimeMs();
-        return boot > afterMs + REBOOT_TOLERANCE_MS ? boot : null;
+        const boot = hostBootMs();
+        return boot !== null && boot > afterMs + REBOOT_TOLERANCE_MS ? boot : null;
       }
       return nextCronFire(schedule.expr, schedule.tz, afterMs, schedule.rules ?? 1);
     }
