@@ -20,7 +20,7 @@ const decisions = (...events: GivenEvent[]) => projectionSpec(slotDecisionsProje
 
 describe('slot_decisions projection', () => {
   it('is registered after loops and loop_runs, and handles the slot decision events only', () => {
-    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions', 'run_queue', 'workflows', 'workflow_versions', 'workflow_runs', 'accounts']);
+    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions', 'run_queue', 'workflows', 'workflow_versions', 'workflow_runs', 'accounts', 'notices']);
     expect(findProjection('slot_decisions')).toBe(slotDecisionsProjection);
     expect([...slotDecisionsProjection.handles].sort()).toEqual([
       'slot.buffered',
