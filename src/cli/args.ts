@@ -48,6 +48,8 @@ export function parseCommand(spec: CommandSpec, argv: string[]): Parsed {
   for (const [name, o] of Object.entries({ ...spec.options, help: HELP_OPTION })) {
     options[name] = { type: o.type, ...(o.short ? { short: o.short } : {}), ...(o.multiple ? { multiple: true } : {}) };
   }
+  // `-j` is `--json`, as in the predecessor (its global `-j, --json`), where no option of the command takes `-j`.
+  if (options.json && !options.json.short && !Object.values(options).some((o) => o.short === 'j')) options.json.short = 'j';
   let result;
   try {
     result = parseArgs({ args: withDashValues(spec, argv), options, allowPositionals: true, strict: true });
@@ -168,8 +170,10 @@ export function helpText(spec: CommandSpec): string {
   }
   const opts = Object.entries({ ...spec.options, help: HELP_OPTION });
   lines.push('', 'Options:');
+  const jTaken = opts.some(([, o]) => o.short === 'j');
   for (const [name, o] of opts) {
-    const left = `${o.short ? `-${o.short}, ` : '    '}--${name}${o.type === 'string' ? ` ${o.value ?? '<value>'}` : ''}`;
+    const short = o.short ?? (name === 'json' && !jTaken ? 'j' : undefined);
+    const left = `${short ? `-${short}, ` : '    '}--${name}${o.type === 'string' ? ` ${o.value ?? '<value>'}` : ''}`;
     lines.push(`  ${pad(left, 30)}${o.description}${o.multiple ? ' (repeatable)' : ''}`);
   }
   if (spec.examples?.length) {

@@ -90,6 +90,7 @@ function mainHelp(): string {
     'Global options:',
     '  -h, --help       show help (also: loops <command> --help)',
     '  -V, --version    print the version',
+    '  -j, --json       print JSON, before or after the command (= the command\'s --json)',
     '',
     'Environment:',
     '  LOOPS_DATA_DIR   where loops keeps its database and run output (default ~/.local/share/loops)',
@@ -106,9 +107,9 @@ function mainHelp(): string {
   ].join('\n');
 }
 
-/** The predecessor's (`@hasna/loops`) command aliases: `ls`, `rm`, `workflow …`, `workflows ls`. */
+/** The predecessor's (`@hasna/loops`) command aliases: `ls`, `rm`, `workflow …`, `workflows ls`, `workflows events` (= `events`). */
 const ALIASES: Record<string, string> = { ls: 'list', rm: 'remove', workflow: 'workflows' };
-const SUB_ALIASES: Record<string, string> = { 'workflows ls': 'workflows list' };
+const SUB_ALIASES: Record<string, string> = { 'workflows ls': 'workflows list', 'workflows events': 'events' };
 
 function findEntry(given: string[]): { entry: Entry; rest: string[] } | undefined {
   const argv = given.length && Object.hasOwn(ALIASES, given[0]!) ? [ALIASES[given[0]!]!, ...given.slice(1)] : given;
@@ -119,6 +120,25 @@ function findEntry(given: string[]): { entry: Entry; rest: string[] } | undefine
   const exact1 = entries.find((e) => e.name === argv[0]);
   if (exact1) return { entry: exact1, rest: argv.slice(1) };
   return undefined;
+}
+
+/**
+ * The predecessor's global `-j, --json` may come before the command (`loops -j list`): it is
+ * moved after it, where each command's spec reads it (`-j` is its short form: args.ts).
+ */
+function globalJsonLast(argv: string[]): string[] {
+  if (argv[0] !== '-j' && argv[0] !== '--json') return argv;
+  const rest = argv.slice(1);
+  const end = rest.indexOf('--');
+  return end === -1 ? [...rest, '--json'] : [...rest.slice(0, end), '--json', ...rest.slice(end)];
+}
+
+/** The command an argv names (aliases and a leading `-j`/`--json` applied) and the arguments left for its spec. */
+export async function resolveCommand(argv: string[]): Promise<{ name: string; command: CliCommand; rest: string[] } | undefined> {
+  const found = findEntry(globalJsonLast(argv));
+  if (!found) return undefined;
+  const commands = await found.entry.load();
+  return { name: found.entry.name, command: commands[found.entry.name]!, rest: found.rest };
 }
 
 export async function main(argv: string[], ctxOverrides: Partial<CliContext> = {}): Promise<number> {
@@ -135,10 +155,9 @@ export async function main(argv: string[], ctxOverrides: Partial<CliContext> = {
     return EXIT.ok;
   }
   try {
-    const found = findEntry(argv);
-    if (!found) throw unknownCommand(argv);
-    const commands = await found.entry.load();
-    const command = commands[found.entry.name]!;
+    const found = await resolveCommand(argv);
+    if (!found) throw unknownCommand(globalJsonLast(argv));
+    const { command } = found;
     const parsed = parseCommand(command.spec, found.rest);
     if (parsed.values.help) {
       out.write(helpText(command.spec));

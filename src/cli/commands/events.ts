@@ -7,7 +7,7 @@ import { findLoop, findRun } from '../../runtime/queries/loops.js';
 import { shownRef } from '../../runtime/queries/refs.js';
 import { determinismError, replayArchived, replayStream } from '../../runtime/admin/replay.js';
 import { openReader } from '../../runtime/store.js';
-import { JSON_OPTION, type CommandSpec } from '../args.js';
+import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { paint, printJson, statusColor, table, truncate } from '../render.js';
@@ -48,8 +48,11 @@ const eventsSpec: CommandSpec = {
   name: 'events',
   summary: "Print the event stream of a run or a loop, in order: every fact loops recorded.",
   positionals: [{ name: 'run-or-loop', required: true, description: 'run id (or unique prefix), or loop name or id' }],
-  options: { json: JSON_OPTION },
-  examples: ['loops events run_01m8pavs3mv5h5nscgtr49', 'loops events backup --json'],
+  options: {
+    limit: { type: 'string', short: 'n', value: '<n>', description: 'only the first n events (default: all)' },
+    json: JSON_OPTION,
+  },
+  examples: ['loops events run_01m8pavs3mv5h5nscgtr49', 'loops events backup --json', 'loops workflows events wfrun_01m8pb2k4x --limit 20'],
 };
 
 function summarize(data: unknown): string {
@@ -62,12 +65,13 @@ function summarize(data: unknown): string {
 
 const events: CliCommand = {
   spec: eventsSpec,
-  async run({ positionals }, ctx) {
+  async run({ positionals, values }, ctx) {
+    const limit = intOption(eventsSpec, 'limit', values.limit, Infinity);
     const reader = await openReader(ctx.dataDir);
     const log = new SqliteEventLog(reader.db);
     try {
       const streamId = await resolveStream(reader.db, log, positionals[0]!);
-      const list = await log.readStream(streamId);
+      const list = (await log.readStream(streamId)).slice(0, limit);
       if (ctx.json) {
         printJson(ctx, list);
         return EXIT.ok;

@@ -8,6 +8,7 @@ import { UsageError, ValidationError } from '../../events/errors.js';
 import { NAME_HINT, NAME_RE } from '../../events/names.js';
 import type { StepSpec, WorkflowSpec } from '../../workflow/spec.js';
 import { formatDuration } from '../../events/durations.js';
+import { shownRef } from '../../runtime/queries/refs.js';
 import { openReader } from '../../runtime/store.js';
 import {
   findWorkflow,
@@ -37,19 +38,32 @@ const listSpec: CommandSpec = {
   positionals: [],
   options: {
     all: { type: 'boolean', short: 'a', description: 'include archived workflows' },
+    status: { type: 'string', value: '<status>', description: 'only workflows in this status: active or archived' },
     json: JSON_OPTION,
   },
-  examples: ['loops workflows list', 'loops workflows list --all --json'],
+  examples: ['loops workflows list', 'loops workflows list --all --json', 'loops workflows list --status archived'],
 };
+
+/** `--status active|archived` (the predecessor's flag), or null for the default. */
+function workflowStatus(value: unknown): 'active' | 'archived' | null {
+  if (value === undefined) return null;
+  if (value === 'active' || value === 'archived') return value;
+  throw new UsageError(`loops workflows list: --status ${shownRef(String(value))} is not a workflow status`, { hint: 'use active or archived (--all lists both)' });
+}
 
 const list: CliCommand = {
   spec: listSpec,
   async run({ values }, ctx) {
+    const status = workflowStatus(values.status);
     const reader = await openReader(ctx.dataDir);
     try {
-      const workflows = listWorkflows(reader.db, { all: values.all === true });
+      const workflows = listWorkflows(reader.db, { all: values.all === true || status !== null }).filter((w) => status === null || w.status === status);
       if (ctx.json) {
         printJson(ctx, workflows);
+        return EXIT.ok;
+      }
+      if (workflows.length === 0 && status !== null) {
+        ctx.err.write(`No ${status} workflows.\n`);
         return EXIT.ok;
       }
       if (workflows.length === 0) {
