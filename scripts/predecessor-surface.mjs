@@ -153,6 +153,10 @@ const surface = {
     account: fields(types, 'AccountRef'),
   },
   loopTargets: { workflowTarget: fields(types, 'WorkflowTarget') },
+  /** The SDK's types (its inputs and results), by interface. */
+  shapes: Object.fromEntries(
+    ['CreateLoopInput', 'Loop', 'LoopRun', 'CommandTarget', 'AgentTarget', 'WorkflowTarget', 'AccountRef', 'OnceSchedule', 'IntervalSchedule', 'CronSchedule', 'DynamicSchedule'].map((name) => [name, fields(types, name)]),
+  ),
   environment: {
     read: [...new Set([...allSource.matchAll(/process\.env\.([A-Z_][A-Z0-9_]*)\b(?!\s*=[^=])|\benv\.([A-Z_][A-Z0-9_]*)\b(?!\s*=[^=])/g)].map((m) => m[1] ?? m[2]))].sort(),
     setForChildren: [...new Set([...allSource.matchAll(/\b(LOOPS_[A-Z_]+)\b\s*[:=]/g)].map((m) => m[1]))].sort(),

@@ -44,6 +44,7 @@ interface Surface {
   sdk: { exports: string[]; options: string[]; properties: string[]; methods: { name: string }[] };
   workflowFile: { workflow: string[]; step: Field[]; commandTarget: Field[]; agentTarget: Field[]; account: Field[] };
   loopTargets: { workflowTarget: Field[] };
+  shapes: Record<string, Field[]>;
   environment: { read: string[]; setForChildren: string[] };
   files: { fn: string; path: string }[];
 }
@@ -257,6 +258,31 @@ describe('the SDK', () => {
       expect(named.some((span) => span.includes(`${option}?`) || span.includes(`${option}:`) || span === option), `LoopsClientOptions.${option}`).toBe(true);
     }
   });
+});
+
+describe("the SDK's inputs and results keep the predecessor's field names", () => {
+  const sdkSource = readFileSync(join(root, 'src', 'sdk.ts'), 'utf8');
+  /** The field names of one of loops' SDK types: an interface, or a member of the ScheduleSpec union. */
+  function loopsFields(name: string): string[] {
+    const schedule = /^(Once|Interval|Cron|Dynamic)Schedule$/.exec(name)?.[1];
+    const body = schedule
+      ? new RegExp(`\\| \\{ type: '${schedule === 'Once' ? 'once' : schedule.toLowerCase()}';([^}]*)\\}`).exec(sdkSource)?.[1]
+      : new RegExp(`export interface ${name} \\{([\\s\\S]*?)\\n\\}`).exec(sdkSource)?.[1];
+    if (body === undefined) throw new Error(`src/sdk.ts has no ${name}`);
+    if (schedule) return ['type', ...[...body.matchAll(/(\w+)\??:/g)].map((m) => m[1]!)];
+    return [...body.replace(/\/\*\*[\s\S]*?\*\//g, '').matchAll(/(?:^|[;{\s])(\w+)\??:/gm)].map((m) => m[1]!);
+  }
+  /** A row naming `Type.field` whose loops cell says **absent** or **not accepted**. */
+  const statedAbsent = (ref: string) =>
+    rows.some(([first, loopsCell]) => spans(first!).includes(ref) && /\*\*(absent|not accepted)\*\*/.test(loopsCell ?? ''));
+
+  for (const [name, predecessorFields] of Object.entries(surface.shapes)) {
+    it(name, () => {
+      const have = new Set(loopsFields(name));
+      const missing = predecessorFields.map((f) => f.name).filter((f) => !have.has(f) && !statedAbsent(`${name}.${f}`));
+      expect(missing, `${name}: fields of the predecessor missing from src/sdk.ts and not stated absent in docs/migrating.md`).toEqual([]);
+    });
+  }
 });
 
 describe('a predecessor workflow file with every field loads', () => {
