@@ -59,6 +59,9 @@ export const PATTERNS = [
   '0 12 1,16,31 * *',
   '0 9 * * MON-FRI',
   '30 0 * * SAT',
+  // Day of month and day of week: either when both are restricted, both when one starts with `*`.
+  '0 0 13 * FRI',
+  '30 2 */10 * MON',
 ];
 
 // ── the reference ────────────────────────────────────────────────────────────
@@ -103,7 +106,8 @@ export function job(expr) {
   const Mo = field(mon, 1, 12, MONTHS, 1);
   const W = field(dow, 0, 7, DAYS);
   if (W.has(7)) W.add(0);
-  const either = dom !== '*' && dow !== '*';
+  // Vixie: day-of-month OR day-of-week only when both are restricted (neither starts with `*`).
+  const either = !dom.startsWith('*') && !dow.startsWith('*');
   return {
     wild: mi.startsWith('*') || h.startsWith('*'),
     matches(w) {

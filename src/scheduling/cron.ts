@@ -61,7 +61,8 @@ export function parseCronPattern(expr: string, flag = '--cron', rules: CronRules
     }
     return parseCronPattern(REBOOT_PLACEHOLDER, flag);
   }
-  let cron = patterns.get(expr);
+  const key = `${rules}|${expr}`;
+  let cron = patterns.get(key);
   if (cron) return cron;
   const text = expandMacro(expr.trim());
   const fields = text.trim().split(/\s+/).length;
@@ -84,14 +85,27 @@ export function parseCronPattern(expr: string, flag = '--cron', rules: CronRules
   try {
     // Evaluated on wall-clock time read as UTC; the zone is applied by wallToUtc. `utcOffset: 0`
     // rather than `timezone: 'UTC'`: the same times, without croner's per-call Intl work (~40× faster).
-    cron = new Cron(text.trim(), { utcOffset: 0, paused: true });
+    cron = new Cron(text.trim(), { utcOffset: 0, paused: true, legacyMode: eitherDay(text, rules) });
   } catch (error) {
     throw new ValidationError(`${flag}: invalid expression ${JSON.stringify(expr)}: ${(error as Error).message}`, {
       hint: "minute hour day-of-month month day-of-week, e.g. '*/15 * * * *' or '0 3 * * MON-FRI'",
     });
   }
-  patterns.set(expr, cron);
+  patterns.set(key, cron);
   return cron;
+}
+
+/**
+ * Whether day-of-month and day-of-week mean "either" (croner's legacy mode) rather than "both".
+ * Vixie cron (rules 2): either only when both fields are restricted — neither starts with `*` —
+ * so a day-of-month step over `*` (every tenth day) with day-of-week MON is a Monday that is the
+ * 1st, 11th, 21st or 31st (Vixie's DOM_STAR), not every Monday plus those days. Rules 1 keeps croner's reading (either unless one field is exactly `*`).
+ */
+function eitherDay(text: string, rules: CronRules): boolean {
+  if (rules < 2) return true;
+  const f = text.trim().split(/\s+/);
+  const [dom, dow] = f.length === 6 ? [f[3]!, f[5]!] : [f[2]!, f[4]!];
+  return !dom.startsWith('*') && !dow.startsWith('*');
 }
 
 /**

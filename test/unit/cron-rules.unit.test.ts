@@ -158,6 +158,29 @@ describe('macros and day-of-month steps', () => {
   });
 });
 
+describe('day of month and day of week (Vixie DOM_STAR / DOW_STAR)', () => {
+  const fires = (expr: string, rules: CronRules, n: number) => {
+    const out: string[] = [];
+    let t = u('2026-06-01T00:00:00Z');
+    for (let i = 0; i < n; i++) {
+      t = nextCronFire(expr, 'UTC', t, rules)!;
+      out.push(new Date(t).toISOString().slice(0, 10));
+    }
+    return out;
+  };
+  it('either only when both are restricted; both when one starts with * (rules 2); rules 1 keeps croner\'s either', () => {
+    // From 1 June 2026 (exclusive): Mondays that are a 1st, 11th, 21st or 31st are 31 Aug and 21 Sep.
+    expect(fires('0 0 */10 * MON', 2, 2)).toEqual(['2026-08-31', '2026-09-21']);
+    expect(fires('0 0 */10 * MON', 1, 4)).toEqual(['2026-06-08', '2026-06-11', '2026-06-15', '2026-06-21']);
+    // Both restricted: either, under both rules.
+    expect(fires('0 0 13 * FRI', 2, 3)).toEqual(['2026-06-05', '2026-06-12', '2026-06-13']);
+    expect(fires('0 0 13 * FRI', 1, 3)).toEqual(['2026-06-05', '2026-06-12', '2026-06-13']);
+    // One exactly *: the other alone.
+    expect(fires('0 0 * * MON', 2, 2)).toEqual(['2026-06-08', '2026-06-15']);
+    expect(fires('0 0 1 * *', 2, 2)).toEqual(['2026-07-01', '2026-08-01']);
+  });
+});
+
 describe('the reference checker (npm run check:cron), short mode', () => {
   it('agrees with the planner ±2 days around every 2026 transition of New York, Lord Howe, Chatham and the skipped day of Apia', () => {
     for (const [tz, years] of [
