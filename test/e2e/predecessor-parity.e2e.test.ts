@@ -1,7 +1,8 @@
 /**
  * The gaps the predecessor-parity audit found, through the built binary (issue 12, item 2: "plus
  * anything else found in its CLI"): the global `-j` (before or after the command), `workflows list
- * --status active|archived`, `workflows events <run> [--limit N]` (= `loops events`, `--limit` on it).
+ * --status active|archived`, `workflows events <run> [--limit N]` (= `loops events`, `--limit` on it),
+ * `workflows run <workflow> --show-output` (the predecessor README's own command).
  * test/unit/predecessor-parity.unit.test.ts checks every other command and flag by name.
  */
 import { writeFileSync } from 'node:fs';
@@ -80,5 +81,31 @@ describe('workflows events <run> [--limit N]', () => {
     const bad = s.run(['workflows', 'events', run!.id, '--limit', '0']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/^loops events: --limit must be a positive whole number, got "0"/);
+  });
+});
+
+describe('workflows run --show-output', () => {
+  it("prints each step's output after the run (the predecessor README's command), keeping the run's exit code", () => {
+    const s = sandbox();
+    const file = join(tempDir('loops-parity-'), 'two.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        name: 'two',
+        steps: [
+          { id: 'say', target: { type: 'command', command: 'echo', args: ['hello from say'] } },
+          { id: 'fail', dependsOn: ['say'], target: { type: 'command', command: 'echo out-of-fail; echo err-of-fail >&2; exit 4', shell: true } },
+        ],
+      }),
+    );
+    s.json(['workflows', 'create', file]);
+    const r = s.run(['workflows', 'run', 'two', '--show-output']);
+    expect(r.code).toBe(3);
+    expect(r.stdout).toMatch(/── say \(attempt 1\) ──\nhello from say\n/);
+    expect(r.stdout).toMatch(/out-of-fail/);
+    expect(r.stdout + r.stderr).toMatch(/err-of-fail/);
+    const plain = s.run(['workflows', 'run', 'two']);
+    expect(plain.code).toBe(3);
+    expect(plain.stdout).not.toMatch(/hello from say/);
   });
 });

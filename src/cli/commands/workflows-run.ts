@@ -59,9 +59,10 @@ const runSpec: CommandSpec = {
   options: {
     input: { type: 'string', multiple: true, value: '<key=value>', description: "a value for one of the spec's inputs" },
     follow: { type: 'boolean', description: 'follow the run (the default)' },
+    'show-output': { type: 'boolean', description: "then print each step's stdout and stderr (loops logs <wfRunId>)" },
     json: JSON_OPTION,
   },
-  examples: ['loops workflows run nightly', 'loops workflows run release --input version=1.2.3', 'loops workflows run nightly --json | jq .status'],
+  examples: ['loops workflows run nightly', 'loops workflows run nightly --show-output', 'loops workflows run release --input version=1.2.3', 'loops workflows run nightly --json | jq .status'],
 };
 
 const cancelSpec: CommandSpec = {
@@ -198,7 +199,18 @@ const runCommand: CliCommand = {
   spec: runSpec,
   async run({ values, positionals }, ctx) {
     const inputs = inputsOf(values);
-    return follow(ctx, positionals[0]!, (runtime, options) => runWorkflow(runtime, positionals[0]!, { ...options, inputs }));
+    let runId: string | null = null;
+    const code = await follow(ctx, positionals[0]!, async (runtime, options) => {
+      const result = await runWorkflow(runtime, positionals[0]!, { ...options, inputs });
+      runId = result.run.id;
+      return result;
+    });
+    // --show-output (the predecessor's flag): each step's output once the run ended, as loops logs prints it.
+    if (values['show-output'] === true && !ctx.json && runId !== null) {
+      const { commands } = await import('./logs.js');
+      await commands.logs!.run({ values: {}, positionals: [runId] }, ctx);
+    }
+    return code;
   },
 };
 
