@@ -2,7 +2,7 @@
  * The gaps the predecessor-parity audit found, through the built binary (issue 12, item 2: "plus
  * anything else found in its CLI"): the global `-j` (before or after the command), `workflows list
  * --status active|archived`, `workflows events <run> [--limit N]` (= `loops events`, `--limit` on it),
- * `workflows run <workflow> --show-output` (the predecessor README's own command).
+ * `workflows run <workflow> --show-output` (the predecessor README's own command), `runs --show-output`.
  * test/unit/predecessor-parity.unit.test.ts checks every other command and flag by name.
  */
 import { writeFileSync } from 'node:fs';
@@ -107,5 +107,23 @@ describe('workflows run --show-output', () => {
     const plain = s.run(['workflows', 'run', 'two']);
     expect(plain.code).toBe(3);
     expect(plain.stdout).not.toMatch(/hello from say/);
+  });
+});
+
+describe('runs --show-output', () => {
+  it("prints the table, then each run's stdout and stderr under a header, newest first", () => {
+    const s = sandbox();
+    s.json(['create', 'command', 'talk', '--cmd', 'echo said-$LOOPS_RUN_ID; echo grumbled >&2', '--every', '1h']);
+    s.json(['create', 'command', 'quiet', '--cmd', 'true', '--every', '1h']);
+    const first = s.json<{ id: string }>(['run-now', 'talk']);
+    const second = s.json<{ id: string }>(['run-now', 'quiet']);
+    const r = s.run(['runs', '--show-output']);
+    expect(r.code, r.stderr).toBe(0);
+    const at = (text: string) => r.stdout.indexOf(text);
+    expect(at(`── ${second.id} · quiet · succeeded ──`)).toBeGreaterThan(at('RUN'));
+    expect(at(`── ${first.id} · talk · succeeded ──`)).toBeGreaterThan(at(`── ${second.id}`));
+    expect(r.stdout.slice(at(`── ${first.id}`))).toMatch(new RegExp(`said-${first.id}\\n[\\s\\S]*grumbled`));
+    expect(s.run(['runs']).stdout).not.toMatch(/said-/);
+    expect(s.run(['runs', 'talk', '-n', '1', '--show-output']).stdout).toMatch(/said-/);
   });
 });

@@ -14,9 +14,10 @@ const spec: CommandSpec = {
   options: {
     limit: { type: 'string', short: 'n', value: '<n>', description: 'show at most n runs (default 20)' },
     status: { type: 'string', value: '<status>', description: `only runs with this status (${STATUSES.join(', ')})` },
+    'show-output': { type: 'boolean', description: "then each run's stdout and stderr under a header (loops logs <run>)" },
     json: JSON_OPTION,
   },
-  examples: ['loops runs', 'loops runs backup --limit 5', 'loops runs --status failed --json'],
+  examples: ['loops runs', 'loops runs backup --limit 5', 'loops runs backup -n 3 --show-output', 'loops runs --status failed --json'],
 };
 
 const runs: CliCommand = {
@@ -61,6 +62,14 @@ const runs: CliCommand = {
           ctx.color,
         ),
       );
+      // --show-output (the predecessor's flag): each run's output, newest first, as loops logs prints it.
+      if (values['show-output'] === true) {
+        const { commands } = await import('./logs.js');
+        for (const r of list) {
+          ctx.out.write(`\n${paint(ctx.color, 'bold', `── ${r.id} · ${r.loopName} · ${r.status} ──`)}\n`);
+          await commands.logs!.run({ values: {}, positionals: [r.id] }, ctx);
+        }
+      }
       return EXIT.ok;
     } finally {
       reader.close();
