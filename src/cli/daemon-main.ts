@@ -7,12 +7,13 @@
 import { main, reportError } from './main.js';
 
 const SUBCOMMANDS = new Set(['run', 'start', 'stop', 'status', 'install', 'logs']);
+const JSON_BY_DEFAULT = new Set(['start', 'stop', 'status', 'install']);
 
 const HELP = [
   'loops-daemon — the loops scheduler daemon (the predecessor @hasna/loops binary of the same name)',
   '',
   'Usage: loops-daemon [options]                 run the daemon in the foreground (= loops daemon run)',
-  '       loops-daemon <subcommand> [options]    = loops daemon <subcommand>',
+  '       loops-daemon <subcommand> [options]    = loops daemon <subcommand> (start, stop, status and install print JSON, as before)',
   '',
   `Subcommands: ${[...SUBCOMMANDS].join(', ')} (loops daemon <subcommand> --help for each)`,
   '',
@@ -23,7 +24,11 @@ export function daemonArgv(argv: string[]): string[] | null {
   const first = argv[0];
   if (first === '--help' || first === '-h' || first === 'help') return null;
   if (first === '--version' || first === '-V') return ['--version'];
-  if (first !== undefined && SUBCOMMANDS.has(first)) return ['daemon', ...argv];
+  if (first !== undefined && SUBCOMMANDS.has(first)) {
+    // The predecessor's loops-daemon printed JSON for these (scripts parse it): so does this one.
+    const json = JSON_BY_DEFAULT.has(first) && !argv.includes('--json') && !argv.includes('-j') && !argv.includes('--help') && !argv.includes('-h');
+    return ['daemon', ...argv, ...(json ? ['--json'] : [])];
+  }
   return ['daemon', 'run', ...argv];
 }
 

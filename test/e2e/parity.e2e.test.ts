@@ -199,6 +199,10 @@ describe('daemon: install --enable, --interval-ms / LOOPS_DAEMON_INTERVAL_MS, lo
     const status = run(['status', '--json']);
     expect(status.code).toBe(1);
     expect(JSON.parse(status.stdout)).toMatchObject({ running: false, dataDir: s.dataDir });
+    // As the predecessor's loops-daemon, status (and start, stop, install) print JSON without being asked.
+    const plain = run(['status']);
+    expect(plain.code).toBe(1);
+    expect(JSON.parse(plain.stdout)).toMatchObject({ running: false, dataDir: s.dataDir });
     const help = run(['--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/Usage: loops-daemon \[options\] +run the daemon in the foreground/);
