@@ -266,6 +266,19 @@ export const importedFromSchema = z
   .strict();
 export type ImportedFrom = z.infer<typeof importedFromSchema>;
 
+/** Which run this is: of which loop, for which slot and attempt, running what (run.claimed, run.imported). */
+const runIdentityShape = {
+  runId: z.string().min(1),
+  loopId: z.string().min(1),
+  loopName: z.string().min(1),
+  /** Slot id: the scheduled instant, or `manual:<runId>` for ad-hoc runs. */
+  slot: z.string().min(1),
+  scheduledFor: isoInstant,
+  attempt: z.number().int().positive(),
+  trigger: z.enum(['manual', 'schedule']),
+  target: targetSchema,
+};
+
 /** The output of an imported process: its tails as the other tool kept them. */
 const importedOutputShape = {
   exitCode: z.number().int().nullable(),
@@ -434,15 +447,7 @@ export const eventSchemas = {
     v: 2,
     schema: z
       .object({
-        runId: z.string().min(1),
-        loopId: z.string().min(1),
-        loopName: z.string().min(1),
-        /** Slot id: the scheduled instant, or `manual:<runId>` for ad-hoc runs. */
-        slot: z.string().min(1),
-        scheduledFor: isoInstant,
-        attempt: z.number().int().positive(),
-        trigger: z.enum(['manual', 'schedule']),
-        target: targetSchema,
+        ...runIdentityShape,
         policies: loopPoliciesSchema,
         runnerId: z.string().min(1),
         leaseToken: z.number().int().nonnegative(),
@@ -498,14 +503,7 @@ export const eventSchemas = {
     v: 1,
     schema: z
       .object({
-        runId: z.string().min(1),
-        loopId: z.string().min(1),
-        loopName: z.string().min(1),
-        slot: z.string().min(1),
-        scheduledFor: isoInstant,
-        attempt: z.number().int().positive(),
-        trigger: z.enum(['manual', 'schedule']),
-        target: targetSchema,
+        ...runIdentityShape,
         status: z.enum(['succeeded', 'failed', 'timed_out', 'cancelled', 'abandoned']),
         ...importedOutputShape,
         wfRunId: z.string().min(1).nullable(),

@@ -38,6 +38,7 @@
 import type { EventData } from '../events/catalog.js';
 import { formatDuration } from '../events/durations.js';
 import type { StoredEvent } from '../events/types.js';
+import type { WorkflowSpec } from '../events/workflow-model.js';
 import { defineProjection, sql, stateName, streamKey } from './types.js';
 
 /** The final states of a workflow run (the machine's final state values). */
@@ -190,20 +191,8 @@ export const workflowRunsProjection = defineProjection({
         ),
         ...d.spec.steps.map((step, ord) =>
           sql(
-            `INSERT INTO workflow_steps (wfrun_id, step_id, ord, name, needs, if_cond, continue_on_error, max_attempts, target_type,
-               provider, model, status)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')`,
-            d.wfRunId,
-            step.id,
-            ord,
-            step.name,
-            JSON.stringify(step.needs),
-            step.if,
-            step.continueOnError ? 1 : 0,
-            step.retries.attempts,
-            step.target.type,
-            step.target.type === 'agent' ? step.target.provider : null,
-            step.target.type === 'agent' ? step.target.model : null,
+            `INSERT INTO workflow_steps (${STEP_SPEC_COLUMNS}, status) VALUES (${STEP_SPEC_VALUES}, 'pending')`,
+            ...stepSpecValues(d.wfRunId, step, ord),
           ),
         ),
       ];
@@ -242,21 +231,10 @@ export const workflowRunsProjection = defineProjection({
           const ran = st !== undefined && st.startedAt !== null;
           return [
             sql(
-              `INSERT INTO workflow_steps (wfrun_id, step_id, ord, name, needs, if_cond, continue_on_error, max_attempts, target_type,
-                 provider, model, status, attempts, exit_code, error, stdout, stderr, stdout_bytes, stderr_bytes, pid,
+              `INSERT INTO workflow_steps (${STEP_SPEC_COLUMNS}, status, attempts, exit_code, error, stdout, stderr, stdout_bytes, stderr_bytes, pid,
                  started_at, finished_at, duration_ms, skip_reason)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-              d.wfRunId,
-              step.id,
-              ord,
-              step.name,
-              JSON.stringify(step.needs),
-              step.if,
-              step.continueOnError ? 1 : 0,
-              step.retries.attempts,
-              step.target.type,
-              step.target.type === 'agent' ? step.target.provider : null,
-              step.target.type === 'agent' ? step.target.model : null,
+               VALUES (${STEP_SPEC_VALUES}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+              ...stepSpecValues(d.wfRunId, step, ord),
               st?.status ?? 'skipped',
               ran ? 1 : 0,
               st?.exitCode ?? null,
@@ -397,6 +375,25 @@ export const workflowRunsProjection = defineProjection({
     return status !== null && RUN_FINAL_STATUSES.has(status) ? endRun(wfRunIdOf(event), status, event.at) : [];
   },
 });
+
+/** A step's row as its pinned spec gives it (wfrun.started, wfrun.imported): the columns and their values. */
+const STEP_SPEC_COLUMNS = 'wfrun_id, step_id, ord, name, needs, if_cond, continue_on_error, max_attempts, target_type, provider, model';
+const STEP_SPEC_VALUES = '?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?';
+function stepSpecValues(wfRunId: string, step: WorkflowSpec['steps'][number], ord: number) {
+  return [
+    wfRunId,
+    step.id,
+    ord,
+    step.name,
+    JSON.stringify(step.needs),
+    step.if,
+    step.continueOnError ? 1 : 0,
+    step.retries.attempts,
+    step.target.type,
+    step.target.type === 'agent' ? step.target.provider : null,
+    step.target.type === 'agent' ? step.target.model : null,
+  ];
+}
 
 function touch(id: string, at: string) {
   return sql('UPDATE workflow_runs SET updated_at = ? WHERE id = ?', at, id);
