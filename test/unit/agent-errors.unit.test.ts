@@ -13,28 +13,11 @@ import { apiErrorOf } from '../../src/runtime/agents/extract.js';
 import { buildInvocation, type ProviderId } from '../../src/runtime/agents/index.js';
 import { describeAgentError, withAgentError } from '../../src/runtime/agents/run.js';
 import type { AgentTarget } from '../../src/workflow/spec.js';
+import { agentTarget } from '../helpers/fixtures.js';
 
 const FIXTURES = resolve(dirname(fileURLToPath(import.meta.url)), '../fixtures/agents');
 
-function target(provider: string): AgentTarget {
-  return {
-    type: 'agent',
-    provider,
-    prompt: 'fix the failing tests',
-    promptFile: null,
-    model: null,
-    agent: null,
-    cwd: null,
-    env: {},
-    permissionMode: null,
-    extraArgs: [],
-    configIsolation: 'none',
-    account: null,
-    maxTurns: null,
-    maxCostUsd: null,
-    idleTimeoutMs: null,
-  };
-}
+const target = (provider: string): AgentTarget => agentTarget(provider);
 
 /** Runs the provider's fake CLI with the adapter's argv and stdin, replaying a recorded failure. */
 function replay(provider: ProviderId, failure: string): { status: number | null; report: AgentReport } {

@@ -22,6 +22,7 @@ import {
   type InvocationContext,
   type ProviderId,
 } from '../../src/runtime/agents/index.js';
+import { agentTarget } from '../helpers/fixtures.js';
 
 const FIXTURES = resolve(dirname(fileURLToPath(import.meta.url)), '../fixtures/agents');
 const FINAL = 'All 42 tests pass; nothing to fix.';
@@ -38,26 +39,7 @@ const SESSIONS: Record<ProviderId, string> = {
 const scratch = mkdtempSync(join(tmpdir(), 'loops-agents-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-function target(provider: string, over: Partial<AgentTarget> = {}): AgentTarget {
-  return {
-    type: 'agent',
-    provider,
-    prompt: 'fix the failing tests',
-    promptFile: null,
-    model: null,
-    agent: null,
-    cwd: null,
-    env: {},
-    permissionMode: null,
-    extraArgs: [],
-    configIsolation: 'none',
-    account: null,
-    maxTurns: null,
-    maxCostUsd: null,
-    idleTimeoutMs: null,
-    ...over,
-  };
-}
+const target = (provider: string, over: Partial<AgentTarget> = {}): AgentTarget => agentTarget(provider, over);
 
 const PROMPT = 'SECRET-PROMPT-7431: fix the failing tests in src/, then run them';
 const ctx: InvocationContext = { prompt: PROMPT, promptFile: '/run/prompt.txt', isolatedConfigDir: '/iso/cfg' };

@@ -14,27 +14,9 @@ import { ACCOUNT_UNSET_ENV, targetAccount } from '../../src/runtime/agents/accou
 import { buildInvocation, CONFIG_ISOLATION_NAMES, configIsolationMode, PROVIDER_IDS, PROVIDERS } from '../../src/runtime/agents/index.js';
 import type { AgentTarget } from '../../src/workflow/spec.js';
 import { normalizeWorkflowSpec } from '../../src/workflow/spec.js';
+import { agentTarget } from '../helpers/fixtures.js';
 
-function target(provider: string, over: Partial<AgentTarget> = {}): AgentTarget {
-  return {
-    type: 'agent',
-    provider,
-    prompt: 'fix the failing tests',
-    promptFile: null,
-    model: null,
-    agent: null,
-    cwd: null,
-    env: {},
-    permissionMode: null,
-    extraArgs: [],
-    configIsolation: 'login',
-    account: null,
-    maxTurns: null,
-    maxCostUsd: null,
-    idleTimeoutMs: null,
-    ...over,
-  };
-}
+const target = (provider: string, over: Partial<AgentTarget> = {}): AgentTarget => agentTarget(provider, { configIsolation: 'login', ...over });
 const ctx = { prompt: 'p', promptFile: '/run/prompt.txt', isolatedConfigDir: '/iso/cfg' };
 
 describe('configIsolation login', () => {
