@@ -279,6 +279,15 @@ const runIdentityShape = {
   target: targetSchema,
 };
 
+/** Which workflow run this is: of which workflow, pinned to which version of its spec (wfrun.started, wfrun.imported). */
+const wfRunIdentityShape = {
+  wfRunId: z.string().min(1),
+  workflowId: z.string().min(1),
+  workflowName: z.string().min(1),
+  version: z.number().int().positive(),
+  spec: workflowSpecSchema,
+};
+
 /** The output of an imported process: its tails as the other tool kept them. */
 const importedOutputShape = {
   exitCode: z.number().int().nullable(),
@@ -559,11 +568,7 @@ export const eventSchemas = {
     v: 2,
     schema: z
       .object({
-        wfRunId: z.string().min(1),
-        workflowId: z.string().min(1),
-        workflowName: z.string().min(1),
-        version: z.number().int().positive(),
-        spec: workflowSpecSchema,
+        ...wfRunIdentityShape,
         inputs: z.record(z.string(), z.string()),
         trigger: z.enum(['manual', 'schedule']),
         loopId: z.string().nullable(),
@@ -635,11 +640,7 @@ export const eventSchemas = {
     v: 1,
     schema: z
       .object({
-        wfRunId: z.string().min(1),
-        workflowId: z.string().min(1),
-        workflowName: z.string().min(1),
-        version: z.number().int().positive(),
-        spec: workflowSpecSchema,
+        ...wfRunIdentityShape,
         trigger: z.enum(['manual', 'schedule']),
         loopId: z.string().min(1).nullable(),
         /** A workflow loop's run: that run, and its slot (the two are imported together). */
