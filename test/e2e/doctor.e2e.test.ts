@@ -141,7 +141,7 @@ describe('loops doctor: loops, daemon, data directory', () => {
     const { code, report } = doctor(s, WITHOUT_FAKES);
     expect(code).toBe(1);
     expect(check(report, 'loop:gone')).toMatchObject({ status: 'fail', detail: `working directory ${dir} does not exist`, neededBy: ['gone'] });
-    expect(check(report, 'loop:fine')).toMatchObject({ status: 'ok', detail: 'sh -c "echo hi" (manual)' });
+    expect(check(report, 'loop:fine')).toMatchObject({ status: 'ok', detail: `sh -c "echo hi", cwd ${process.cwd()} (manual)` }); // create recorded the directory it ran in
     const text = s.run(['doctor'], WITHOUT_FAKES);
     expect(text.code).toBe(1);
     expect(text.stdout).toContain(`✗ loop gone`);
@@ -155,7 +155,7 @@ describe('loops doctor: loops, daemon, data directory', () => {
     writeFileSync(tool, '#!/bin/sh\nexit 0\n', { mode: 0o755 });
     const env = { PATH: `${bin}${delimiter}${BASE_PATH}` };
     expect(s.run(['create', 'command', 'tool', '--cmd', 'my-tool', '--no-shell', '--arg', 'x', '--manual'], env).code, 'create').toBe(0);
-    expect(check(doctor(s, env).report, 'loop:tool')).toMatchObject({ status: 'ok', detail: `my-tool (${tool}) (manual)` });
+    expect(check(doctor(s, env).report, 'loop:tool')).toMatchObject({ status: 'ok', detail: `my-tool (${tool}), cwd ${process.cwd()} (manual)` });
     const { code, report } = doctor(s, WITHOUT_FAKES);
     expect(code).toBe(1);
     expect(check(report, 'loop:tool').detail).toBe(`command not found: my-tool (searched PATH=${BASE_PATH})`);
