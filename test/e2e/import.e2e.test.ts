@@ -1,7 +1,7 @@
 /**
  * `loops import hasna-loops` through the built binary, on a database the predecessor wrote itself
  * (../shared/fixtures/seed-0.3.1: 6 loops, 2 runs, the workflow `ship` at version 3 and one of its
- * runs; copied, since shared/ is read-only): dry run writes nothing; the import brings every record
+ * runs; rebuilt from its SQL text, test/helpers/predecessor.ts): dry run writes nothing; the import brings every record
  * across with the predecessor's meaning; list, show, runs, stats, workflows list/inspect, replay,
  * projections verify and verify agree with what the predecessor recorded; a second import is a
  * no-op; its lease and a name taken here are refused as documented; and loops never writes into a
@@ -9,16 +9,16 @@
  */
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { predecessorDatabase } from '../helpers/predecessor.js';
 import { makeTempDir, removeDir, tempDir } from '../helpers/tmp.js';
 import { expectDataDirInvariants } from '../helpers/invariants.js';
 import { waitFor } from '../helpers/wait.js';
 import { useSandboxes } from './cli-helpers.js';
 
-const FIXTURE = resolve(__dirname, '..', '..', '..', 'shared', 'fixtures', 'seed-0.3.1', 'loops.db');
 const sandbox = useSandboxes();
 
 /** What the predecessor recorded, read straight from its tables. */
@@ -40,15 +40,14 @@ function sha(file: string): string {
   return createHash('sha256').update(readFileSync(file)).digest('hex');
 }
 
-describe.runIf(existsSync(FIXTURE))('loops import hasna-loops', () => {
+describe('loops import hasna-loops', () => {
   const s = sandbox();
   let db = '';
   let before = '';
   let dir = '';
   beforeAll(() => {
     dir = makeTempDir('loops-import-');
-    db = join(dir, 'loops.db');
-    copyFileSync(FIXTURE, db);
+    db = predecessorDatabase(dir);
     before = sha(db);
   });
   afterAll(() => removeDir(dir));
@@ -146,13 +145,12 @@ describe.runIf(existsSync(FIXTURE))('loops import hasna-loops', () => {
   });
 });
 
-describe.runIf(existsSync(FIXTURE))('loops import hasna-loops: what is refused', () => {
+describe('loops import hasna-loops: what is refused', () => {
   const sb = sandbox();
 
   it('while the predecessor daemon holds its lease: exit 2, nothing written', () => {
     const s = sb;
-    const db = join(tempDir('loops-import-'), 'loops.db');
-    copyFileSync(FIXTURE, db);
+    const db = predecessorDatabase(tempDir('loops-import-'));
     const w = new Database(db);
     const at = new Date().toISOString();
     w.prepare('INSERT INTO daemon_lease (id, pid, hostname, heartbeat_at, expires_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
@@ -173,8 +171,7 @@ describe.runIf(existsSync(FIXTURE))('loops import hasna-loops: what is refused',
 
   it('a name taken here: that loop is not imported (exit 1, the rest is); --prefix brings it across under a new name', () => {
     const s = sb;
-    const db = join(tempDir('loops-import-'), 'loops.db');
-    copyFileSync(FIXTURE, db);
+    const db = predecessorDatabase(tempDir('loops-import-'));
     expect(s.run(['create', 'command', 'report', '--cmd', 'true', '--manual']).code).toBe(0);
     const r = s.run(['import', 'hasna-loops', '--db', db]);
     expect(r.code).toBe(1);
@@ -199,7 +196,7 @@ describe.runIf(existsSync(FIXTURE))('loops import hasna-loops: what is refused',
 
   it('LOOPS_DATA_DIR pointing at the predecessor data directory: loops refuses it and leaves the file as it was', () => {
     const dir = tempDir('loops-pred-');
-    copyFileSync(FIXTURE, join(dir, 'loops.db'));
+    predecessorDatabase(dir);
     const digest = sha(join(dir, 'loops.db'));
     const r = sb.run(['list'], { LOOPS_DATA_DIR: dir });
     expect(r.code).toBe(1);

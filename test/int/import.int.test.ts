@@ -1,14 +1,12 @@
 /**
  * `loops import hasna-loops` in process, on the predecessor's own database (the shared fixture,
- * copied) with rows added in its schema: what the importer makes of what the predecessor kept —
+ * rebuilt from its SQL text) with rows added in its schema: what the importer makes of what the predecessor kept —
  * a secret-named env value (not stored, masked in imported output), a run still `running` there
  * (abandoned), an overlap skip (no run), two loops of one name (renamed), and a slot the
  * predecessor was due to fire while neither tool ran (decided by the catch-up policy on the first
  * pass, once). Each ends with the log checks every integration test runs.
  */
 import Database from 'better-sqlite3';
-import { copyFileSync, existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { tick } from '../../src/runtime/daemon/pass.js';
@@ -16,15 +14,14 @@ import { importHasnaLoops } from '../../src/runtime/admin/import-hasna.js';
 import { findLoop, listRuns } from '../../src/runtime/queries/loops.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
 import { secretHolders } from '../helpers/secrets.js';
+import { predecessorDatabase } from '../helpers/predecessor.js';
 import { tempDir, useRuntime } from '../helpers/tmp.js';
 
-const FIXTURE = resolve(__dirname, '..', '..', '..', 'shared', 'fixtures', 'seed-0.3.1', 'loops.db');
 const SECRET = 'tok-very-secret-9f8e7d6c';
 
 /** A copy of the predecessor's database, with `mutate` applied in its own schema. */
 function predecessorDb(mutate: (db: Database.Database) => void = () => {}): string {
-  const file = join(tempDir('loops-pred-'), 'loops.db');
-  copyFileSync(FIXTURE, file);
+  const file = predecessorDatabase(tempDir('loops-pred-'));
   const db = new Database(file);
   mutate(db);
   db.close();
@@ -48,7 +45,7 @@ function addRun(db: Database.Database, row: { id: string; loopId: string; loopNa
   ).run(row.id, row.loopId, row.loopName, row.scheduledFor, row.status, row.scheduledFor, row.status === 'running' ? null : row.scheduledFor, row.exit ?? null, row.stdout ?? '', row.scheduledFor, row.scheduledFor);
 }
 
-describe.runIf(existsSync(FIXTURE))('import hasna-loops (in process)', () => {
+describe('import hasna-loops (in process)', () => {
   it('a secret-named env value is not stored: it becomes a secret-env name, and imported output has it masked', async () => {
     const file = predecessorDb((db) => {
       addLoop(db, { id: 'aaaa00000001', name: 'deploy', target: { type: 'command', command: 'deploy.sh', shell: true, env: { API_TOKEN: SECRET, REGION: 'eu-west-1' } }, next: '2026-12-01T15:00:00.000Z' });
