@@ -44,7 +44,9 @@ const lastPid = requirePrerequisite('writing /proc/sys/kernel/ns_last_pid (root 
 /**
  * Starts `sleep 30` (a group of its own) with exactly `pid`, asking the kernel to give it next
  * (the pid counter wraps at pid_max, so this is what a busy host does by itself, sooner or later);
- * another fork on the machine may take it first: tried again, 200 times at most. Null if never.
+ * another fork (or thread: they take pids too) on the machine may take it first — in CI the other
+ * test workers start node processes all the time — so it is tried again for up to 15 s, pausing a
+ * little between tries to find a quiet moment. Null if never.
  */
 async function spawnWithPid(pid: number): Promise<ChildProcess | null> {
   // The counter is the machine's: it is put back right after each try, so that the processes of
@@ -52,7 +54,9 @@ async function spawnWithPid(pid: number): Promise<ChildProcess | null> {
   // races with pid reuse are not this test's to provoke).
   const previous = Number(readFileSync(LAST_PID, 'utf8'));
   try {
-    for (let i = 0; i < 200; i++) {
+    const deadline = Date.now() + 15_000;
+    for (let i = 0; Date.now() < deadline; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, i % 10 === 0 ? 50 : 1));
       let child: ChildProcess;
       try {
         writeFileSync(LAST_PID, String(pid - 1));
@@ -66,6 +70,8 @@ async function spawnWithPid(pid: number): Promise<ChildProcess | null> {
       }
       child.kill('SIGKILL');
       await once(child, 'exit');
+      // Taken by another process (or thread) meanwhile: it is not free again soon.
+      if (processStartTime(pid) !== null) return null;
     }
     return null;
   } finally {
@@ -98,9 +104,11 @@ describe.skipIf(!lastPid)('pid reuse, made for real', () => {
     // Reaped too (a zombie still holds its pid).
     await waitFor(() => processStartTime(recorded.pid) === null, 5000, `pid ${recorded.pid} to be free`);
 
-    // The kernel hands the pid to a stranger.
+    // The kernel hands the pid to a stranger: ours, or — on a busy machine (other test workers
+    // start processes and threads all the time) — someone else's that took it first, which is the
+    // same situation for recovery (and is never signalled by this test either).
     const stranger = await spawnWithPid(recorded.pid);
-    expect(stranger, `pid ${recorded.pid} could not be given to a new process`).not.toBeNull();
+    expect(stranger !== null || processStartTime(recorded.pid) !== null, `pid ${recorded.pid} could not be given to a new process`).toBe(true);
     const strangerStart = processStartTime(recorded.pid);
     expect(strangerStart).not.toBeNull();
     expect(strangerStart).not.toBe(recorded.startTime);
@@ -115,7 +123,7 @@ describe.skipIf(!lastPid)('pid reuse, made for real', () => {
     expect(findRun(runtime.db, runId).error).toMatch(new RegExp(`the process \\(pid ${recorded.pid}\\) is gone`));
     // Never signalled: alive, not stopped, the same process.
     expect(isAlive(recorded.pid)).toBe(true);
-    expect(procStat(recorded.pid)?.state).toBe('S');
+    if (stranger) expect(procStat(recorded.pid)?.state).toBe('S'); // our sleep; someone else's may be running
     expect(processStartTime(recorded.pid)).toBe(strangerStart);
     // The checker does not mistake the stranger for the run's process either.
     expectInvariants(runtime);
