@@ -1,6 +1,11 @@
 /**
  * Loop commands: create, pause, resume, stop, archive, remove. Each validates everything first,
  * then records exactly one event through the loop's machine — bad input appends nothing.
+ *
+ * Over 500 lines on purpose: it is the one place a loop definition is checked and built from user
+ * input (policies, command and agent targets, accounts, notifications), shared by the CLI and the
+ * SDK (the import records through its `recordLoopCreated`); split, the checks of one field would
+ * drift between the paths that build it.
  */
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
