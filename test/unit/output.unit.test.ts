@@ -2,7 +2,7 @@ import { existsSync, readFileSync, statSync, writeFileSync, writeSync } from 'no
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { HEAD_BYTES, maskFiles, OutputFile, TailBuffer } from '../../src/runtime/execution/output.js';
+import { HEAD_BYTES, maskFiles, OutputFile, ROTATE_CHASE, TailBuffer } from '../../src/runtime/execution/output.js';
 import { SecretMasker } from '../../src/runtime/execution/secrets.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -141,6 +141,30 @@ describe('OutputFile keeps the beginning past the cap (<file>.head)', () => {
     g.close();
     expect(readFileSync(`${path}.1`, 'utf8')).toBe('ning\nmore\n');
     expect(readFileSync(`${path}.head`, 'utf8')).toBe('first line\nsecond line\n');
+  });
+
+  it('a rotation follows a writer faster than its copy only so far: .1 stays under cap × (1 + ROTATE_CHASE), the rest is counted', () => {
+    const path = join(tempDir(), 'out.log');
+    const cap = 64 * 1024;
+    let f: OutputFile | null = null;
+    let appended = 0;
+    // The writer: every chunk the runner reads during the chase, it has already written 4 KiB more
+    // (faster than the copy — without a bound the chase never ends).
+    f = new OutputFile(path, cap, new TailBuffer(1024), () => {
+      if (appended < 50 * cap) {
+        writeSync(f!.writeFd, 'z'.repeat(4096));
+        appended += 4096;
+      }
+    });
+    writeSync(f.writeFd, 'a'.repeat(cap + 10));
+    f.drain();
+    expect(statSync(`${path}.1`).size).toBeLessThanOrEqual(cap * (1 + ROTATE_CHASE));
+    expect(statSync(`${path}.1`).size).toBeGreaterThanOrEqual(cap);
+    const written = cap + 10 + appended;
+    f.close();
+    // Every byte written is counted, the ones lost with the truncate too.
+    expect(f.total).toBeGreaterThanOrEqual(written);
+    expect(statSync(`${path}.1`).size + statSync(path).size).toBeLessThanOrEqual(cap * (2 + ROTATE_CHASE));
   });
 
   it('is not written when the file never rotated (under the cap, or no cap)', () => {
