@@ -194,6 +194,7 @@ export class LoopsClient {
   private runtime(): Promise<Runtime> {
     if (this.closed) return Promise.reject(new UsageError('this LoopsClient is closed', { hint: 'create a new LoopsClient' }));
     this.opened ??= openRuntime({
+      source: 'sdk',
       ...(this.options.dataDir !== undefined ? { dataDir: this.options.dataDir } : {}),
       ...(this.options.clock !== undefined ? { clock: this.options.clock } : {}),
       ...(this.options.runnerId !== undefined ? { runnerId: this.options.runnerId } : {}),

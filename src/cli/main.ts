@@ -13,7 +13,9 @@ import { EXIT, exitCodeFor } from './exit-codes.js';
 import { useColor } from './render.js';
 import { checkFaultEnv } from '../events/faults.js';
 
-export const VERSION = '0.1.0';
+import { LOOPS_VERSION, setTriggerSource } from '../runtime/acting.js';
+
+export const VERSION = LOOPS_VERSION;
 
 interface Entry {
   name: string;
@@ -165,6 +167,8 @@ export async function main(argv: string[], ctxOverrides: Partial<CliContext> = {
     }
     const json = parsed.values.json === true;
     checkFaultEnv();
+    // What its events record as their trigger source (meta.by): the command, `daemon` for the daemon.
+    setTriggerSource(found.name.startsWith('daemon ') ? 'daemon' : found.name);
     const clock = loopsClock();
     const ctx: CliContext = {
       out,

@@ -17,6 +17,14 @@ export interface EventMeta {
   correlationId?: string;
   /** Lease fencing token the appender held, when the stream is leased. */
   leaseToken?: number;
+  /** Who acted: trigger source, OS user, host and loops version (src/runtime/acting.ts). */
+  by?: { source: string; user: string; host: string; loops: string };
+  /**
+   * What the event changed in its machine's context: path → hash of the new value
+   * (src/machines/context-diff.ts), so replay can say in which field it differs. Absent on events
+   * appended before loops recorded it, and on events appended outside a machine.
+   */
+  ctx?: Record<string, string>;
 }
 
 /** An event about to be appended. */

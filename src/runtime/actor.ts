@@ -12,6 +12,7 @@ import type { AnyMachineSnapshot, AnyStateMachine, StateMachine } from 'xstate';
 import { ConcurrencyConflictError, InvalidTransitionError, NotFoundError } from '../events/errors.js';
 import type { AppendGuard, Batch, EventMeta, Lease, NewEvent, StoredEvent } from '../events/types.js';
 import { initialSnapshot, stateOf, step } from '../machines/fold.js';
+import { contextChanges, fieldHashes } from '../machines/context-diff.js';
 import { getMachine, type MachineRef } from '../machines/registry.js';
 import { isoNow } from './clock.js';
 import type { Runtime } from './runtime.js';
@@ -217,7 +218,7 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
   }
 
   private async recordOnce(inputs: ReadonlyArray<{ type: string; data: unknown }>, options: RecordOptions): Promise<StoredEvent[]> {
-    const meta = { runnerId: this.runtime.runnerId, ...options.meta };
+    const meta = { runnerId: this.runtime.runnerId, ...(this.runtime.actedBy ? { by: this.runtime.actedBy } : {}), ...options.meta };
     const batch: NewEvent[] = [];
     const deferred: Array<{ type: string; params?: unknown }> = [];
     let snapshot = this.snapshot;
@@ -232,7 +233,8 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
         const state = typeof snapshot.value === 'string' ? snapshot.value : JSON.stringify(snapshot.value);
         throw new InvalidTransitionError(`${this.streamId} is ${state}; it does not accept ${next.type}`);
       }
-      batch.push({ type: next.type, data: next.data, at, state: stateOf(result.after), meta });
+      const ctx = fieldHashes(contextChanges(result.before.context, result.after.context));
+      batch.push({ type: next.type, data: next.data, at, state: stateOf(result.after), meta: { ...meta, ctx } });
       snapshot = result.after;
       next = null;
       let inline: Array<{ type: string; data: unknown }> | null = null;

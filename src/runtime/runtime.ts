@@ -15,6 +15,7 @@ import { SnapshotStore } from './snapshots.js';
 import { Spawner } from './execution/spawner.js';
 import { openReader } from './store.js';
 import { learnHostBoot } from './host.js';
+import { actedBy, type ActedBy } from './acting.js';
 
 export interface RuntimeOptions {
   dataDir?: string;
@@ -27,6 +28,8 @@ export interface RuntimeOptions {
    * daemon and workflow runs use it.
    */
   spawner?: 'inline' | 'helper';
+  /** The trigger source its events record in `meta.by` (default: the process's, see acting.ts). */
+  source?: string;
 }
 
 export interface Runtime {
@@ -39,6 +42,8 @@ export interface Runtime {
   leases: LeaseStore;
   clock: Clock;
   runnerId: string;
+  /** Who acts, recorded with every event this runtime appends (`meta.by`). */
+  actedBy?: ActedBy;
   /** The spawner helper runs are started through, or null to start them from this process. */
   spawner: Spawner | null;
   /** Where restoring a stream may start instead of its first event (snapshots.ts). */
@@ -66,6 +71,7 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
     leases: new SqliteLeaseStore(reader.db),
     clock,
     runnerId,
+    actedBy: actedBy(options.source),
     spawner: null,
     snapshots: new SnapshotStore(reader.db),
     close() {
