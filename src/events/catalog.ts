@@ -227,12 +227,26 @@ const spawnRequestShape = {
   /** Absolute deadline for the hard timeout, null for none. */
   timeoutAt: isoInstant.nullable(),
 };
+/**
+ * The environment a process really started with, as names only (sorted; never a value): what
+ * loops set or overrode (`set`: loops' variables, the target's env, an account's, PATH), what it
+ * removed from the runner's (`removed`: another account's credentials), the secrets it set
+ * (`secret`), and what the process inherited from the runner unchanged (`inherited`).
+ */
+export const spawnEnvSchema = z
+  .object({ set: z.array(z.string()), removed: z.array(z.string()), secret: z.array(z.string()), inherited: z.array(z.string()) })
+  .strict();
+export type SpawnEnv = z.infer<typeof spawnEnvSchema>;
 const spawnedShape = {
   pid: z.number().int().positive(),
   pgid: z.number().int().positive(),
   /** Process start time as the OS reports it (Linux: clock ticks since boot), for identity checks. */
   startTime: z.string().nullable(),
   bootId: z.string().nullable(),
+  /** The environment it started with (names only); absent before it was recorded, and when a recovery recorded the spawn. */
+  env: spawnEnvSchema.optional(),
+  /** The directory it started in, absolute with symlinks resolved (what its getcwd() says); absent like `env`. */
+  cwd: z.string().min(1).optional(),
 };
 const exitShape = {
   exitCode: z.number().int().nullable(),

@@ -274,7 +274,7 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       }
       running = handle;
       faultPoint('after-spawn-before-record');
-      await actor.record('process.spawned', { pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId }, lease.fence());
+      await actor.record('process.spawned', { pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId, env: handle.env, cwd: handle.cwd }, lease.fence());
       if (actor.context.cancelRequested) handle.cancel(cancelReason(actor));
       void handle.exited.then((exit) => recordExit(actor, lease, exit, agentEnd(prepared)));
     },

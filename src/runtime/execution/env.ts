@@ -6,10 +6,13 @@
  * directories that exist, and always ends with the system baseline `/usr/bin:/bin:/usr/sbin:/sbin`
  * (as the predecessor's runs did): a daemon started with an empty environment (`env -i`, PATH
  * unset) still finds `ls`.
+ *
+ * What a process's environment was is recorded with its spawn, as names ({@link spawnEnvNames}).
  */
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import type { SpawnEnv } from '../../events/catalog.js';
 
 /** The user bin directories a run's PATH is extended with (those that exist), in this order. */
 export function userBinDirs(env: Record<string, string | undefined> = process.env, home = homedir()): string[] {
@@ -53,4 +56,32 @@ export function extendPath(path: string | undefined, env: Record<string, string 
     }
   }
   return parts.join(delimiter);
+}
+
+/**
+ * The names of the environment a process starts with — what is recorded with its spawn
+ * (`process.spawned`, `step.spawned`): its environment is the runner's (`runner`) without
+ * `unset`, then `applied` on top (PATH included), so every variable it has is either one loops
+ * applied (`set`, or `secret` when `secretNames` has it) or one it `inherited`; `removed` are the
+ * runner's variables `unset` dropped and nothing put back. Names only, sorted: no value is ever
+ * returned, so none can reach the log.
+ */
+export function spawnEnvNames(
+  runner: Record<string, string | undefined>,
+  applied: Record<string, string>,
+  unset: ReadonlySet<string>,
+  secretNames: Iterable<string> = [],
+): SpawnEnv {
+  const secrets = new Set(secretNames);
+  const set: string[] = [];
+  const secret: string[] = [];
+  for (const name of Object.keys(applied)) (secrets.has(name) ? secret : set).push(name);
+  const inherited: string[] = [];
+  const removed: string[] = [];
+  for (const [name, value] of Object.entries(runner)) {
+    if (value === undefined || name in applied) continue;
+    (unset.has(name) ? removed : inherited).push(name);
+  }
+  const sort = (names: string[]) => names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return { set: sort(set), removed: sort(removed), secret: sort(secret), inherited: sort(inherited) };
 }

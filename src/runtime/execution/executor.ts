@@ -13,13 +13,14 @@
  * running, stopping, exited, streams drained) and its exit wrapper; the pieces that stand alone
  * (plan, watch, terminate) already live beside it.
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
-import { delimiter, dirname } from 'node:path';
+import { delimiter, dirname, resolve } from 'node:path';
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from '../clock.js';
 import { formatDuration } from '../../events/durations.js';
-import { extendPath } from './env.js';
+import type { SpawnEnv } from '../../events/catalog.js';
+import { extendPath, spawnEnvNames } from './env.js';
 import { maskFiles, OutputFile, TailBuffer } from './output.js';
 import { SecretMasker, StreamMasker } from './secrets.js';
 import { type Spawned, type Spawner, SpawnerError, whenGone } from './spawner.js';
@@ -70,6 +71,8 @@ export interface SpawnSpec {
   secrets?: readonly string[];
   /** Inherited variables removed before `env` is applied (an account's run drops the others' credentials). */
   unsetEnv?: readonly string[];
+  /** The names in `env` whose values are secrets (recorded as `secret` in the spawn's environment names). */
+  secretEnvNames?: readonly string[];
   /**
    * Every byte of stdout, in order, as the runner reads it (an agent's JSONL parser): unlike the
    * files, which keep only the end past their cap, this sees the whole stream. Not masked.
@@ -265,6 +268,10 @@ export interface ProcessHandle {
   pgid: number;
   startTime: string | null;
   bootId: string | null;
+  /** The environment it started with, as names ({@link spawnEnvNames}): what its spawn records. */
+  env: SpawnEnv;
+  /** The directory it started in: absolute, symlinks resolved (its own getcwd()). */
+  cwd: string;
   /** Kill the process group because the run was cancelled. */
   cancel(reason?: string | null): void;
   /** Resolves once the leader exited and its streams closed (or were abandoned). */
@@ -308,6 +315,9 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
       ? Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined && !unset.has(e[0])))
       : null;
   const env: Record<string, string> = { ...(inherited ?? {}), ...spec.env, PATH: path };
+  // What the process gets, as names (for its spawn's record): the helper builds the same from its
+  // own environment plus this one's drift, i.e. from this process's environment now.
+  const envNames = spawnEnvNames(process.env, { ...spec.env, PATH: path }, unset, spec.secretEnvNames);
   const runDirs = [...new Set([spec.statusFile, spec.stdoutFile, spec.stderrFile].filter((f) => f !== undefined).map((f) => dirname(f)))];
   if (spec.statusFile) {
     // Under the wrapper a missing program would only be the shell's exit 127: check first (the
@@ -500,6 +510,8 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
     pgid: pid,
     startTime,
     bootId: bootId(),
+    env: envNames,
+    cwd: startDir(spec.cwd),
     cancel(reason) {
       if (leaderExited || cancelled) return;
       cancelled = true;
@@ -684,6 +696,20 @@ function withNote(error: string | null, note: string | null): string | null {
 /** A shell's exit 127 is its "command not found": say so, with the PATH it searched. */
 function notFoundHint(error: string | null, shell127: boolean, path: string): string | null {
   return shell127 && error !== null ? `${error} (the shell's "command not found"; searched PATH=${path})` : error;
+}
+
+/**
+ * The directory a process started in: its `cwd` (relative: from this runner's), or the runner's
+ * own without one — absolute, symlinks resolved, as the process's getcwd() reports it (which
+ * checkout a `current` symlink pointed at when it started). Unresolvable (removed since): as given.
+ */
+function startDir(cwd: string | null): string {
+  const dir = resolve(process.cwd(), cwd ?? '.');
+  try {
+    return realpathSync(dir);
+  } catch {
+    return dir;
+  }
 }
 
 function explainSpawnError(spec: SpawnSpec, code: string | null, cause: string, path: string): string {

@@ -5,6 +5,7 @@
  * Shared by execution/attempt.ts and workflows/runner.ts.
  */
 import type { CommandTarget as LoopCommandTarget, EventData, LoopAgentTarget } from '../../events/catalog.js';
+import { isSecretName } from '../../events/secret-names.js';
 import { ACCOUNT_UNSET_ENV, resolveAccountEnv, targetAccount } from '../agents/accounts.js';
 import { AgentOutputParser, type ProviderId } from '../agents/index.js';
 import { agentSink, cliVersion, reportFrom, type PreparedAgent } from '../agents/run.js';
@@ -89,6 +90,9 @@ export async function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Promise<P
       return { ok: false, error: (error as Error).message, code: 'EACCOUNT' };
     }
   }
+  // The names whose values are secrets, for the spawn's record: the secret sources', and an
+  // account's credentials (named like secrets) — unless the attempt's own variables replaced them.
+  const secretEnvNames = [...Object.keys(secretEnv), ...Object.keys(accountEnv ?? {}).filter((n) => isSecretName(n))].filter((n) => !(n in plan.env));
   if (target.kind === 'command') {
     const argv = plan.argv ?? target;
     return {
@@ -100,6 +104,7 @@ export async function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Promise<P
         cwd: argv.cwd,
         env: { ...target.env, ...(accountEnv ?? {}), ...secretEnv, ...plan.env },
         ...(accountEnv ? { unsetEnv: ACCOUNT_UNSET_ENV } : {}),
+        secretEnvNames,
         ...common,
       },
       parser: null,
@@ -120,6 +125,7 @@ export async function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Promise<P
       cwd: plan.argv?.cwd ?? target.cwd,
       env: { ...env, ...(accountEnv ?? {}), ...secretEnv, ...plan.env },
       ...(accountEnv ? { unsetEnv: ACCOUNT_UNSET_ENV } : {}),
+      secretEnvNames,
       ...(invocation.stdin !== null ? { stdin: invocation.stdin } : {}),
       idleTimeoutMs: target.idleTimeoutMs,
       stdoutSink: agentSink(parser, target),

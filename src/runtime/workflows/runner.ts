@@ -451,7 +451,7 @@ class WorkflowRunner {
     }
     this.handles.set(stepId, handle);
     faultPoint('after-spawn-before-record');
-    this.recordSoon('step.spawned', { stepId, attempt, pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId });
+    this.recordSoon('step.spawned', { stepId, attempt, pid: handle.pid, pgid: handle.pgid, startTime: handle.startTime, bootId: handle.bootId, env: handle.env, cwd: handle.cwd });
     // Cancelled (or timed out) while it was starting: stop it now — unless it is a step that
     // starts because the run is stopping (always() / cancelled()).
     const now = this.context;
