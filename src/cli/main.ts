@@ -75,7 +75,8 @@ const entries: Entry[] = [
   { name: 'schema workflow', summary: 'print the JSON Schema of workflow spec files', load: workflowCmds },
   { name: 'projections rebuild', summary: 'drop the tables and rebuild them from the log', load: () => import('./commands/projections.js').then((m) => m.commands) },
   { name: 'projections verify', summary: 'rebuild into a scratch database and compare with the tables', load: () => import('./commands/projections.js').then((m) => m.commands) },
-  { name: 'verify', summary: "check the log's invariants (integrity, one run per slot, replay, tables)", load: () => import('./commands/verify.js').then((m) => m.commands) },
+  { name: 'verify', summary: "check the log's invariants (integrity, one run per slot, replay, tables), or a bundle", load: () => import('./commands/verify.js').then((m) => m.commands) },
+  { name: 'export', summary: 'write an audit bundle (events, outputs, files, sha256-chained) or an HTML view of a run or loop', load: () => import('./commands/export.js').then((m) => m.commands) },
   { name: 'import hasna-loops', summary: 'bring the loops, workflows and runs of @hasna/loops (the predecessor) across', load: () => import('./commands/import.js').then((m) => m.commands) },
 ];
 
