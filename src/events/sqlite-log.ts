@@ -359,6 +359,17 @@ export class SqliteEventLog implements EventStore {
     return this.selectStreamEvents.all(streamId, fromVersion).map(rowToEvent);
   }
 
+  readStreamPage(streamId: string, fromVersion: number, limit: number): Promise<StoredEvent[]> {
+    return resolved(() => this.readStreamPageSync(streamId, fromVersion, limit));
+  }
+
+  /** `readStreamPage`, synchronously. */
+  readStreamPageSync(streamId: string, fromVersion: number, limit: number): StoredEvent[] {
+    return cached<[string, number, number], EventRow>(this.db, 'SELECT * FROM events WHERE stream_id = ? AND version >= ? ORDER BY version LIMIT ?')
+      .all(streamId, fromVersion, limit)
+      .map(rowToEvent);
+  }
+
   readAll(options: ReadAllOptions = {}): Promise<StoredEvent[]> {
     return resolved(() => this.readAllSync(options));
   }

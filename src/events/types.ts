@@ -178,6 +178,8 @@ export interface EventStore {
   /** Runs `fn` once what was appended is committed: at once, or after the commit of `batch` when it is open (never if it fails). */
   afterCommit(fn: () => void, batch?: Batch): void;
   readStream(streamId: string, fromVersion?: number): Promise<StoredEvent[]>;
+  /** Up to `limit` events of a stream from `fromVersion` on, in version order: one page, for reads whose memory must not grow with the stream (replay). */
+  readStreamPage(streamId: string, fromVersion: number, limit: number): Promise<StoredEvent[]>;
   readAll(options?: ReadAllOptions): Promise<StoredEvent[]>;
   streamInfo(streamId: string): Promise<StreamInfo | undefined>;
   /** Highest position in the log (0 when empty). */

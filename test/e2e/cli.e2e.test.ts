@@ -197,7 +197,8 @@ describe('create, run-now, runs, show', () => {
       const r = s.run(['replay', run.id]);
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).toContain('every replayed state matches the log');
-      const steps = s.json<any[]>(['replay', run.id]);
+      // JSON Lines: one object per transition.
+      const steps = s.run(['replay', run.id, '--json']).stdout.trim().split('\n').map((line) => JSON.parse(line));
       expect(steps[0]).toMatchObject({ version: 1, type: 'run.claimed', stateBefore: 'new', stateAfter: 'claimed' });
       expect(steps.at(-1).stateAfter).toBe(run.status);
       const events = s.json<any[]>(['events', run.id]);

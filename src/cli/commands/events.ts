@@ -5,10 +5,9 @@ import type { EventStore } from '../../events/types.js';
 import { streamIdsWithPrefix } from '../../events/sqlite-reads.js';
 import { findLoop, findRun } from '../../runtime/queries/loops.js';
 import { shownRef } from '../../runtime/queries/refs.js';
-import { determinismError, replayArchived, replayStream } from '../../runtime/admin/replay.js';
 import { openReader } from '../../runtime/store.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
-import type { CliCommand, CliContext } from '../context.js';
+import type { CliCommand } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { paint, printJson, statusColor, table, truncate } from '../render.js';
 
@@ -99,87 +98,4 @@ const events: CliCommand = {
   },
 };
 
-const replaySpec: CommandSpec = {
-  name: 'replay',
-  summary: 'Rebuild every state of a run from the log alone and check it against the recorded states.',
-  description: [
-    "Folds the run's events through the machine version that wrote them and prints each step:",
-    'version, event, time, state before -> after and what changed. Never runs anything.',
-    'Exit code 0 when every replayed state equals the recorded one, 6 (determinism error) otherwise.',
-    '',
-    'A run archived by loops prune --archive starts with its stream.archived event; --archive replays',
-    'the moved events from the archive file first (its sha256 checked against the one recorded), then',
-    'checks that they lead to the state the archive recorded.',
-  ].join('\n'),
-  positionals: [{ name: 'run', required: true, description: 'run id (or unique prefix); a loop name or id replays the loop' }],
-  options: {
-    archive: { type: 'boolean', description: "an archived run: replay its archived events from the archive file too" },
-    'archive-file': { type: 'string', value: '<file>', description: 'where the archive file is now, if it was moved (implies --archive)' },
-    json: JSON_OPTION,
-  },
-  examples: ['loops replay run_01m8pavs3mv5h5nscgtr49', 'loops replay run_01m8pavs3mv5h5nscgtr49 --archive'],
-};
-
-function valueText(v: unknown): string {
-  if (v === undefined) return '∅';
-  return truncate(typeof v === 'string' ? JSON.stringify(v) : (JSON.stringify(v) ?? 'undefined'), 70);
-}
-
-function renderReplay(ctx: CliContext, result: Awaited<ReturnType<typeof replayStream>>): void {
-  const c = ctx.color;
-  ctx.out.write(
-    `${paint(c, 'bold', result.streamId)} on ${result.machine.id}@${result.machine.version}: ${result.steps.length} event(s)\n\n`,
-  );
-  for (const s of result.steps) {
-    const before = typeof s.stateBefore === 'string' ? s.stateBefore : JSON.stringify(s.stateBefore);
-    const after = typeof s.stateAfter === 'string' ? s.stateAfter : JSON.stringify(s.stateAfter);
-    const mark = s.matches ? paint(c, 'green', '✓') : paint(c, 'red', '✗');
-    if (s.archived && result.steps[0] === s) {
-      // The archived history is not here: say where it is.
-      const data = s.archived;
-      ctx.out.write(
-        paint(c, 'gray', `  v${data.fromVersion}–v${data.toVersion}  ${data.events} event(s) archived to ${data.file} (sha256 ${data.sha256.slice(0, 12)}…); --archive replays them\n`),
-      );
-    }
-    ctx.out.write(
-      `${mark} v${s.version}  ${s.at}  ${paint(c, 'bold', s.type)}  ${before} → ${paint(c, statusColor(after), after)}\n`,
-    );
-    for (const change of s.changes) {
-      ctx.out.write(`      ${change.key}: ${valueText(change.before)} → ${valueText(change.after)}\n`);
-    }
-    if (s.actions.length) ctx.out.write(paint(c, 'gray', `      effects: ${s.actions.join(', ')} (not executed)\n`));
-    if (!s.matches) {
-      ctx.out.write(paint(c, 'red', `      recorded state was ${JSON.stringify(s.recordedState)}\n`));
-    }
-  }
-  ctx.out.write(
-    result.ok
-      ? `\n${paint(c, 'green', 'ok')}: every replayed state matches the log\n`
-      : `\n${paint(c, 'red', 'mismatch')} at version ${result.firstMismatch}\n`,
-  );
-}
-
-const replay: CliCommand = {
-  spec: replaySpec,
-  async run({ positionals, values }, ctx) {
-    const reader = await openReader(ctx.dataDir);
-    const log = new SqliteEventLog(reader.db);
-    try {
-      const streamId = await resolveStream(reader.db, log, positionals[0]!);
-      const file = values['archive-file'];
-      const result =
-        values.archive === true || typeof file === 'string'
-          ? await replayArchived(log, ctx.dataDir, streamId, typeof file === 'string' ? file : undefined)
-          : await replayStream(log, streamId);
-      if (ctx.json) printJson(ctx, result.steps);
-      else renderReplay(ctx, result);
-      if (!result.ok) throw determinismError(result);
-      return EXIT.ok;
-    } finally {
-      log.close();
-      reader.close();
-    }
-  },
-};
-
-export const commands: Record<string, CliCommand> = { events, replay };
+export const commands: Record<string, CliCommand> = { events };
