@@ -47,6 +47,8 @@ const entries: Entry[] = [
   { name: 'next', summary: "preview a loop's next fire times", load: () => import('./commands/next.js').then((m) => m.commands) },
   { name: 'run-now', summary: 'run a loop now, in the foreground', load: () => import('./commands/run-now.js').then((m) => m.commands) },
   { name: 'cancel', summary: 'cancel a running run (its process group is stopped)', load: () => import('./commands/cancel.js').then((m) => m.commands) },
+  { name: 'fork', summary: 'run a run again from a step, reusing the results of the steps before it (--dry-run)', load: () => import('./commands/fork.js').then((m) => m.commands) },
+  { name: 'rerun', summary: 'run a run again as a new run of the same definition version (--failed, --dry-run)', load: () => import('./commands/fork.js').then((m) => m.commands) },
   { name: 'stats', summary: 'sum runs, failures, duration, tokens and cost per loop', load: () => import('./commands/stats.js').then((m) => m.commands) },
   { name: 'prune', summary: 'remove the output folders of finished runs (--older-than, --keep-last; --dry-run)', load: () => import('./commands/prune.js').then((m) => m.commands) },
   { name: 'backup', summary: 'write a consistent copy of the log and its tables to a file, while the daemon runs', load: () => import('./commands/backup.js').then((m) => m.commands) },

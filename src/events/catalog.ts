@@ -293,6 +293,20 @@ const runIdentityShape = {
   target: targetSchema,
 };
 
+/**
+ * Where a fork or rerun came from (`loops fork`, `loops rerun`): the parent run (a loop run's or a
+ * workflow run's id), the fork point (a step id; null for a whole rerun), why, and how.
+ */
+export const forkedFromSchema = z
+  .object({
+    runId: z.string().min(1),
+    from: z.string().min(1).nullable(),
+    reason: z.string().nullable(),
+    how: z.enum(['fork', 'rerun', 'rerun-failed']),
+  })
+  .strict();
+export type ForkedFrom = z.infer<typeof forkedFromSchema>;
+
 /** Which workflow run this is: of which workflow, pinned to which version of its spec (wfrun.started, wfrun.imported). */
 const wfRunIdentityShape = {
   wfRunId: z.string().min(1),
@@ -474,6 +488,8 @@ export const eventSchemas = {
         policies: loopPoliciesSchema,
         runnerId: z.string().min(1),
         leaseToken: z.number().int().nonnegative(),
+        /** A fork or rerun of another run (`loops fork`, `loops rerun`): its target and policies are that run's. */
+        forkedFrom: forkedFromSchema.optional(),
       })
       .strict(),
   },
@@ -592,6 +608,10 @@ export const eventSchemas = {
         runnerId: z.string().min(1),
         leaseToken: z.number().int().nonnegative(),
         decisions: z.enum(['recorded', 'derived']),
+        /** A fork or rerun of another run (`loops fork`, `loops rerun`); absent for every other run. */
+        forkedFrom: forkedFromSchema.optional(),
+        /** Steps whose recorded results it reuses: each starts `reusing`, ended by its `step.reused` (same transaction). */
+        reuse: z.array(z.string().min(1)).optional(),
       })
       .strict(),
   },
@@ -641,6 +661,29 @@ export const eventSchemas = {
   },
   /** A step's retry came due (the timer of its `step.retry_scheduled`, or of the derived retry of a run from before): attempt `attempt` may start. */
   'step.retry_due': { v: 1, schema: z.object({ stepId: z.string().min(1), attempt: z.number().int().min(2) }).strict() },
+  /**
+   * A fork or rerun's step that is not run again: its result is `fromRunId`'s, recorded here
+   * (status, exit code, outputs, agent report; `set`: the output keys `--set-output` gave, whose
+   * values are masked like any output when they hold a secret). In the transaction of its run's
+   * `wfrun.started`, which lists it in `reuse`.
+   */
+  'step.reused': {
+    v: 1,
+    schema: z
+      .object({
+        stepId: z.string().min(1),
+        fromRunId: z.string().min(1),
+        status: z.enum(['succeeded', 'failed', 'timed_out', 'cancelled', 'skipped', 'abandoned']),
+        exitCode: z.number().int().nullable(),
+        signal: z.string().nullable(),
+        error: z.string().nullable(),
+        outputs: z.record(z.string(), z.string()),
+        set: z.array(z.string()),
+        agent: agentReportSchema.nullable(),
+        reason: z.string().nullable(),
+      })
+      .strict(),
+  },
   'wfrun.cancel_requested': { v: 1, schema: z.object({ reason }).strict() },
   /** The whole-workflow timeout passed: running steps are stopped, the run ends timed_out. */
   'wfrun.timed_out': { v: 1, schema: z.object({ timeoutMs: z.number().int().positive() }).strict() },
@@ -762,6 +805,18 @@ export const eventSchemas = {
       .strict(),
   },
 
+  // ── annotations: recorded on a stream, seen by no machine (src/machines/fold.ts) ──
+  /**
+   * A run (loop run or workflow run, usually ended) was forked or rerun: `childRunId` is the new
+   * run, `forkedFrom` what the child's start records. An annotation: its machine never sees it,
+   * so a stream in a final state takes it.
+   */
+  'stream.forked': {
+    v: 1,
+    annotation: true,
+    schema: z.object({ childRunId: z.string().min(1), forkedFrom: forkedFromSchema }).strict(),
+  },
+
   // ── any finished stream: its history moved to an archive file ───────────
   /**
    * The tombstone `loops prune --archive` leaves: versions `fromVersion`..`toVersion` of this stream
@@ -799,6 +854,14 @@ export type AnyEventData = { [K in EventType]: EventOf<K> }[EventType];
 
 export function isEventType(type: string): type is EventType {
   return Object.prototype.hasOwnProperty.call(eventSchemas, type);
+}
+
+/**
+ * True for an annotation event type (`annotation: true` above): recorded on a stream whatever its
+ * state, stepped over by every machine (src/machines/fold.ts), counted as matching by replay.
+ */
+export function isAnnotation(type: string): boolean {
+  return isEventType(type) && 'annotation' in eventSchemas[type];
 }
 
 export function schemaVersion(type: string): number {

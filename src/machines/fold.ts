@@ -5,6 +5,7 @@
  */
 import { createActor, initialTransition } from 'xstate';
 import type { ActorScope, AnyMachineSnapshot, AnyStateMachine, EventObject } from 'xstate';
+import { isAnnotation } from '../events/catalog.js';
 import type { Json } from '../events/types.js';
 import { toMachineEvent } from './events.js';
 
@@ -83,6 +84,8 @@ export function step(
 ): FoldStep {
   const machineEvent = toMachineEvent(event);
   if (event.type === ARCHIVED) return restoreArchived(machine, snapshot, machineEvent);
+  // An annotation (catalogue: `annotation: true`) is recorded on the stream; no machine sees it.
+  if (isAnnotation(event.type)) return { event: machineEvent, before: snapshot, after: snapshot, accepted: true, actions: [] };
   const [after, actions] = pureTransition(machine, snapshot, machineEvent);
   // XState returns the very same snapshot when no transition was enabled for the event (the
   // answer `snapshot.can()` gives, without computing the transition twice).

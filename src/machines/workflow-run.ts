@@ -71,6 +71,8 @@ export type StepStatus =
   | 'pending'
   /** Decided skipped; ends as `skipped` when its `step.skipped` is recorded (recorded runs only). */
   | 'skipping'
+  /** A fork's or rerun's step whose recorded result is reused; ends as that result when its `step.reused` is recorded. */
+  | 'reusing'
   | 'starting'
   | 'spawning'
   | 'running'
@@ -163,6 +165,7 @@ export type WorkflowRunEvent =
   | E<'step.retry_due'>
   | E<'step.skipped'>
   | E<'step.retry_scheduled'>
+  | E<'step.reused'>
   | E<'wfrun.cancel_requested'>
   | E<'wfrun.timed_out'>
   | E<'wfrun.imported'>;
@@ -441,6 +444,7 @@ export const workflowRunMachine = setup({
       context.steps[event.data.stepId]!.retryAt !== null &&
       context.steps[event.data.stepId]!.attempt + 1 === event.data.attempt,
     isSkipping: ({ context, event }) => event.type === 'step.skipped' && context.steps[event.data.stepId]?.status === 'skipping',
+    isReusing: ({ context, event }) => event.type === 'step.reused' && context.steps[event.data.stepId]?.status === 'reusing',
     /** A retry decided (by the step's last attempt ending) and not yet recorded. */
     isRetryDecided: ({ context, event }) =>
       event.type === 'step.retry_scheduled' &&
@@ -491,7 +495,13 @@ export const workflowRunMachine = setup({
      */
     recordDecisions: (
       _args,
-      _params: { retries: Array<Required<RetryDecision>>; skips: Array<{ stepId: string; reason: string }>; starts: Array<{ stepId: string; attempt: number }> },
+      _params: {
+        retries: Array<Required<RetryDecision>>;
+        skips: Array<{ stepId: string; reason: string }>;
+        starts: Array<{ stepId: string; attempt: number }>;
+        /** A fork's start: the steps it reuses (their step.reused first). */
+        reuses?: string[];
+      },
     ) => {},
     /**
      * Record each step's intent (`step.spawn_requested`, its rendered command line) — in the same
@@ -517,9 +527,17 @@ export const workflowRunMachine = setup({
      * (`recordDecisions`); a derived run asks for the intents inline (`startSteps`) and, after an
      * attempt ended, for its retry timers (`armRetry`), as version 1 did.
      */
-    decide: enqueueActions(({ context, enqueue }, params: { afterAttempt: boolean }) => {
+    decide: enqueueActions(({ context, event, enqueue }, params: { afterAttempt: boolean }) => {
       if (records(context)) {
-        enqueue(named('recordDecisions', { retries: context.toRetry as Array<Required<RetryDecision>>, skips: context.toSkip, starts: context.toStart }));
+        const reuses = event.type === 'wfrun.started' ? (event.data.reuse ?? []) : [];
+        enqueue(
+          named('recordDecisions', {
+            retries: context.toRetry as Array<Required<RetryDecision>>,
+            skips: context.toSkip,
+            starts: context.toStart,
+            ...(reuses.length ? { reuses } : {}),
+          }),
+        );
         return;
       }
       if (params.afterAttempt) enqueue(named('armRetry', { retries: context.toRetry }));
@@ -587,7 +605,8 @@ export const workflowRunMachine = setup({
                 runnerId: d.runnerId,
                 leaseToken: d.leaseToken,
                 startedAt: event.at,
-                steps: Object.fromEntries(d.spec.steps.map((s) => [s.id, newStep()])),
+                // A fork's reused steps wait for their step.reused (same transaction); the rest plan as usual.
+                steps: Object.fromEntries(d.spec.steps.map((s) => [s.id, d.reuse?.includes(s.id) ? { ...newStep(), status: 'reusing' as const } : newStep()])),
               };
             })),
             {
@@ -692,6 +711,19 @@ export const workflowRunMachine = setup({
             assign(({ context, event }) => applyAndPlan(context, event, (context) => {
               const d = (event as E<'step.skipped'>).data;
               return { steps: updateStep(context, d.stepId, { status: 'skipped', reason: d.reason, endedAt: event.at }) };
+            })),
+            { type: 'decide', params: { afterAttempt: false } },
+          ],
+        },
+        // A fork's reused step takes the result recorded for it, and its dependants are planned.
+        'step.reused': {
+          guard: 'isReusing',
+          actions: [
+            assign(({ context, event }) => applyAndPlan(context, event, (context) => {
+              const d = (event as E<'step.reused'>).data;
+              return {
+                steps: updateStep(context, d.stepId, { status: d.status, exitCode: d.exitCode, signal: d.signal, error: d.error, outputs: d.outputs, reason: d.reason }),
+              };
             })),
             { type: 'decide', params: { afterAttempt: false } },
           ],

@@ -338,6 +338,22 @@ export const workflowRunsProjection = defineProjection({
       sql(`UPDATE workflow_steps SET status = 'skipped', skip_reason = ? WHERE wfrun_id = ? AND step_id = ?`, e.data.reason, wfRunIdOf(e), e.data.stepId),
       touch(wfRunIdOf(e), e.at),
     ],
+    // A fork's step that is not run again: the result it reuses (no attempt of its own).
+    'step.reused': (e) => [
+      sql(
+        `UPDATE workflow_steps SET status = ?, exit_code = ?, signal = ?, error = ?, outputs = ?, agent = ?, skip_reason = ? WHERE wfrun_id = ? AND step_id = ?`,
+        e.data.status,
+        e.data.exitCode,
+        e.data.signal,
+        e.data.error,
+        JSON.stringify(e.data.outputs),
+        e.data.agent ? JSON.stringify(e.data.agent) : null,
+        e.data.reason,
+        wfRunIdOf(e),
+        e.data.stepId,
+      ),
+      touch(wfRunIdOf(e), e.at),
+    ],
     'step.retry_scheduled': (e) => [
       sql(`UPDATE workflow_steps SET status = 'retrying', retry_at = ? WHERE wfrun_id = ? AND step_id = ?`, e.data.dueAt, wfRunIdOf(e), e.data.stepId),
       touch(wfRunIdOf(e), e.at),

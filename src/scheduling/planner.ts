@@ -168,6 +168,19 @@ export interface DecideOptions {
 }
 
 /**
+ * The overlap rule for a new run of a loop with `running` runs going and `buffered` slots waiting:
+ * `blocked` (skip: it does not run), `buffering` (it would wait behind them; `room`: how many more
+ * may wait), or neither (it runs now). The one reading of the overlap policies: `decideDue` applies
+ * it to due slots, `loops fork` / `loops rerun` to the run asked for.
+ */
+export function overlapVerdict(overlap: OverlapRule, running: number, buffered: number): { blocked: boolean; buffering: boolean; room: number } {
+  const blocked = overlap.whenBusy === 'skip' && running > 0;
+  const buffering = overlap.whenBusy === 'wait' && (running > 0 || buffered > 0);
+  const room = !buffering ? 0 : overlap.maxWaiting === null ? Infinity : Math.max(0, overlap.maxWaiting - buffered);
+  return { blocked, buffering, room };
+}
+
+/**
  * What to do, now, with every slot that came due since the last decision: fire, skip (overlap),
  * coalesce (catch-up latest), or miss (catch-up none, window, limit) — each slot exactly once —
  * and whether the loop has ended. Pure: `newRunId` names the runs of fired slots.
@@ -245,9 +258,7 @@ export function decideDue(
   // Overlap: while a run is going, the slots that would fire are skipped (none of them runs, so
   // max-runs does not apply to them) or buffered behind it (they will run: max-runs applies). A
   // slot already waiting keeps the loop busy too, so buffered slots run in the order they came.
-  const blocked = overlap.whenBusy === 'skip' && state.running.length > 0;
-  const buffering = overlap.whenBusy === 'wait' && (state.running.length > 0 || (state.buffered ?? 0) > 0);
-  const room = !buffering ? 0 : overlap.maxWaiting === null ? Infinity : Math.max(0, overlap.maxWaiting - (state.buffered ?? 0));
+  const { blocked, buffering, room } = overlapVerdict(overlap, state.running.length, state.buffered ?? 0);
   // max-runs: only so many more slots may fire.
   const left = blocked || loop.timing.maxRuns === null ? Infinity : Math.max(0, loop.timing.maxRuns - state.scheduledRuns);
   const firing = toFire.slice(0, left);

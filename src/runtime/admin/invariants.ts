@@ -14,6 +14,7 @@
  *
  * Synchronous: it reads through the SQLite store's `*Sync` reads.
  */
+import { eventSchemas, isAnnotation } from '../../events/catalog.js';
 import type { Db } from '../../events/db.js';
 import { SqliteEventLog } from '../../events/sqlite-log.js';
 import type { EventStore } from '../../events/types.js';
@@ -100,14 +101,16 @@ export function findViolations(db: Db, store: EventStore, options: InvariantOpti
       out.push(`${r.stream_id}: versions not contiguous (${r.n} events, versions ${r.lo}..${r.hi}, streams table says ${r.recorded})`);
     }
   }
-  // 2. At most one terminal event per run (a final state accepts nothing more).
+  // 2. At most one terminal event per run (a final state accepts nothing more; an annotation is no machine's).
+  const annotations = Object.keys(eventSchemas).filter(isAnnotation);
   for (const r of db
     .prepare<string[], { stream_id: string; n: number }>(
       `SELECT stream_id, COUNT(*) AS n FROM events
        WHERE (stream_id LIKE 'run:%' OR stream_id LIKE 'wfrun:%') AND state IN (${FINAL_STATES.map(() => '?').join(', ')})
+         AND type NOT IN (${annotations.map(() => '?').join(', ')})
        GROUP BY stream_id HAVING n > 1`,
     )
-    .all(...FINAL_STATES)) {
+    .all(...FINAL_STATES, ...annotations)) {
     out.push(`${r.stream_id}: ${r.n} events in a final state (at most one terminal event per run)`);
   }
   // 3. One run per (loop, slot, attempt) — an archived run's claim is its tombstone's loop_runs row,

@@ -16,9 +16,9 @@
  * (spawn-plan.ts), the executor, `adoptProcess` / `exitFromFiles` (process-watch.ts), `HeldLease`.
  */
 import type { AnyMachineSnapshot } from 'xstate';
-import type { StoredEvent } from '../../events/types.js';
+import type { Batch, StoredEvent } from '../../events/types.js';
 import { join } from 'node:path';
-import type { CommandTarget as LoopCommandTarget, EventData, LoopAgentTarget } from '../../events/catalog.js';
+import type { CommandTarget as LoopCommandTarget, EventData, ForkedFrom, LoopAgentTarget } from '../../events/catalog.js';
 import { ClaimLostError, ConcurrencyConflictError, LoopsError } from '../../events/errors.js';
 import { currentMachines } from '../../machines/registry.js';
 import type { RunContext, runMachine } from '../../machines/run.js';
@@ -81,6 +81,10 @@ export interface ExecuteRunOptions extends RunNowOptions {
    * transaction, that nobody claimed or dropped it first, and fails with a conflict if so.
    */
   queued?: boolean;
+  /** A fork or rerun (`loops fork`, `loops rerun`): recorded in its run.claimed. */
+  forkedFrom?: ForkedFrom;
+  /** Appends that belong with the claim, in its transaction (a fork's note on its parent's stream). */
+  withClaim?: (batch: Batch) => Promise<unknown>;
 }
 
 /** The environment loops gives every run. */
@@ -300,10 +304,18 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
     runnerId: runtime.runnerId,
     // A new run's lease starts at token 1, taken in the claim's own transaction.
     leaseToken: 1,
+    ...(options.forkedFrom ? { forkedFrom: options.forkedFrom } : {}),
   };
   try {
     // Another claim of this run id is a lost race, not something to catch up with (no retry).
-    await actor.record('run.claimed', claimed, lease.takeNew(options.queued ? [{ kind: 'queued', runId }] : []));
+    const claim = lease.takeNew(options.queued ? [{ kind: 'queued', runId }] : []);
+    const { withClaim } = options;
+    if (withClaim) {
+      await runtime.log.batch(async (batch) => {
+        await actor.record('run.claimed', claimed, { ...claim, batch });
+        await withClaim(batch);
+      });
+    } else await actor.record('run.claimed', claimed, claim);
   } catch (error) {
     if (error instanceof ClaimLostError) throw error;
     if (error instanceof ConcurrencyConflictError) throw new ClaimLostError(runId, 'another runner claimed it first');

@@ -34,7 +34,7 @@ export function runningRuns(runtime: Runtime, loopId: string, nowMs: number): st
 }
 
 /** How many slots of the loop wait behind a running run (overlap buffer-one, buffer-all, cancel-other). */
-function bufferedCount(runtime: Runtime, loopId: string): number {
+export function bufferedCount(runtime: Runtime, loopId: string): number {
   return cached<[string], { n: number }>(runtime.db, "SELECT count(*) AS n FROM run_queue WHERE loop_id = ? AND kind = 'buffered'").get(loopId)!.n;
 }
 

@@ -16,7 +16,8 @@
 import type { AnyMachineSnapshot } from 'xstate';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import type { EventData, LoopAgentTarget } from '../../events/catalog.js';
+import type { EventData, ForkedFrom, LoopAgentTarget } from '../../events/catalog.js';
+import type { Batch } from '../../events/types.js';
 import { LoopsError, UsageError } from '../../events/errors.js';
 import type { StoredEvent } from '../../events/types.js';
 import { renderTemplate, type StepView } from '../../workflow/expr.js';
@@ -63,6 +64,13 @@ export interface RunWorkflowOptions {
   /** The run's id, when it was recorded before (a workflow loop's run records it first). */
   wfRunId?: string;
   tailBytes?: number;
+  /**
+   * A fork or rerun (./fork.ts): where it came from, and the result of each step it reuses
+   * (recorded as `step.reused` in its start's transaction; those steps never spawn).
+   */
+  fork?: { forkedFrom: ForkedFrom; reused: Record<string, EventData<'step.reused'>> };
+  /** Appends that belong with the run's start, in its transaction (a fork's note on its parent's stream). */
+  withStart?: (batch: Batch) => Promise<unknown>;
 }
 
 export interface WorkflowRunResult {
@@ -260,9 +268,19 @@ class WorkflowRunner {
     // into the same transaction as the event that caused it.
     recordDecisions: {
       inline: (
-        params: { retries: Array<EventData<'step.retry_scheduled'>>; skips: Array<EventData<'step.skipped'>>; starts: Array<{ stepId: string; attempt: number }> },
+        params: {
+          retries: Array<EventData<'step.retry_scheduled'>>;
+          skips: Array<EventData<'step.skipped'>>;
+          starts: Array<{ stepId: string; attempt: number }>;
+          reuses?: string[];
+        },
         snapshot: AnyMachineSnapshot,
       ) => [
+        ...(params.reuses ?? []).map((stepId) => {
+          const reused = this.options.fork?.reused[stepId];
+          if (!reused) throw new LoopsError('internal', `workflow run ${this.wfRunId} reuses step ${stepId} but was given no result for it`);
+          return { type: 'step.reused', data: reused };
+        }),
         ...params.retries.map((r) => ({ type: 'step.retry_scheduled', data: { stepId: r.stepId, attempt: r.attempt, dueAt: r.dueAt, reason: r.reason } })),
         ...params.skips.map((s) => ({ type: 'step.skipped', data: { stepId: s.stepId, reason: s.reason } })),
         ...params.starts.map((s) => ({ type: 'step.spawn_requested', data: this.spawnRequest(snapshot.context, s.stepId, s.attempt) })),
@@ -596,9 +614,16 @@ class WorkflowRunner {
       leaseToken: 1,
       // Its skips and retries are recorded as events (step.skipped, step.retry_scheduled).
       decisions: 'recorded',
+      ...(options.fork ? { forkedFrom: options.fork.forkedFrom, reuse: Object.keys(options.fork.reused) } : {}),
     };
     try {
-      await this.actor.record('wfrun.started', started, this.lease.takeNew());
+      const { withStart } = options;
+      if (withStart) {
+        await runtime.log.batch(async (batch) => {
+          await this.actor.record('wfrun.started', started, { ...this.lease.takeNew(), batch });
+          await withStart(batch);
+        });
+      } else await this.actor.record('wfrun.started', started, this.lease.takeNew());
     } catch (error) {
       this.sub?.unsubscribe();
       if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('idempotency_key')) {
