@@ -6,3 +6,4 @@ export * from './fold.js';
 export * from './workflow.js';
 export * from './workflow-run.js';
 export * from './account.js';
+export * from './typed.js';

@@ -14,6 +14,7 @@
  */
 import { assign, setup } from 'xstate';
 import type { CommandTarget, EventData, LoopPolicies, Target } from '../events/catalog.js';
+import { CATCH_UP, OVERLAP, RETRY } from '../events/policies.js';
 import type { MachineEvent } from './events.js';
 
 export const RUN_MACHINE_ID = 'loops.run';
@@ -83,6 +84,97 @@ export type RunEvent = MachineEvent<
   | 'run.imported'
 >;
 
+/**
+ * What a host gives the machine when it creates it with `input` (an app that runs loops' machine
+ * itself, e.g. `createActor(runMachine.provide({ actions }), { input: { target } })`): the target
+ * and, optionally, its policies and identity. Everything else `run.claimed` carries gets a default,
+ * and the machine starts `claimed` (its `requestSpawn` asked for) — no hand-made claim event.
+ * Without input the machine starts `new`, as the runtime creates it.
+ */
+export interface RunInput {
+  target: Target;
+  /** Defaults: no timeout, 5 s kill grace, one attempt, the CLI's overlap / catch-up defaults. */
+  policies?: Partial<LoopPolicies>;
+  runId?: string;
+  loopId?: string;
+  loopName?: string;
+  slot?: string;
+  scheduledFor?: string;
+  attempt?: number;
+  trigger?: 'manual' | 'schedule';
+  runnerId?: string;
+  leaseToken?: number;
+}
+
+/** The policies of a run created from `RunInput` without them (the CLI's defaults for a new loop). */
+export const DEFAULT_RUN_POLICIES: LoopPolicies = {
+  timeoutMs: null,
+  killGraceMs: 5000,
+  overlap: OVERLAP.default,
+  catchUp: CATCH_UP.default,
+  catchUpWindowMs: null,
+  catchUpLimit: null,
+  attempts: RETRY.attempts.default,
+  retryDelayMs: RETRY.retryDelay.defaultMs,
+  backoff: RETRY.backoff.default,
+  maxRetryDelayMs: RETRY.maxRetryDelay.defaultMs,
+  leaseMs: 30_000,
+};
+
+/** A run machine's output once it ended: how, and what the process or agent said. */
+export interface RunOutput {
+  runId: string | null;
+  status: Extract<RunStatus, 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'abandoned'>;
+  exitCode: number | null;
+  signal: string | null;
+  error: string | null;
+  /** The agent CLI's report (agent loops), else null. */
+  agent: EventData<'run.agent_reported'> | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+  durationMs: number | null;
+}
+
+/** The output of a run that ended (`snapshot.output`, or computed from a restored snapshot's state), else null. */
+export function runOutputOf(snapshot: { value: unknown; context: RunContext }): RunOutput | null {
+  const status = snapshot.value as RunStatus;
+  if (typeof status !== 'string' || !TERMINAL_RUN_STATUSES.has(status)) return null;
+  return runOutput(snapshot.context, status as RunOutput['status']);
+}
+
+function runOutput(context: RunContext, status: RunOutput['status']): RunOutput {
+  return {
+    runId: context.runId,
+    status,
+    exitCode: context.exitCode,
+    signal: context.signal,
+    error: context.error,
+    agent: context.agent,
+    startedAt: context.startedAt,
+    finishedAt: context.finishedAt,
+    durationMs: context.durationMs,
+  };
+}
+
+/** The context a run created with `input` starts with (as if its `run.claimed` were recorded). */
+export function runContextFromInput(input: RunInput): RunContext {
+  const runId = input.runId ?? 'embedded';
+  return {
+    ...initialContext,
+    runId,
+    loopId: input.loopId ?? 'embedded',
+    loopName: input.loopName ?? 'embedded',
+    slot: input.slot ?? `manual:${runId}`,
+    scheduledFor: input.scheduledFor ?? null,
+    attempt: input.attempt ?? 1,
+    trigger: input.trigger ?? 'manual',
+    target: input.target,
+    policies: { ...DEFAULT_RUN_POLICIES, ...input.policies },
+    runnerId: input.runnerId ?? null,
+    leaseToken: input.leaseToken ?? null,
+  };
+}
+
 const initialContext: RunContext = {
   runId: null,
   loopId: null,
@@ -115,8 +207,13 @@ export const runMachine = setup({
   types: {
     context: {} as RunContext,
     events: {} as RunEvent,
+    // void, not undefined: inferring from an optional property drops undefined, and createActor would require input.
+    input: {} as RunInput | void,
+    output: {} as RunOutput,
   },
   guards: {
+    /** Created with `input`: the claim is in the context already (never so for a stream the runtime replays). */
+    givenInput: ({ context }) => context.runId !== null && context.target !== null,
     timedOut: ({ event }) => event.type === 'process.exited' && event.data.timedOut,
     cancelled: ({ event, context }) =>
       event.type === 'process.exited' && (event.data.cancelled || context.cancelRequested),
@@ -177,9 +274,11 @@ export const runMachine = setup({
 }).createMachine({
   id: RUN_MACHINE_ID,
   initial: 'new',
-  context: initialContext,
+  context: ({ input }) => (input ? runContextFromInput(input as RunInput) : initialContext),
+  output: ({ context, event }) => runOutput(context, (event as unknown as { output: { status: RunOutput['status'] } }).output.status),
   states: {
     new: {
+      always: { guard: 'givenInput', target: 'claimed' },
       on: {
         // Another tool's finished run, brought across whole (loops import): straight to its end.
         'run.imported': [
@@ -296,11 +395,11 @@ export const runMachine = setup({
         },
       },
     },
-    succeeded: { type: 'final', entry: { type: 'finalize', params: ({ context }) => ({ runId: context.runId, status: 'succeeded' as const }) } },
-    failed: { type: 'final', entry: { type: 'finalize', params: ({ context }) => ({ runId: context.runId, status: 'failed' as const }) } },
-    timed_out: { type: 'final', entry: { type: 'finalize', params: ({ context }) => ({ runId: context.runId, status: 'timed_out' as const }) } },
-    cancelled: { type: 'final', entry: { type: 'finalize', params: ({ context }) => ({ runId: context.runId, status: 'cancelled' as const }) } },
-    abandoned: { type: 'final', entry: { type: 'finalize', params: ({ context }) => ({ runId: context.runId, status: 'abandoned' as const }) } },
+    succeeded: { type: 'final', output: { status: 'succeeded' as const }, entry: { type: 'finalize', params: ({ context }) => ({ runId: context.runId, status: 'succeeded' as const }) } },
+    failed: { type: 'final', output: { status: 'failed' as const }, entry: { type: 'finalize', params: ({ context }) => ({ runId: context.runId, status: 'failed' as const }) } },
+    timed_out: { type: 'final', output: { status: 'timed_out' as const }, entry: { type: 'finalize', params: ({ context }) => ({ runId: context.runId, status: 'timed_out' as const }) } },
+    cancelled: { type: 'final', output: { status: 'cancelled' as const }, entry: { type: 'finalize', params: ({ context }) => ({ runId: context.runId, status: 'cancelled' as const }) } },
+    abandoned: { type: 'final', output: { status: 'abandoned' as const }, entry: { type: 'finalize', params: ({ context }) => ({ runId: context.runId, status: 'abandoned' as const }) } },
   },
 });
 

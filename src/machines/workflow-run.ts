@@ -421,6 +421,120 @@ const stepOf = (context: WorkflowRunContext, event: { data: { stepId: string; at
   return s !== undefined && s.attempt === event.data.attempt ? s : null;
 };
 
+/**
+ * What a host gives the machine when it creates it with `input` (an app running loops' machine
+ * itself): the spec and, optionally, the run's identity and inputs. The machine then starts
+ * `running` as if its `wfrun.started` were recorded (decisions recorded, its first steps planned
+ * and asked for). Without input it starts `new`, as the runtime creates it. Machines read no
+ * clock: `startedAt` (default: the epoch) is the instant the workflow timeout counts from.
+ */
+export interface WorkflowRunInput {
+  spec: WorkflowSpec;
+  wfRunId?: string;
+  workflowId?: string;
+  /** Default: the spec's name. */
+  workflowName?: string;
+  version?: number;
+  inputs?: Record<string, string>;
+  trigger?: 'manual' | 'schedule';
+  idempotencyKey?: string;
+  startedAt?: string;
+}
+
+/** One step as a workflow run's output reports it. */
+export interface WorkflowStepResult {
+  status: StepStatus;
+  /** Attempts made (0: never started). */
+  attempts: number;
+  exitCode: number | null;
+  signal: string | null;
+  error: string | null;
+  /** What the step wrote to $LOOPS_OUTPUT. */
+  outputs: Record<string, string>;
+}
+
+/** A workflow run's output once it ended: its status, every step's result, and why it did not succeed. */
+export interface WorkflowRunOutput {
+  wfRunId: string | null;
+  workflowName: string | null;
+  status: 'succeeded' | 'failed' | 'cancelled' | 'timed_out';
+  error: string | null;
+  steps: Record<string, WorkflowStepResult>;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+const WORKFLOW_RUN_ENDS = ['succeeded', 'failed', 'cancelled', 'timed_out'] as const;
+
+/** The output of a workflow run that ended (`snapshot.output`, or computed from a restored snapshot's state), else null. */
+export function workflowRunOutputOf(snapshot: { value: unknown; context: WorkflowRunContext }): WorkflowRunOutput | null {
+  const status = WORKFLOW_RUN_ENDS.find((x) => x === snapshot.value);
+  return status ? workflowRunOutput(snapshot.context, status) : null;
+}
+
+function workflowRunOutput(context: WorkflowRunContext, status: WorkflowRunOutput['status']): WorkflowRunOutput {
+  const steps: Record<string, WorkflowStepResult> = {};
+  for (const [id, s] of Object.entries(context.steps)) {
+    steps[id] = { status: s.status, attempts: s.attempt, exitCode: s.exitCode, signal: s.signal, error: s.error, outputs: s.outputs };
+  }
+  // As the workflow_runs projection words it.
+  let error = context.error;
+  if (error === null && status === 'cancelled') error = context.cancelReason ? `cancelled: ${context.cancelReason}` : 'cancelled';
+  if (error === null && status === 'timed_out') error = `the workflow timed out after ${context.spec?.timeoutMs ?? 0} ms`;
+  if (error === null && status === 'failed' && context.spec) {
+    const failed = context.spec.steps.filter((st) => failsRun(context.spec!, context.steps, st.id)).map((st) => st.id);
+    if (failed.length) error = `failed step${failed.length > 1 ? 's' : ''}: ${failed.join(', ')}`;
+  }
+  return { wfRunId: context.wfRunId, workflowName: context.workflowName, status, error, steps, startedAt: context.startedAt, finishedAt: context.finishedAt };
+}
+
+/** The context a run created with `input` has before planning (as its `wfrun.started` would set it). */
+function contextFromInput(input: WorkflowRunInput): WorkflowRunContext {
+  const wfRunId = input.wfRunId ?? 'embedded';
+  return {
+    ...initialWorkflowRunContext,
+    decisions: 'recorded',
+    wfRunId,
+    workflowId: input.workflowId ?? input.spec.name,
+    workflowName: input.workflowName ?? input.spec.name,
+    version: input.version ?? 1,
+    spec: input.spec,
+    inputs: input.inputs ?? {},
+    trigger: input.trigger ?? 'manual',
+    idempotencyKey: input.idempotencyKey ?? wfRunId,
+    startedAt: input.startedAt ?? new Date(0).toISOString(),
+    steps: Object.fromEntries(input.spec.steps.map((s) => [s.id, newStep()])),
+  };
+}
+
+const initialWorkflowRunContext: WorkflowRunContext = {
+  decisions: 'derived',
+  wfRunId: null,
+  workflowId: null,
+  workflowName: null,
+  version: null,
+  spec: null,
+  inputs: {},
+  trigger: null,
+  loopId: null,
+  slot: null,
+  attempt: 1,
+  idempotencyKey: null,
+  runnerId: null,
+  leaseToken: null,
+  startedAt: null,
+  finishedAt: null,
+  steps: {},
+  cancelRequested: false,
+  cancelReason: null,
+  timedOut: false,
+  toStart: [],
+  toKill: [],
+  toRetry: [],
+  toSkip: [],
+  error: null,
+};
+
 /** A named action of this machine with its parameters, enqueued by `decide` (setup's types cannot name sibling actions there). */
 const named = (type: 'recordDecisions' | 'armRetry' | 'startSteps', params: unknown) => ({ type, params }) as never;
 
@@ -428,8 +542,13 @@ export const workflowRunMachine = setup({
   types: {
     context: {} as WorkflowRunContext,
     events: {} as WorkflowRunEvent,
+    // void, not undefined: see run.ts.
+    input: {} as WorkflowRunInput | void,
+    output: {} as WorkflowRunOutput,
   },
   guards: {
+    /** Created with `input`: started already (never so for a stream the runtime replays). */
+    givenInput: ({ context }) => context.wfRunId !== null && context.spec !== null,
     allEnded: ({ context }) => context.spec !== null && allEnded(context),
     isStarting: ({ context, event }) => event.type === 'step.spawn_requested' && stepOf(context, event)?.status === 'starting',
     isSpawning: ({ context, event }) =>
@@ -547,35 +666,20 @@ export const workflowRunMachine = setup({
 }).createMachine({
   id: WORKFLOW_RUN_MACHINE_ID,
   initial: 'new',
-  context: {
-    decisions: 'derived',
-    wfRunId: null,
-    workflowId: null,
-    workflowName: null,
-    version: null,
-    spec: null,
-    inputs: {},
-    trigger: null,
-    loopId: null,
-    slot: null,
-    attempt: 1,
-    idempotencyKey: null,
-    runnerId: null,
-    leaseToken: null,
-    startedAt: null,
-    finishedAt: null,
-    steps: {},
-    cancelRequested: false,
-    cancelReason: null,
-    timedOut: false,
-    toStart: [],
-    toKill: [],
-    toRetry: [],
-    toSkip: [],
-    error: null,
-  },
+  context: ({ input }) => (input ? contextFromInput(input as WorkflowRunInput) : initialWorkflowRunContext),
+  output: ({ context, event }) => workflowRunOutput(context, (event as unknown as { output: { status: WorkflowRunOutput['status'] } }).output.status),
   states: {
     new: {
+      // Created with input: plan and ask for the first steps, as wfrun.started does.
+      always: {
+        guard: 'givenInput',
+        target: 'running',
+        actions: [
+          assign(({ context }) => applyAndPlan(context, { at: context.startedAt! } as WorkflowRunEvent, () => ({}))),
+          { type: 'armTimeout', params: ({ context }) => timeoutParams(context) },
+          { type: 'decide', params: { afterAttempt: false } },
+        ],
+      },
       on: {
         // Another tool's finished workflow run, brought across whole (loops import): straight to its end.
         'wfrun.imported': [
@@ -609,13 +713,7 @@ export const workflowRunMachine = setup({
                 steps: Object.fromEntries(d.spec.steps.map((s) => [s.id, d.reuse?.includes(s.id) ? { ...newStep(), status: 'reusing' as const } : newStep()])),
               };
             })),
-            {
-              type: 'armTimeout',
-              params: ({ context }) => ({
-                timeoutMs: context.spec!.timeoutMs,
-                at: context.spec!.timeoutMs === null ? null : new Date(Date.parse(context.startedAt!) + context.spec!.timeoutMs).toISOString(),
-              }),
-            },
+            { type: 'armTimeout', params: ({ context }) => timeoutParams(context) },
             { type: 'decide', params: { afterAttempt: false } },
           ],
         },
@@ -779,12 +877,20 @@ export const workflowRunMachine = setup({
         { target: 'timed_out' },
       ],
     },
-    succeeded: { type: 'final', entry: ['stampFinish', { type: 'finalize', params: { status: 'succeeded' } }] },
-    failed: { type: 'final', entry: ['stampFinish', { type: 'finalize', params: { status: 'failed' } }] },
-    cancelled: { type: 'final', entry: ['stampFinish', { type: 'finalize', params: { status: 'cancelled' } }] },
-    timed_out: { type: 'final', entry: ['stampFinish', { type: 'finalize', params: { status: 'timed_out' } }] },
+    succeeded: { type: 'final', output: { status: 'succeeded' as const }, entry: ['stampFinish', { type: 'finalize', params: { status: 'succeeded' } }] },
+    failed: { type: 'final', output: { status: 'failed' as const }, entry: ['stampFinish', { type: 'finalize', params: { status: 'failed' } }] },
+    cancelled: { type: 'final', output: { status: 'cancelled' as const }, entry: ['stampFinish', { type: 'finalize', params: { status: 'cancelled' } }] },
+    timed_out: { type: 'final', output: { status: 'timed_out' as const }, entry: ['stampFinish', { type: 'finalize', params: { status: 'timed_out' } }] },
   },
 });
+
+/** `armTimeout`'s params: the whole-workflow deadline, from the run's start. */
+function timeoutParams(context: WorkflowRunContext): { timeoutMs: number | null; at: string | null } {
+  return {
+    timeoutMs: context.spec!.timeoutMs,
+    at: context.spec!.timeoutMs === null ? null : new Date(Date.parse(context.startedAt!) + context.spec!.timeoutMs).toISOString(),
+  };
+}
 
 /** Steps waiting for a retry end as cancelled when the run is stopping. */
 function stopRetries(context: WorkflowRunContext, at: string): Partial<WorkflowRunContext> {
