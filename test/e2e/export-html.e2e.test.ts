@@ -73,9 +73,10 @@ describe('loops export --html', () => {
       tab.on('pageerror', (e) => errors.push(e.message));
       await tab.goto(pathToFileURL(page).href);
 
-      const steps = await tab.locator('.bar').evaluateAll((bars) => bars.map((b) => (b as HTMLElement).dataset.step));
+      // (The test is compiled without the DOM's types: elements are described by what is used of them.)
+      const steps = await tab.locator('.bar').evaluateAll((bars) => bars.map((b) => (b as unknown as { dataset: Record<string, string> }).dataset.step));
       expect(steps.sort()).toEqual(['build', 'lint', 'report', 'test']);
-      const widths = await tab.locator('.bar').evaluateAll((bars) => bars.map((b) => (b as HTMLElement).getBoundingClientRect().width));
+      const widths = await tab.locator('.bar').evaluateAll((bars) => bars.map((b) => (b as unknown as { getBoundingClientRect(): { width: number } }).getBoundingClientRect().width));
       expect(widths.every((w) => w >= 3)).toBe(true);
       const events = await tab.locator('#events tbody tr').count();
       expect(events).toBeGreaterThan(8);
@@ -99,20 +100,21 @@ describe('loops export --html', () => {
       expect(statSync(shot).size).toBeGreaterThan(5_000);
       // Decode the PNG in a blank page and count its colours: a blank page has one.
       const blank = await context.newPage();
-      const colours = await blank.evaluate(async (src) => {
+      const dataUrl = `data:image/png;base64,${readFileSync(shot).toString('base64')}`;
+      const colours = await blank.evaluate<number>(`(async () => {
         const img = new Image();
-        img.src = src;
+        img.src = ${JSON.stringify(dataUrl)};
         await img.decode();
         const canvas = document.createElement('canvas');
         canvas.width = img.width;
         canvas.height = img.height;
-        const g = canvas.getContext('2d')!;
+        const g = canvas.getContext('2d');
         g.drawImage(img, 0, 0);
         const px = g.getImageData(0, 0, img.width, img.height).data;
-        const seen = new Set<number>();
-        for (let i = 0; i < px.length; i += 4 * 7) seen.add((px[i]! << 16) | (px[i + 1]! << 8) | px[i + 2]!);
+        const seen = new Set();
+        for (let i = 0; i < px.length; i += 4 * 7) seen.add((px[i] << 16) | (px[i + 1] << 8) | px[i + 2]);
         return seen.size;
-      }, `data:image/png;base64,${readFileSync(shot).toString('base64')}`);
+      })()`);
       expect(colours).toBeGreaterThan(10);
 
       expect(dialogs).toEqual([]);
