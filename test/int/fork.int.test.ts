@@ -12,10 +12,10 @@ import type { EventData } from '../../src/events/catalog.js';
 import { LoopsError, UsageError } from '../../src/events/errors.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
-import { createCommandLoop } from '../../src/runtime/loops/commands.js';
+import { createCommandLoop, createWorkflowLoop } from '../../src/runtime/loops/commands.js';
 import { executeFork, planFork } from '../../src/runtime/loops/fork-run.js';
 import { runWorkflow } from '../../src/runtime/workflows/runner.js';
-import { createWorkflow } from '../../src/runtime/workflows/specs.js';
+import { createWorkflow, updateWorkflow } from '../../src/runtime/workflows/specs.js';
 import { expectInvariants } from '../helpers/invariants.js';
 import { tempDir, useRuntime, type TestRuntime } from '../helpers/tmp.js';
 import { waitFor } from '../helpers/wait.js';
@@ -170,6 +170,54 @@ describe('loops fork of a workflow run', () => {
     expect(given.kind === 'workflow' && given.reused.a!.outputs).toEqual({ tok: '***' });
     expect((await executeFork(runtime, given)).run.status).toBe('succeeded');
     expect(lines()).toEqual(['c from-b', 'd']);
+  });
+});
+
+describe('loops fork of a workflow loop run, and from a version', () => {
+  it('is a run of the loop whose workflow run runs the pinned spec version of its parent, not the latest', async () => {
+    const runtime = await useRuntime({ clock: new SimulatedClock(T0) });
+    const dir = tempDir();
+    const w = fourSteps(dir);
+    await createWorkflow(runtime, w.file);
+    await createWorkflowLoop(runtime, { name: 'wfl', workflow: 'four', schedule: { manual: true, tz: 'UTC' } });
+    const parent = await runNow(runtime, 'wfl');
+    expect(parent.status).toBe('failed');
+    expect(w.lines()).toEqual(['a', 'b', 'c from-b']);
+    rmSync(w.counter);
+    writeFileSync(w.fix, '');
+    // Version 2 would write 'v2' from c: the fork must not run it.
+    writeFileSync(w.file, readFileSync(w.file, 'utf8').replace('echo "c $KEY"', 'echo "v2 $KEY"'));
+    await updateWorkflow(runtime, 'four', w.file);
+    const plan = await planFork(runtime, parent.id, { how: 'fork', from: 'c' });
+    expect(plan.kind === 'workflow' && plan.version).toBe(1);
+    const result = await executeFork(runtime, plan);
+    expect(result.kind).toBe('run');
+    expect(result.run.status).toBe('succeeded');
+    expect(w.lines()).toEqual(['c from-b', 'd']);
+    const claimed = (await runtime.log.readStream(`run:${result.run.id}`))[0]!.data as EventData<'run.claimed'>;
+    expect(claimed.forkedFrom).toEqual({ runId: parent.id, from: 'c', reason: null, how: 'fork' });
+    expect((await runtime.log.readStream(`run:${parent.id}`)).at(-1)!.type).toBe('stream.forked');
+    const wfStarted = (await runtime.log.readStream(`run:${result.run.id}`)).find((e) => e.type === 'run.workflow_started')!.data as { wfRunId: string };
+    const child = await runtime.log.readStream(`wfrun:${wfStarted.wfRunId}`);
+    expect((child[0]!.data as EventData<'wfrun.started'>).version).toBe(1);
+    expect(child.filter((e) => e.type === 'step.reused').map((e) => (e.data as { stepId: string }).stepId)).toEqual(['a', 'b']);
+    expectInvariants(runtime);
+  });
+
+  it('fork --from <version> reuses the steps that had ended at that version of the parent stream', async () => {
+    const runtime = await useRuntime({ clock: new SimulatedClock(T0) });
+    const { parent } = await failedRun(runtime);
+    const events = await runtime.log.readStream(`wfrun:${parent}`);
+    const aExited = events.find((e) => e.type === 'step.exited' && (e.data as { stepId: string }).stepId === 'a')!;
+    const plan = await planFork(runtime, parent, { how: 'fork', from: String(aExited.version) });
+    expect(plan.steps.map((s) => [s.stepId, s.action])).toEqual([
+      ['a', 'reuse'],
+      ['b', 'run'],
+      ['c', 'run'],
+      ['d', 'run'],
+    ]);
+    expect(plan.steps[1]!.why).toBe(`it had not ended at version ${aExited.version}`);
+    await expect(planFork(runtime, parent, { how: 'fork', from: '999' })).rejects.toThrow(/has versions 1 to/);
   });
 });
 

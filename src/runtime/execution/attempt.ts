@@ -35,7 +35,7 @@ import { runDir } from '../paths.js';
 import { findRun, type LoopView, type RunView } from '../queries/loops.js';
 import { findWorkflow, workflowVersion } from '../queries/workflows.js';
 import type { Runtime } from '../runtime.js';
-import { executeWorkflowRun, resolveInputs } from '../workflows/runner.js';
+import { executeWorkflowRun, resolveInputs, type PinnedWorkflow, type RunWorkflowOptions } from '../workflows/runner.js';
 import { watchCancel } from './cancel.js';
 import { recordedDeadline, SpawnFailedError, spawnProcess, type Deadline, type ExitInfo, type SpawnSpec } from './executor.js';
 import { adoptProcess, exitFromFiles, type AdoptedProcess } from './process-watch.js';
@@ -85,6 +85,8 @@ export interface ExecuteRunOptions extends RunNowOptions {
   forkedFrom?: ForkedFrom;
   /** Appends that belong with the claim, in its transaction (a fork's note on its parent's stream). */
   withClaim?: (batch: Batch) => Promise<unknown>;
+  /** A workflow loop's fork: the workflow run is of this pinned spec version (not the latest), reusing these steps. */
+  workflowRun?: { pinned: PinnedWorkflow; fork?: RunWorkflowOptions['fork'] };
 }
 
 /** The environment loops gives every run. */
@@ -219,12 +221,18 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       if (context.cancelRequested) controller.abort(cancelReason(actor) ?? 'cancelled');
       let ended: EventData<'run.workflow_ended'>;
       try {
-        const workflow = findWorkflow(db, params.workflowId);
-        const { spec } = workflowVersion(db, workflow.id, workflow.version);
+        const pinned =
+          options.workflowRun?.pinned ??
+          (() => {
+            const workflow = findWorkflow(db, params.workflowId);
+            const { spec } = workflowVersion(db, workflow.id, workflow.version);
+            return { workflowId: workflow.id, workflowName: workflow.name, version: workflow.version, spec, inputs: resolveInputs(spec, {}) };
+          })();
         const run = await executeWorkflowRun(
           runtime,
-          { workflowId: workflow.id, workflowName: workflow.name, version: workflow.version, spec, inputs: resolveInputs(spec, {}) },
+          pinned,
           {
+            ...(options.workflowRun?.fork ? { fork: options.workflowRun.fork } : {}),
             wfRunId: params.wfRunId,
             idempotencyKey: params.idempotencyKey,
             trigger: context.trigger ?? 'schedule',

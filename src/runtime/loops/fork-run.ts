@@ -6,6 +6,10 @@
  * Either way the child's start records `forkedFrom`, and the parent's stream gets `stream.forked`
  * naming the child, in the same transaction.
  *
+ * A workflow loop's run is forked as a run of that loop (its claimed target), whose workflow run is
+ * the fork of the parent's workflow run (its pinned spec version, the reused steps): the loop sees
+ * it as one of its runs, for overlap too.
+ *
  * Both respect the loop's overlap policy, read by the planner's one rule (`overlapVerdict`): while a
  * run of the loop is going, a policy that would skip or buffer a slot holds the fork back (a
  * conflict, exit 75: try again once it ended); only `allow` runs it alongside. A fork is never
@@ -55,7 +59,8 @@ export async function planFork(runtime: Runtime, idOrPrefix: string, request: Fo
     // A workflow loop's run: fork its workflow run; the parent named is the loop run.
     const started = (await runtime.log.readStream(`run:${run.id}`)).find((e) => e.type === 'run.workflow_started');
     if (!started) throw new UsageError(`run ${run.id} of workflow loop ${context.loopName} never started its workflow run: nothing to fork`, { hint: `loops rerun ${run.id} is not possible either; loops run-now ${context.loopName} starts a new one` });
-    return planWorkflowFork(runtime, (started.data as { wfRunId: string }).wfRunId, { ...request, parentRunId: run.id });
+    const plan = await planWorkflowFork(runtime, (started.data as { wfRunId: string }).wfRunId, { ...request, parentRunId: run.id });
+    return { ...plan, loopRun: { target: context.target, policies: context.policies } };
   }
   if (request.setOutputs?.length) {
     throw new UsageError(`--set-output: run ${run.id} is a ${context.target.kind} run, which has no step outputs to reuse`, { hint: 'it has one step, which runs again' });
@@ -106,12 +111,14 @@ export async function executeFork(
       });
     }
   }
-  if (plan.kind === 'workflow') return { kind: 'workflow', run: await executeWorkflowFork(runtime, plan, options.workflow ?? {}) };
-  const loop = findLoop(runtime.db, plan.loopId, { includeRemoved: true });
-  const c = plan.context;
+  if (plan.kind === 'workflow' && !plan.loopRun) return { kind: 'workflow', run: await executeWorkflowFork(runtime, plan, options.workflow ?? {}) };
+  // A loop run: of the target and policies its parent was claimed with; a workflow loop's run runs
+  // its workflow run on the parent's pinned spec version, reusing the planned steps.
+  const loop = findLoop(runtime.db, plan.loopId!, { includeRemoved: true });
+  const claimed = plan.kind === 'workflow' ? plan.loopRun! : { target: plan.context.target!, policies: plan.context.policies! };
   const now = runtime.clock.now();
   const runId = newId('run', now);
-  const run = await executeRun(runtime, { ...loop, target: c.target!, policies: c.policies! }, {
+  const run = await executeRun(runtime, { ...loop, ...claimed }, {
     ...options.run,
     runId,
     slot: `manual:${runId}`,
@@ -119,6 +126,14 @@ export async function executeFork(
     trigger: 'manual',
     forkedFrom: plan.forkedFrom,
     withClaim: noteOnParent(runtime, `run:${plan.parentRunId}`, runId, plan.forkedFrom),
+    ...(plan.kind === 'workflow'
+      ? {
+          workflowRun: {
+            pinned: { workflowId: plan.workflowId, workflowName: plan.workflowName, version: plan.version, spec: plan.spec, inputs: plan.inputs },
+            fork: { forkedFrom: plan.forkedFrom, reused: plan.reused },
+          },
+        }
+      : {}),
   });
   return { kind: 'run', run };
 }

@@ -17,7 +17,7 @@
 import { fold } from '../../machines/fold.js';
 import { getMachine } from '../../machines/registry.js';
 import { TERMINAL_STEP_STATUSES, type StepState, type WorkflowRunContext } from '../../machines/workflow-run.js';
-import type { EventData, ForkedFrom } from '../../events/catalog.js';
+import type { EventData, ForkedFrom, LoopPolicies, Target } from '../../events/catalog.js';
 import { LoopsError, NotFoundError, UsageError } from '../../events/errors.js';
 import type { Batch, StoredEvent } from '../../events/types.js';
 import { sequentialOrder, type WorkflowSpec } from '../../workflow/spec.js';
@@ -71,6 +71,8 @@ export interface WorkflowForkPlan {
   steps: ForkStepPlan[];
   /** The `step.reused` of each reused step. */
   reused: Record<string, EventData<'step.reused'>>;
+  /** A workflow loop's run was named: the child is a run of that loop, with this target and policies (its parent's claim). */
+  loopRun?: { target: Target; policies: LoopPolicies };
 }
 
 /** Parses `<step>.<key>=<value>` (the step id is up to the first dot). */

@@ -153,10 +153,19 @@ export async function runWorkflow(runtime: Runtime, idOrName: string, options: R
   return { run, started: true };
 }
 
+/** What a workflow run runs: a workflow's spec at one version, with its inputs. */
+export interface PinnedWorkflow {
+  workflowId: string;
+  workflowName: string;
+  version: number;
+  spec: WorkflowSpec;
+  inputs: Record<string, string>;
+}
+
 /** Executes one workflow run to its end in this process. */
 export async function executeWorkflowRun(
   runtime: Runtime,
-  pinned: { workflowId: string; workflowName: string; version: number; spec: WorkflowSpec; inputs: Record<string, string> },
+  pinned: PinnedWorkflow,
   options: RunWorkflowOptions = {},
 ): Promise<WorkflowRunView> {
   return new WorkflowRunner(runtime, options.wfRunId ?? newId('wfrun', runtime.clock.now()), options).start(pinned);
