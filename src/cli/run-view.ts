@@ -2,13 +2,16 @@
  * `loops show <runId>`: one run in full — like `gh run view` — its loop, trigger and attempt, when
  * it was scheduled, started and ended, how it ended and why, the agent CLI's report (model,
  * session, turns, tokens, cost, final message), where its output files are, and the output tails
- * recorded with its end. Everything comes from the `loop_runs` projection; nothing is re-run.
+ * recorded with its end. Everything comes from the `loop_runs` projection, except where its process
+ * started and with which environment (names only), which its spawn recorded; nothing is re-run.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { runDir } from '../runtime/paths.js';
 import type { RunView } from '../runtime/queries/loops.js';
 import type { NoticeView } from '../runtime/queries/notices.js';
+import type { SpawnRecord } from '../runtime/queries/spawn-record.js';
+import type { SpawnEnv } from '../events/catalog.js';
 import type { CliContext } from './context.js';
 import { durationText, paint, statusColor, when } from './render.js';
 
@@ -46,7 +49,36 @@ function noticeText(n: NoticeView): string {
   return `POST ${n.target}: ${how}`;
 }
 
-export function runDetail(run: RunView, ctx: CliContext, workflow?: RunWorkflow | null, told?: RunNotices): string {
+/**
+ * The names of a process's environment in one line: `set FOO, PATH, 6 LOOPS_* · secret TOKEN ·
+ * removed GH_TOKEN · 42 inherited` — loops' own LOOPS_* variables counted, empty parts left out
+ * (`--json` and `loops events` have every name).
+ */
+export function envSummary(env: SpawnEnv): string {
+  const own = env.set.filter((n) => n.startsWith('LOOPS_'));
+  const set = [...env.set.filter((n) => !n.startsWith('LOOPS_')), ...(own.length ? [`${own.length} LOOPS_*`] : [])];
+  return [
+    set.length ? `set ${set.join(', ')}` : null,
+    env.secret.length ? `secret ${env.secret.join(', ')}` : null,
+    env.removed.length ? `removed ${env.removed.join(', ')}` : null,
+    `${env.inherited.length} inherited`,
+  ]
+    .filter((p): p is string => p !== null)
+    .join(' · ');
+}
+
+/** The `cwd` and `env` lines of a spawn record (none for a spawn recorded without them). */
+export function spawnLines(spawn: SpawnRecord | null | undefined, indent = 'cwd         '.length): string[] {
+  if (!spawn) return [];
+  const pad = (label: string) => label.padEnd(indent);
+  return [...(spawn.cwd !== null ? [`${pad('cwd')}${spawn.cwd}`] : []), ...(spawn.env !== null ? [`${pad('env')}${envSummary(spawn.env)}`] : [])];
+}
+
+/**
+ * The run in full. `spawn`: where its process started and with which environment, as its spawn
+ * recorded it (`cwd` and `env` lines after `exit`; none when not recorded).
+ */
+export function runDetail(run: RunView, ctx: CliContext, workflow?: RunWorkflow | null, told?: RunNotices, spawn?: SpawnRecord | null): string {
   const c = ctx.color;
   const lines: string[] = [
     `${paint(c, 'bold', run.id)}  ${paint(c, statusColor(run.status), run.status)}`,
@@ -64,7 +96,7 @@ export function runDetail(run: RunView, ctx: CliContext, workflow?: RunWorkflow 
         : `workflow    ${workflow.workflowName} v${workflow.version}, run ${workflow.id} ${paint(c, statusColor(workflow.status), workflow.status)}, ${workflow.stepCount} step${workflow.stepCount === 1 ? '' : 's'} — loops workflows inspect ${workflow.id}`,
     );
   } else {
-    lines.push(`exit        ${exitText(run)}`);
+    lines.push(`exit        ${exitText(run)}`, ...spawnLines(spawn));
   }
   if (run.error) lines.push(`error       ${run.error}`);
   if (told?.hookOf) lines.push(`hook        the --on-failure command of run ${told.hookOf.runId} (${told.hookOf.runStatus})`);

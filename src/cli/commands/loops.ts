@@ -7,6 +7,7 @@ import { loopNotify, noticeOfHookRun, runNotices } from '../../runtime/queries/n
 import { findLoop, findRun, listLoops, listRuns, type LoopView } from '../../runtime/queries/loops.js';
 import { runTarget, workflowRunOfLoopRun } from '../../runtime/queries/run-files.js';
 import { isRunId, runDetail } from '../run-view.js';
+import { runSpawnRecord } from '../../runtime/queries/spawn-record.js';
 import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
@@ -169,8 +170,11 @@ const show: CliCommand = {
         const told = { notices: runNotices(reader.db, run.id), hookOf: noticeOfHookRun(reader.db, run.id) };
         // Only when there are some: a run nobody was told of prints as it did before.
         const notices = { ...(told.notices.length ? { notices: told.notices } : {}), ...(told.hookOf ? { hookOf: told.hookOf.runId } : {}) };
-        if (ctx.json) printJson(ctx, workflowRun === undefined ? { ...run, ...notices } : { ...run, workflowRunId: workflowRun?.id ?? null, ...notices });
-        else ctx.out.write(runDetail(run, ctx, workflowRun, told));
+        // Where its process started and with which environment (names only), when its spawn recorded them.
+        const spawn = workflowRun === undefined ? runSpawnRecord(reader.db, run.id) : null;
+        const started = spawn ? { ...(spawn.cwd !== null ? { cwd: spawn.cwd } : {}), ...(spawn.env !== null ? { env: spawn.env } : {}) } : {};
+        if (ctx.json) printJson(ctx, workflowRun === undefined ? { ...run, ...started, ...notices } : { ...run, workflowRunId: workflowRun?.id ?? null, ...notices });
+        else ctx.out.write(runDetail(run, ctx, workflowRun, told, spawn));
         return EXIT.ok;
       }
       if (what.startsWith('wfrun_')) {
