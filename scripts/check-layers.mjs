@@ -19,7 +19,7 @@ const allowed = {
   projections: ['projections', 'events'],
   runtime: ['runtime', 'machines', 'projections', 'workflow', 'scheduling', 'events'],
   cli: ['cli', 'runtime', 'machines', 'projections', 'workflow', 'scheduling', 'events'],
-  '.': ['events', 'workflow', 'scheduling', 'machines', 'projections', 'runtime', 'cli'],
+  '.': ['.', 'events', 'workflow', 'scheduling', 'machines', 'projections', 'runtime', 'cli'],
 };
 /** Packages each layer may import; `*` = any. */
 const packages = {

@@ -1,16 +1,25 @@
 /**
  * `<package>/sdk`: the `LoopsClient` class of `@hasna/loops` (its method names and result shapes:
- * create, list, get, pause, resume, stop, delete, runs, tick, runNow, close), plus workflows, over
- * the runtime the CLI itself uses — every call is the same function a CLI command calls, nothing is
- * implemented twice. Differences from the predecessor (docs/migrating.md): every method returns a
- * Promise; errors are typed (`LoopsError` and its subclasses, each with a stable `code`); a
- * `dynamic` schedule is stored as what it means (`every`, fixed-delay), and reads back as such.
+ * create, list, get, pause, resume, stop, delete, runs, tick, runNow, close), and everything else
+ * the `loops` command line does — runs, output, cancel, workflows, events of a stream or of the
+ * whole log, live events (`events$`), stats, why, doctor, verify, backup, replay — over the runtime
+ * the CLI itself uses: every method calls the function a CLI command calls, nothing is implemented
+ * twice. Differences from the predecessor (docs/migrating.md): every method returns a Promise;
+ * errors are typed (`LoopsError` and its subclasses, each with a stable `code`; docs/sdk.md says
+ * which method throws which); a `dynamic` schedule is stored as what it means (`every`,
+ * fixed-delay), and reads back as such.
+ *
+ * Over 500 lines: the predecessor's types must stay in this file (the parity test reads them
+ * here), the client is one class, and the layer check lets this top-level module import only the
+ * layers, not a sibling, so its conversions (at the end) stay here too.
  */
-import type { LoopPolicies, Schedule } from './events/catalog.js';
+import type { Observable } from 'rxjs';
 import {
   AlreadyExistsError,
   AmbiguousError,
   BusyError,
+  ConcurrencyConflictError,
+  DeterminismError,
   InvalidTransitionError,
   LoopsError,
   NotFoundError,
@@ -18,44 +27,82 @@ import {
   ValidationError,
   type LoopsErrorCode,
 } from './events/errors.js';
+import type { LoopPolicies, Schedule } from './events/catalog.js';
+import type { StoredEvent } from './events/types.js';
+import type { BackupReport, RestoreReport } from './runtime/admin/backup.js';
+import type { DoctorReport } from './runtime/admin/doctor.js';
+import type { ReplayResult } from './runtime/admin/replay.js';
+import type { StatsReport } from './runtime/admin/stats.js';
+import type { VerifyReport } from './runtime/admin/verify-log.js';
+import type { DecisionView, SlotExplanation } from './runtime/admin/why.js';
 import type { Clock } from './runtime/clock.js';
 import { tick as runTick, type PassDecision } from './runtime/daemon/pass.js';
+import { requestCancel, requestWorkflowCancel, type CancelResult } from './runtime/execution/cancel.js';
 import { runNow as runLoopNow } from './runtime/execution/run-now.js';
-import {
-  changeLoopState,
-  createAgentLoop,
-  createCommandLoop,
-  createWorkflowLoop,
-  type CreateCommandLoopInput,
-} from './runtime/loops/commands.js';
-import { findLoop, listLoops, listRuns, type LoopView, type RunView } from './runtime/queries/loops.js';
-import {
-  findWorkflow,
-  listWorkflowRuns,
-  listWorkflows,
-  type WorkflowRunView,
-  type WorkflowView,
-} from './runtime/queries/workflows.js';
+import { changeLoopState, createAgentLoop, createCommandLoop, createWorkflowLoop, type CreateCommandLoopInput, type LoopStateCommand } from './runtime/loops/commands.js';
+import { liveEvents, readEvents, resolveStream, type EventFilter } from './runtime/queries/log-events.js';
+import { findLoop, findRun, listLoops, listRuns as queryRuns, type LoopView, type RunView } from './runtime/queries/loops.js';
+import { nextFires, type NextFire } from './runtime/queries/next-fires.js';
+import { readRunOutput, type RunOutput, type StreamOutput } from './runtime/queries/output-json.js';
+import { findWorkflow, findWorkflowRun, listWorkflowRuns, listWorkflows, type WorkflowRunView, type WorkflowView } from './runtime/queries/workflows.js';
 import { openRuntime, type Runtime } from './runtime/runtime.js';
+import { resumeWorkflowRun, runWorkflow } from './runtime/workflows/runner.js';
+import { inspectWorkflowRun, type WorkflowRunInspection } from './runtime/workflows/inspect.js';
 import { archiveWorkflow, createWorkflow, updateWorkflow } from './runtime/workflows/specs.js';
-import { runWorkflow } from './runtime/workflows/runner.js';
 
-export { AlreadyExistsError, AmbiguousError, BusyError, InvalidTransitionError, LoopsError, NotFoundError, UsageError, ValidationError };
-export type { LoopsErrorCode, LoopView, RunView, WorkflowRunView, WorkflowView };
+export {
+  AlreadyExistsError,
+  AmbiguousError,
+  BusyError,
+  ConcurrencyConflictError,
+  DeterminismError,
+  InvalidTransitionError,
+  LoopsError,
+  NotFoundError,
+  UsageError,
+  ValidationError,
+};
+export type {
+  BackupReport,
+  CancelResult,
+  DecisionView,
+  DoctorReport,
+  EventFilter,
+  LoopsErrorCode,
+  LoopView,
+  NextFire,
+  ReplayResult,
+  RestoreReport,
+  RunOutput,
+  RunView,
+  SlotExplanation,
+  StatsReport,
+  StoredEvent,
+  StreamOutput,
+  VerifyReport,
+  WorkflowRunInspection,
+  WorkflowRunView,
+  WorkflowView,
+};
 
 // ---- the predecessor's shapes (its src/types.ts), as loops fills them ---------------------------
 
+/** A loop's status (the loop machine's states). */
 export type LoopStatus = 'active' | 'paused' | 'stopped' | 'expired' | 'archived' | 'removed';
+/** What a loop does with slots missed while nothing ran: none, the latest only, or all (up to `catchUpLimit`). */
 export type CatchUpPolicy = 'none' | 'latest' | 'all';
 /** The predecessor's two, and loops' others (`buffer-one`, `buffer-all`, `cancel-other`). */
 export type OverlapPolicy = 'skip' | 'allow' | 'buffer-one' | 'buffer-all' | 'cancel-other';
+/** An interval counted from the slots (`fixed_rate`) or from each run's end (`fixed_delay`). */
 export type IntervalAnchor = 'fixed_rate' | 'fixed_delay';
 
+/** A credentials profile (`loops accounts`) a run uses, and the tool it is for. */
 export interface AccountRef {
   profile: string;
   tool?: string;
 }
 
+/** When a loop fires. */
 export type ScheduleSpec =
   | { type: 'once'; at: string }
   | { type: 'interval'; everyMs: number; anchor?: IntervalAnchor }
@@ -65,6 +112,7 @@ export type ScheduleSpec =
   /** loops: runs only through runNow. */
   | { type: 'manual' };
 
+/** A loop that runs a command. */
 export interface CommandTarget {
   type: 'command';
   command: string;
@@ -78,6 +126,7 @@ export interface CommandTarget {
   account?: AccountRef;
 }
 
+/** A loop that runs an AI coding-agent CLI (`provider`: claude, codex, …) with a prompt. */
 export interface AgentTarget {
   type: 'agent';
   provider: string;
@@ -91,6 +140,7 @@ export interface AgentTarget {
   account?: AccountRef;
 }
 
+/** A loop that runs a stored workflow. */
 export interface WorkflowTarget {
   type: 'workflow';
   /** A workflow id or name. */
@@ -98,8 +148,10 @@ export interface WorkflowTarget {
   timeoutMs?: number;
 }
 
+/** What a loop runs. */
 export type LoopTarget = CommandTarget | AgentTarget | WorkflowTarget;
 
+/** `create`'s input: the predecessor's fields (durations in milliseconds). */
 export interface CreateLoopInput {
   name: string;
   description?: string;
@@ -119,6 +171,7 @@ export interface CreateLoopInput {
   preflight?: boolean;
 }
 
+/** A loop, in the predecessor's shape (`getLoop` gives loops' own, fuller view). */
 export interface Loop {
   id: string;
   name: string;
@@ -138,8 +191,10 @@ export interface Loop {
   updatedAt: string;
 }
 
+/** A run's status; `skipped` only in `tick`'s `skipped` list. */
 export type RunStatus = 'claimed' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'abandoned' | 'skipped' | (string & {});
 
+/** A run, in the predecessor's shape (`getRun` / `listRuns` give loops' own, fuller view). */
 export interface LoopRun {
   id: string;
   loopId: string;
@@ -160,6 +215,7 @@ export interface LoopRun {
   updatedAt: string;
 }
 
+/** What one scheduling pass (`tick`) did. */
 export interface TickResult {
   /** Runs this pass started that had not ended when it returned (loops waits for every run: empty). */
   claimed: LoopRun[];
@@ -173,6 +229,7 @@ export interface TickResult {
   expired: Loop[];
 }
 
+/** Options of `new LoopsClient(…)`. */
 export interface LoopsClientOptions {
   /** The data directory (default `$LOOPS_DATA_DIR`, else the platform's: see docs/cli.md). */
   dataDir?: string;
@@ -182,12 +239,91 @@ export interface LoopsClientOptions {
   clock?: Clock;
 }
 
+
+// ---- loops' own options and results ---------------------------------------------------------
+
+/** A filter of events (`events`, `logEvents`, `events$`); every given field must hold. */
+export interface EventQuery {
+  /** Only the events of this stream: a run id, a workflow run id, a loop name or id, or a raw stream id (`loop:…`). */
+  stream?: string;
+  /** Only events of these types; `run.*` names every type starting with `run.`. */
+  types?: readonly string[];
+  /** Only events of this loop (name or id): its stream, its runs' and the workflow runs they started. */
+  loop?: string;
+  /** Only events recorded at or after this ISO-8601 time. */
+  since?: string;
+}
+
+/** Options of `logEvents`. */
+export interface LogEventsOptions extends EventQuery {
+  /** Only events past this log position (default 0). */
+  afterPosition?: number;
+  /** At most this many (default: all). */
+  limit?: number;
+}
+
+/** Options of `events$`. */
+export interface LiveEventsQuery extends EventQuery {
+  /** Start after this log position instead of now (0: the whole log, then what comes). */
+  afterPosition?: number;
+  /** How often the log is looked at, in ms (default 200). */
+  pollMs?: number;
+}
+
+/** Options of `listRuns` (`loops runs`). */
+export interface ListRunsQuery {
+  /** Only runs of this loop (name or id; removed loops too). */
+  loop?: string;
+  /** Only runs in this status (claimed, running, succeeded, failed, timed_out, cancelled, abandoned…). */
+  status?: string;
+  /** At most this many, newest first (default 20, as `loops runs`). */
+  limit?: number;
+}
+
+/** Options of `output` (`loops logs --json`). */
+export interface OutputQuery {
+  /** Only the last `tail` lines of each stream (default: all). */
+  tail?: number;
+  /** Which streams (default both). */
+  streams?: ReadonlyArray<'stdout' | 'stderr'>;
+  /** The beginning kept when the output was rotated, instead. */
+  head?: boolean;
+  /** Workflow runs: only this step. */
+  step?: string;
+  /** With `step`: this attempt (default its last). */
+  attempt?: number;
+}
+
+/** Options of `why`. */
+export interface WhyQuery {
+  /** Explain the slot at (or just before) this time (ISO-8601; without an offset, in the loop's zone). */
+  at?: string;
+  /** Without `at`: how many recent decisions (default 10). */
+  limit?: number;
+}
+
+/** Options of `replay`. */
+export interface ReplayOptions {
+  /** An archived run (`loops prune --archive`): replay its archived events from the archive file too. */
+  archive?: boolean;
+  /** Where the archive file is now, if it was moved (implies `archive`). */
+  archiveFile?: string;
+}
+
 // ---- the client -----------------------------------------------------------------------------
 
+/**
+ * The loops SDK: one data directory's loops, runs and workflows. The database is opened on first
+ * use (created if absent) and held until `close()`; several clients (and the CLI, and the daemon)
+ * may use the same directory at once. Every method rejects with a `LoopsError` subclass: see each
+ * method and docs/sdk.md.
+ */
 export class LoopsClient {
   private opened: Promise<Runtime> | null = null;
   private closed = false;
+  private readonly closing = new AbortController();
 
+  /** A client of `options.dataDir` (default `$LOOPS_DATA_DIR`, else the platform's). Opens nothing yet. */
   constructor(private readonly options: LoopsClientOptions = {}) {}
 
   /** The runtime, opened on first use (the database is created if absent). */
@@ -202,6 +338,13 @@ export class LoopsClient {
     return this.opened;
   }
 
+  // ---- loops ----
+
+  /**
+   * Creates a loop (`loops create command|agent|workflow`). Throws ValidationError (a bad field),
+   * AlreadyExistsError (the name is taken), NotFoundError (a workflow target that does not exist),
+   * UsageError (preflight: the command or agent CLI is not found).
+   */
   async create(input: CreateLoopInput): Promise<Loop> {
     const runtime = await this.runtime();
     const common = createOptions(input);
@@ -244,7 +387,7 @@ export class LoopsClient {
     return toLoop(view);
   }
 
-  /** Loops not removed, by name; `status` keeps those in that status. */
+  /** Loops not removed, by name (`loops list`); `status` keeps those in that status (`removed` lists the removed). */
   async list(options: { status?: LoopStatus } = {}): Promise<Loop[]> {
     const runtime = await this.runtime();
     return listLoops(runtime.db, { all: options.status === 'removed' })
@@ -252,38 +395,109 @@ export class LoopsClient {
       .map(toLoop);
   }
 
-  /** By id, name or unique id prefix; NotFoundError / AmbiguousError otherwise. */
+  /** One loop by id, name or unique id prefix, in the predecessor's shape. NotFoundError / AmbiguousError otherwise. */
   async get(idOrName: string): Promise<Loop> {
     return toLoop(findLoop((await this.runtime()).db, idOrName));
   }
 
-  async pause(idOrName: string): Promise<Loop> {
-    return toLoop(await changeLoopState(await this.runtime(), idOrName, 'pause'));
+  /** One loop in loops' own shape, as `loops show --json --reveal` prints it (removed loops too). NotFoundError / AmbiguousError. */
+  async getLoop(idOrName: string): Promise<LoopView> {
+    return findLoop((await this.runtime()).db, idOrName, { includeRemoved: true });
   }
 
-  async resume(idOrName: string): Promise<Loop> {
-    return toLoop(await changeLoopState(await this.runtime(), idOrName, 'resume'));
+  /** Loops in loops' own shape (`loops list --json`); `all`: removed ones too. */
+  async listLoops(options: { all?: boolean } = {}): Promise<LoopView[]> {
+    return listLoops((await this.runtime()).db, { all: options.all === true });
   }
 
-  async stop(idOrName: string): Promise<Loop> {
-    return toLoop(await changeLoopState(await this.runtime(), idOrName, 'stop'));
+  /** Pauses a loop (`loops pause`). NotFoundError; InvalidTransitionError when it cannot be paused (removed, archived…). */
+  async pause(idOrName: string, options: { reason?: string } = {}): Promise<Loop> {
+    return this.changeState(idOrName, 'pause', options.reason);
   }
 
-  /** Removes the loop (its runs and events stay in the log; its name can be reused): true once removed. */
-  async delete(idOrName: string): Promise<boolean> {
-    const view = await changeLoopState(await this.runtime(), idOrName, 'remove');
+  /** Resumes a paused or stopped loop (`loops resume`); it is scheduled again from now. NotFoundError, InvalidTransitionError. */
+  async resume(idOrName: string, options: { reason?: string } = {}): Promise<Loop> {
+    return this.changeState(idOrName, 'resume', options.reason);
+  }
+
+  /** Stops a loop until resumed (`loops stop`). NotFoundError, InvalidTransitionError. */
+  async stop(idOrName: string, options: { reason?: string } = {}): Promise<Loop> {
+    return this.changeState(idOrName, 'stop', options.reason);
+  }
+
+  /** Archives a loop: its history is kept and it never runs again (`loops archive`). NotFoundError, InvalidTransitionError. */
+  async archive(idOrName: string, options: { reason?: string } = {}): Promise<Loop> {
+    return this.changeState(idOrName, 'archive', options.reason);
+  }
+
+  /** Removes the loop (`loops remove`; its runs and events stay in the log; its name can be reused): true once removed. NotFoundError. */
+  async delete(idOrName: string, options: { reason?: string } = {}): Promise<boolean> {
+    const view = await changeLoopState(await this.runtime(), idOrName, 'remove', { reason: options.reason ?? null });
     return view.status === 'removed';
   }
 
-  /** Runs, newest first (at most `limit`, default 100), of one loop (id or name) or of all. */
+  private async changeState(idOrName: string, command: LoopStateCommand, reason: string | undefined): Promise<Loop> {
+    return toLoop(await changeLoopState(await this.runtime(), idOrName, command, { reason: reason ?? null }));
+  }
+
+  /** The next `count` (default 5, at most 1000) fire times of a loop (`loops next`); empty unless it is active. NotFoundError, UsageError. */
+  async next(idOrName: string, options: { count?: number } = {}): Promise<NextFire[]> {
+    const count = options.count ?? 5;
+    if (!Number.isInteger(count) || count < 1 || count > 1000) throw new UsageError(`next: count must be a whole number from 1 to 1000, got ${JSON.stringify(count)}`);
+    const runtime = await this.runtime();
+    return nextFires(findLoop(runtime.db, idOrName), runtime.clock.now(), count);
+  }
+
+  // ---- runs ----
+
+  /** Runs in the predecessor's shape, newest first (at most `limit`, default 100), of one loop (id or name) or of all. NotFoundError. */
   async runs(loopIdOrName?: string, options: { limit?: number; status?: string } = {}): Promise<LoopRun[]> {
     const runtime = await this.runtime();
     const loopId = loopIdOrName === undefined ? undefined : findLoop(runtime.db, loopIdOrName, { includeRemoved: true }).id;
-    return listRuns(runtime.db, {
+    return queryRuns(runtime.db, {
       ...(loopId !== undefined ? { loopId } : {}),
       ...(options.status !== undefined ? { status: options.status } : {}),
       limit: options.limit ?? 100,
     }).map(toLoopRun);
+  }
+
+  /** Runs in loops' own shape, newest first, as `loops runs --json` lists them. NotFoundError (the loop), UsageError (the limit). */
+  async listRuns(query: ListRunsQuery = {}): Promise<RunView[]> {
+    const limit = query.limit ?? 20;
+    if (!Number.isInteger(limit) || limit < 1) throw new UsageError(`listRuns: limit must be a positive whole number, got ${JSON.stringify(limit)}`);
+    const runtime = await this.runtime();
+    const loopId = query.loop === undefined ? undefined : findLoop(runtime.db, query.loop, { includeRemoved: true }).id;
+    return queryRuns(runtime.db, { limit, ...(loopId !== undefined ? { loopId } : {}), ...(query.status !== undefined ? { status: query.status } : {}) });
+  }
+
+  /** One run by id or unique prefix, in loops' own shape (`loops show <run> --json`). NotFoundError / AmbiguousError. */
+  async getRun(runId: string): Promise<RunView> {
+    return findRun((await this.runtime()).db, runId);
+  }
+
+  /**
+   * A run's output (`loops logs <ref> --json`): of a run (id or prefix), a loop's latest run (name
+   * or id) or a workflow run (each step attempt); secrets masked. NotFoundError, UsageError.
+   */
+  async output(ref: string, query: OutputQuery = {}): Promise<RunOutput> {
+    const runtime = await this.runtime();
+    return readRunOutput(runtime.db, runtime.dataDir, ref, {
+      tail: query.tail ?? null,
+      head: query.head ?? false,
+      step: query.step ?? null,
+      attempt: query.attempt ?? null,
+      ...(query.streams !== undefined ? { streams: query.streams } : {}),
+    });
+  }
+
+  /**
+   * Asks for a running run to be cancelled (`loops cancel`): its runner (the daemon, a tick, a
+   * runNow anywhere) stops its process group and records it cancelled. A run that already ended is
+   * left as it is (`outcome: 'ended'`). NotFoundError.
+   */
+  async cancel(runId: string, options: { reason?: string } = {}): Promise<CancelResult> {
+    const runtime = await this.runtime();
+    return requestCancel(runtime, findRun(runtime.db, runId).id, options.reason ?? null);
   }
 
   /** One scheduling pass in this process (`loops tick`): decides what is due, runs it, waits for it. */
@@ -301,37 +515,59 @@ export class LoopsClient {
     };
   }
 
-  /** Runs the loop now in this process and resolves with the ended run (a failed command is a run with status `failed`, not an error). */
+  /**
+   * Runs the loop now in this process (`loops run-now`) and resolves with the ended run (a failed
+   * command is a run with status `failed`, not an error); `signal` cancels it. NotFoundError; BusyError
+   * when its overlap policy refuses a second run.
+   */
   async runNow(idOrName: string, options: { signal?: AbortSignal } = {}): Promise<LoopRun> {
     return toLoopRun(await runLoopNow(await this.runtime(), idOrName, options.signal ? { signal: options.signal } : {}));
   }
 
   // ---- workflows (loops; the predecessor's SDK had none) ----
 
-  /** Stores version 1 of the workflow spec file (YAML or JSON) at `file`. */
+  /** Stores version 1 of the workflow spec file (YAML or JSON) at `file` (`loops workflows create`). ValidationError, AlreadyExistsError. */
   async createWorkflow(file: string): Promise<WorkflowView> {
     return (await createWorkflow(await this.runtime(), file)).workflow;
   }
 
-  /** Stores the spec file at `file` as the next version of the workflow. */
+  /** Stores the spec file at `file` as the next version of the workflow (`loops workflows update`). NotFoundError, ValidationError. */
   async updateWorkflow(idOrName: string, file: string): Promise<WorkflowView> {
     return (await updateWorkflow(await this.runtime(), idOrName, file)).workflow;
   }
 
+  /** Workflows (`loops workflows list --json`); `all`: archived ones too. */
   async listWorkflows(options: { all?: boolean } = {}): Promise<WorkflowView[]> {
     return listWorkflows((await this.runtime()).db, options);
   }
 
+  /** One workflow by id or name, with its latest spec (`loops workflows show --json`). NotFoundError. */
   async getWorkflow(idOrName: string): Promise<WorkflowView> {
-    return findWorkflow((await this.runtime()).db, idOrName);
+    return findWorkflow((await this.runtime()).db, idOrName, { includeArchived: true });
   }
 
-  /** Runs the workflow now in this process; resolves with the ended workflow run. */
+  /** Runs the workflow now in this process (`loops workflows run`); resolves with the ended run; `signal` cancels it. NotFoundError, ValidationError (inputs). */
   async runWorkflow(idOrName: string, options: { inputs?: Record<string, string>; signal?: AbortSignal } = {}): Promise<WorkflowRunView> {
     return (await runWorkflow(await this.runtime(), idOrName, options)).run;
   }
 
-  /** Workflow runs, newest first (default 50), of one workflow or of all. */
+  /** Continues a workflow run whose runner stopped (`loops workflows resume`), in this process, to its end. NotFoundError, BusyError (its runner is alive). */
+  async resumeWorkflow(wfRunId: string, options: { signal?: AbortSignal } = {}): Promise<WorkflowRunView> {
+    return resumeWorkflowRun(await this.runtime(), wfRunId, options);
+  }
+
+  /** Asks for a running workflow run to be cancelled (`loops workflows cancel`). NotFoundError. */
+  async cancelWorkflowRun(wfRunId: string, options: { reason?: string } = {}): Promise<CancelResult> {
+    const runtime = await this.runtime();
+    return requestWorkflowCancel(runtime, findWorkflowRun(runtime.db, wfRunId).id, options.reason ?? null);
+  }
+
+  /** A workflow run in full: every step, attempt and why skipped steps were (`loops workflows inspect --json`). NotFoundError. */
+  async inspectWorkflowRun(wfRunId: string): Promise<WorkflowRunInspection> {
+    return inspectWorkflowRun((await this.runtime()).db, wfRunId);
+  }
+
+  /** Workflow runs, newest first (default 50), of one workflow or of all (`loops workflows runs --json`). NotFoundError. */
   async workflowRuns(idOrName?: string, options: { limit?: number; status?: string } = {}): Promise<WorkflowRunView[]> {
     const runtime = await this.runtime();
     const workflowId = idOrName === undefined ? undefined : findWorkflow(runtime.db, idOrName, { includeArchived: true }).id;
@@ -342,13 +578,136 @@ export class LoopsClient {
     });
   }
 
+  /** Hides a workflow from new runs; its history stays (`loops workflows archive`). NotFoundError. */
   async archiveWorkflow(idOrName: string, reason?: string): Promise<WorkflowView> {
     return archiveWorkflow(await this.runtime(), idOrName, reason ?? null);
   }
 
-  /** Closes the database (and the spawner helper, if one was started). Later calls fail with a UsageError. */
+  // ---- events ----
+
+  /**
+   * The events of one stream in order (`loops events <ref> --json`, `loops workflows events`): a
+   * run id, a workflow run id, a loop name or id, or a raw stream id. NotFoundError.
+   */
+  async events(ref: string, options: { limit?: number } = {}): Promise<StoredEvent[]> {
+    const runtime = await this.runtime();
+    const streamId = await resolveStream(runtime.db, runtime.log, ref);
+    const list = await runtime.log.readStream(streamId);
+    return options.limit === undefined ? list : list.slice(0, options.limit);
+  }
+
+  /** The events of the whole log that pass the filter, in log order. NotFoundError (the stream or loop), UsageError (the filter). */
+  async logEvents(options: LogEventsOptions = {}): Promise<StoredEvent[]> {
+    const runtime = await this.runtime();
+    const filter = await this.eventFilter(runtime, options);
+    return readEvents(runtime.db, {
+      ...filter,
+      ...(options.afterPosition !== undefined ? { afterPosition: options.afterPosition } : {}),
+      ...(options.limit !== undefined ? { limit: options.limit } : {}),
+    });
+  }
+
+  /**
+   * Live events: every event appended from the moment of subscription on (or after
+   * `afterPosition`), by any process — the daemon, the CLI, another client — that passes the
+   * filter, in log order. The log is polled by position (every `pollMs`, default 200 ms);
+   * unsubscribing stops the polling; `close()` completes it. A filter naming a stream or loop that
+   * does not exist errors the observable with NotFoundError.
+   */
+  events$(query: LiveEventsQuery = {}): Observable<StoredEvent> {
+    const opened = this.runtime();
+    const db = opened.then((runtime) => runtime.db);
+    const filter = opened.then((runtime) => this.eventFilter(runtime, query));
+    // A rejection reaches subscribers only: an unused observable leaves no unhandled rejection.
+    for (const p of [db, filter]) p.catch(() => undefined);
+    return liveEvents(
+      db,
+      filter,
+      {
+        signal: this.closing.signal,
+        ...(query.afterPosition !== undefined ? { afterPosition: query.afterPosition } : {}),
+        ...(query.pollMs !== undefined ? { pollMs: query.pollMs } : {}),
+      },
+    );
+  }
+
+  /** The query's references resolved: the stream's id, the loop's id. */
+  private async eventFilter(runtime: Runtime, query: EventQuery): Promise<EventFilter> {
+    return {
+      ...(query.stream !== undefined ? { stream: await resolveStream(runtime.db, runtime.log, query.stream) } : {}),
+      ...(query.types !== undefined ? { types: query.types } : {}),
+      ...(query.loop !== undefined ? { loopId: findLoop(runtime.db, query.loop, { includeRemoved: true }).id } : {}),
+      ...(query.since !== undefined ? { since: query.since } : {}),
+    };
+  }
+
+  // ---- admin ----
+
+  /** Runs, failures, duration, tokens and cost per loop (`loops stats --json`); `since`: an ISO time or how long ago (`7d`). NotFoundError, UsageError. */
+  async stats(options: { loop?: string; since?: string } = {}): Promise<StatsReport> {
+    const runtime = await this.runtime();
+    const { parseSince, runStats } = await import('./runtime/admin/stats.js');
+    const since = options.since !== undefined ? await parseSince(options.since, runtime.clock.now(), 'since') : null;
+    return runStats(runtime.db, { loop: options.loop, since });
+  }
+
+  /**
+   * What happened to a loop's slots, from the log (`loops why --json`): the recent decisions, or
+   * with `at` the explanation of that slot. NotFoundError, UsageError (a bad `at`).
+   */
+  async why(idOrName: string, query: WhyQuery & { at: string }): Promise<SlotExplanation>;
+  async why(idOrName: string, query?: WhyQuery & { at?: undefined }): Promise<DecisionView[]>;
+  async why(idOrName: string, query: WhyQuery = {}): Promise<SlotExplanation | DecisionView[]> {
+    const runtime = await this.runtime();
+    const [{ explainSlot, recentDecisions }, { parseInstant }] = await Promise.all([import('./runtime/admin/why.js'), import('./scheduling/schedule.js')]);
+    const loop = findLoop(runtime.db, idOrName, { includeRemoved: true });
+    if (query.at !== undefined) return explainSlot(runtime.db, loop, parseInstant(query.at, loop.timing.tz, 'at'), runtime.clock.now());
+    const limit = query.limit ?? 10;
+    if (!Number.isInteger(limit) || limit < 1) throw new UsageError(`why: limit must be a positive whole number, got ${JSON.stringify(limit)}`);
+    return recentDecisions(runtime.db, loop.id, limit);
+  }
+
+  /** Checks the data directory, database, daemon, agent CLIs and every active loop (`loops doctor --json`); never throws for a failed check (`ok: false`). */
+  async doctor(): Promise<DoctorReport> {
+    const runtime = await this.runtime();
+    const { runDoctor } = await import('./runtime/admin/doctor.js');
+    return runDoctor({ dataDir: runtime.dataDir, now: runtime.clock.now() });
+  }
+
+  /** Checks the log's invariants (`loops verify --json`); `processes`: also that no process a run started is alive. A violation is `ok: false`, not an error. */
+  async verify(options: { processes?: boolean } = {}): Promise<VerifyReport> {
+    const { verifyLog } = await import('./runtime/admin/verify-log.js');
+    return verifyLog((await this.runtime()).db, options);
+  }
+
+  /** Writes a consistent copy of the log and its tables to `target` (`loops backup`), while others write. UsageError / AlreadyExistsError as the CLI. */
+  async backup(target: string): Promise<BackupReport> {
+    const runtime = await this.runtime();
+    const { backup } = await import('./runtime/admin/backup.js');
+    return backup(runtime.dataDir, target);
+  }
+
+  /**
+   * Rebuilds every state of a run (or any stream) from the log alone and checks it against the
+   * recorded states (`loops replay --json`). A mismatch is `ok: false` with `firstMismatch` (the
+   * CLI exits 6: `DeterminismError`); `strict: true` throws that DeterminismError instead. NotFoundError.
+   */
+  async replay(runId: string, options: ReplayOptions & { strict?: boolean } = {}): Promise<ReplayResult> {
+    const runtime = await this.runtime();
+    const { determinismError, replayArchived, replayStream } = await import('./runtime/admin/replay.js');
+    const streamId = await resolveStream(runtime.db, runtime.log, runId);
+    const result =
+      options.archive === true || options.archiveFile !== undefined
+        ? await replayArchived(runtime.log, runtime.dataDir, streamId, options.archiveFile)
+        : await replayStream(runtime.log, streamId);
+    if (options.strict === true && !result.ok) throw determinismError(result);
+    return result;
+  }
+
+  /** Closes the database (and the spawner helper, if one was started) and completes every `events$`. Later calls fail with a UsageError. */
   async close(): Promise<void> {
     this.closed = true;
+    this.closing.abort();
     const opened = this.opened;
     this.opened = null;
     if (opened) (await opened).close();
@@ -362,11 +721,13 @@ export function loops(options: LoopsClientOptions = {}): LoopsClient {
 
 // ---- input → the runtime's create input ------------------------------------------------------
 
+/** The fields every kind of loop shares, as the runtime takes them. */
 type CommonInput = Pick<
   CreateCommandLoopInput,
   'name' | 'description' | 'schedule' | 'overlap' | 'catchUp' | 'catchUpLimit' | 'attempts' | 'retryDelay' | 'lease' | 'preflight'
 >;
 
+/** `create`'s common fields → the runtime's (ValidationError on a bad shape). */
 function createOptions(input: CreateLoopInput): CommonInput {
   if (input === null || typeof input !== 'object') throw new ValidationError('create: expected an object with name, schedule and target');
   return {
@@ -460,6 +821,7 @@ function toTarget(view: LoopView): LoopTarget {
   };
 }
 
+/** A loop view → the predecessor's `Loop`. */
 function toLoop(view: LoopView): Loop {
   const p: LoopPolicies = view.policies;
   return {
@@ -482,6 +844,7 @@ function toLoop(view: LoopView): Loop {
   };
 }
 
+/** A run view → the predecessor's `LoopRun`. */
 function toLoopRun(run: RunView): LoopRun {
   return {
     id: run.id,

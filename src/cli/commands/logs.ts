@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { UsageError } from '../../events/errors.js';
 import { TranscriptRenderer, thousands, type RenderedLine } from '../agent-report/index.js';
 import { followOutput } from '../../runtime/queries/follow-output.js';
+import { outputJson } from '../../runtime/queries/output-json.js';
 import { droppedBytes, keptBytes, outputFiles, resolveLogsSubject, type LogsSubject, type OutputFiles, type OutputStream } from '../../runtime/queries/run-files.js';
 import { outputMasker, outputTracker, readOutputMasked, type OutputUnit, type OutputView } from '../../runtime/queries/run-output.js';
 import type { SecretMasker } from '../../runtime/execution/secrets.js';
@@ -359,41 +360,7 @@ function hasOutput(files: OutputFiles, head: boolean): boolean {
 
 /** `--json`: an object per stream (paths, bytes, rotation, text), for a run or each step attempt. */
 function jsonOf(view: OutputView, opts: Options, masker: SecretMasker | null): unknown {
-  const streams = (unit: OutputUnit) =>
-    Object.fromEntries(
-      opts.streams.map((stream) => {
-        const chunks: Buffer[] = [];
-        const files = readOutputMasked(unit.dir, stream, opts, masker, (chunk) => chunks.push(chunk));
-        return [
-          stream,
-          {
-            path: files.path,
-            files: [files.rotated?.path, files.exists ? files.path : undefined].filter((p): p is string => p !== undefined),
-            head: files.head?.path ?? null,
-            bytes: keptBytes(files),
-            totalBytes: unit.totals[stream],
-            rotated: files.rotated !== null,
-            droppedBytes: droppedBytes(files, unit.totals[stream]),
-            text: Buffer.concat(chunks).toString('utf8'),
-          },
-        ];
-      }),
-    );
-  if (view.wfRun === null) {
-    const run = view.run!;
-    const unit = view.units[0];
-    // A workflow loop's run that never started (or not yet) its workflow run has no output.
-    if (!unit) return { runId: run.id, loopId: run.loopId, loopName: run.loopName, status: run.status, outputPrunedAt: null, wfRunId: null, steps: [] };
-    return { runId: run.id, loopId: run.loopId, loopName: run.loopName, status: run.status, outputPrunedAt: run.outputPrunedAt, provider: unit.provider, ...streams(unit) };
-  }
-  return {
-    ...(view.run ? { runId: view.run.id } : {}),
-    wfRunId: view.wfRun.id,
-    workflowName: view.wfRun.workflowName,
-    status: view.wfRun.status,
-    outputPrunedAt: view.wfRun.outputPrunedAt,
-    steps: view.units.map((unit) => ({ stepId: unit.stepId, attempt: unit.attempt, status: unit.status, provider: unit.provider, ...streams(unit) })),
-  };
+  return outputJson(view, opts, masker);
 }
 
 /**

@@ -1,9 +1,8 @@
 import { UsageError } from '../../events/errors.js';
 import { describeSchedule } from '../../scheduling/describe.js';
-import { upcomingSlots } from '../../scheduling/planner.js';
 import { findLoop } from '../../runtime/queries/loops.js';
 import { openReader } from '../../runtime/store.js';
-import { formatInZone } from '../../scheduling/zone.js';
+import { nextFires } from '../../runtime/queries/next-fires.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -31,15 +30,7 @@ const next: CliCommand = {
       const loop = findLoop(reader.db, positionals[0]!);
       const active = loop.status === 'active';
       const fixedDelay = loop.schedule.kind === 'every' && loop.schedule.anchor === 'fixed-delay';
-      // A fixed-delay loop knows only its next slot: the one after depends on when that run ends.
-      const slots = !active
-        ? []
-        : fixedDelay
-          ? loop.nextRunAt
-            ? [{ slot: loop.nextRunAt, fireAt: loop.nextRunAt }]
-            : []
-          : upcomingSlots(loop, ctx.now, count, loop.scheduledRuns);
-      const rows = slots.map((s) => ({ ...s, local: formatInZone(Date.parse(s.fireAt), loop.timing.tz) }));
+      const rows = nextFires(loop, ctx.now, count);
       if (ctx.json) {
         printJson(ctx, rows);
         return EXIT.ok;

@@ -386,19 +386,11 @@ const inspect: CliCommand = {
   async run({ values, positionals }, ctx) {
     const reader = await openReader(ctx.dataDir);
     try {
-      const run = findWorkflowRun(reader.db, positionals[0]!);
-      const steps = workflowRunSteps(reader.db, run.id);
-      // Why steps were skipped is decided by the machine, not stored in the tables: fold the log.
-      const reasons = steps.some((s) => s.status === 'skipped')
-        ? (await import('../../runtime/workflows/explain.js')).skipReasons(reader.db, run.id)
-        : {};
+      const { workflowRunDetail, inspection } = await import('../../runtime/workflows/inspect.js');
+      const detail = workflowRunDetail(reader.db, positionals[0]!);
+      const { run, steps, reasons } = detail;
       if (ctx.json) {
-        printJson(ctx, {
-          ...run,
-          // What the agent steps' CLIs reported, summed over every attempt (null: none reported).
-          agent: runAgentTotals(steps),
-          steps: steps.map((s) => (s.status === 'skipped' ? { ...s, skipReason: reasons[s.stepId] ?? null } : s)),
-        });
+        printJson(ctx, inspection(detail));
         return EXIT.ok;
       }
       renderInspect(ctx, run, steps, values.timeline === true, reasons);
