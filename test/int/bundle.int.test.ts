@@ -5,7 +5,7 @@
  * file, a missing trailer, two lines swapped, a changed output file — fails naming what is wrong.
  * Secret values the log holds in clear never reach the bundle, and it still verifies.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -136,6 +136,20 @@ describe('bundle: a 4-step workflow run', () => {
     const problems = verifyLines(changed).problems;
     expect(problems[0]).toBe(`line ${fileLine + 1} (output file runs/${wfRunId}/build/1/stdout.log): its hash does not match its content: the output file was changed`);
     expect(problems[1]).toMatch(/its content's sha256 is [0-9a-f]{64}, the bundle recorded [0-9a-f]{64}: the output file was changed$/);
+
+    // -o never replaces what export did not write: a directory, a workflow file; a bundle it replaces.
+    const dir = tempDir();
+    const spec = join(dir, 'four.yaml');
+    writeFileSync(spec, FOUR_STEPS);
+    expect(() => writeBundleFile(spec, lines)).toThrow(`loops export: ${spec} exists and is not a file loops export wrote; it is left as it is`);
+    expect(readFileSync(spec, 'utf8')).toBe(FOUR_STEPS);
+    expect(() => writeBundleFile(dir, lines)).toThrow(`loops export: ${dir} exists and is not a file`);
+    expect(() => writeBundleFile(join(dir, 'no', 'such.jsonl'), lines)).toThrow(expect.objectContaining({ code: 'usage', message: `loops export: cannot write ${join(dir, 'no', 'such.jsonl')} (ENOENT)` }));
+    const again = join(dir, 'again.jsonl');
+    writeBundleFile(again, lines);
+    writeBundleFile(again, lines.slice(0, 1));
+    expect(readFileSync(again, 'utf8')).toBe(`${lines[0]}\n`);
+    expect(readdirSync(dir).sort()).toEqual(['again.jsonl', 'four.yaml']);
 
     const notBundle = join(tempDir(), 'events.json');
     writeFileSync(notBundle, '{"hello":"world"}\n');

@@ -90,7 +90,7 @@ function escapeHtml(text: string): string {
 /** The page: a template with the data embedded; nothing in it loads anything. */
 export function renderBundleHtml(bundle: CollectedBundle): string {
   const data = pageData(bundle);
-  return `<!doctype html>
+  return `<!doctype html><!-- loops export -->
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <title>loops — ${escapeHtml(data.title)}</title>

@@ -11,10 +11,10 @@
  * `--secret-file` / `--secret-cmd` reference gives are not read here: the runner masked them in
  * the output files when each process ended, and the log never held them.
  */
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import type { Db } from '../../events/db.js';
-import { NotFoundError, UsageError } from '../../events/errors.js';
+import { LoopsError, NotFoundError, UsageError } from '../../events/errors.js';
 import { inlineSecretNames, MIN_SECRET_LENGTH } from '../../events/secret-names.js';
 import type { EventStore, Json, StoredEvent, StreamInfo } from '../../events/types.js';
 import { contextChanges, fieldHashes } from '../../machines/context-diff.js';
@@ -304,13 +304,25 @@ export function* bundleLines(bundle: CollectedBundle): Generator<string, void, u
   yield canonicalJson(trailer);
 }
 
+/** How a file loops export wrote begins: a bundle's header line, or the HTML page's marker. */
+const EXPORTED_STARTS = ['{"kind":"header","format":"loops-bundle"', '<!doctype html><!-- loops export -->'];
+
 /**
  * Writes the bundle to `file` whole or not at all: into a temporary file beside it (mode 0600),
- * renamed into place once complete.
+ * renamed into place once complete. Never replaces a directory or a file that is not an export
+ * (a typo in `-o` must not overwrite a workflow file); a path that cannot be written is a clear error.
  */
 export function writeBundleFile(file: string, lines: Iterable<string>): void {
+  refuseToClobber(file);
   const tmp = `${file}.${process.pid}.tmp`;
-  const fd = openSync(tmp, 'w', 0o600);
+  let fd: number;
+  try {
+    fd = openSync(tmp, 'w', 0o600);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'error';
+    const usage = code === 'ENOENT' || code === 'ENOTDIR' || code === 'EACCES' || code === 'EROFS';
+    throw new LoopsError(usage ? 'usage' : 'internal', `loops export: cannot write ${file} (${code})`, { hint: 'give a path in a directory that exists and you can write, or -o - for stdout', cause: error });
+  }
   let written = false;
   try {
     for (const line of lines) writeSync(fd, `${line}\n`);
@@ -320,4 +332,27 @@ export function writeBundleFile(file: string, lines: Iterable<string>): void {
     if (!written) rmSync(tmp, { force: true });
   }
   renameSync(tmp, file);
+}
+
+function refuseToClobber(file: string): void {
+  let stat;
+  try {
+    stat = statSync(file);
+  } catch {
+    return; // nothing there
+  }
+  const hint = 'give a new path (or remove it first), or -o - for stdout';
+  if (!stat.isFile()) throw new UsageError(`loops export: ${file} exists and is not a file`, { hint });
+  const fd = openSync(file, 'r');
+  const head = Buffer.alloc(64);
+  let n: number;
+  try {
+    n = readSync(fd, head, 0, head.length, 0);
+  } finally {
+    closeSync(fd);
+  }
+  const start = head.subarray(0, n).toString('utf8');
+  if (!EXPORTED_STARTS.some((s) => start.startsWith(s))) {
+    throw new UsageError(`loops export: ${file} exists and is not a file loops export wrote; it is left as it is`, { hint });
+  }
 }
