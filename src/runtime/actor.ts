@@ -17,6 +17,7 @@ import { getMachine, type MachineRef } from '../machines/registry.js';
 import { isoNow } from './clock.js';
 import type { Runtime } from './runtime.js';
 import { storageFault } from './storage-fault.js';
+import { inspectActor, inspectStep } from './inspection.js';
 
 /** How long `recordOrFail` retries a record that a storage fault (disk full, database locked) rolled back. */
 export const RECORD_RETRY_MS = 120_000;
@@ -103,6 +104,7 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
     });
     this.done.catch(() => undefined);
     if (snapshot.status === 'done') this.resolveDone(snapshot);
+    inspectActor(runtime.inspect, this);
   }
 
   /** A new, empty stream owned by the given machine. */
@@ -201,6 +203,7 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
       const result = step(this.machine, this.snapshot, event);
       this.snapshot = result.after;
       this.version = event.version;
+      inspectStep(this.runtime.inspect, this, event, result.after);
       for (const action of result.actions) {
         const effect = this.effects[action.type];
         if (typeof effect === 'function') this.schedule(action.type, action.params);
@@ -221,6 +224,8 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
     const meta = { runnerId: this.runtime.runnerId, ...(this.runtime.actedBy ? { by: this.runtime.actedBy } : {}), ...options.meta };
     const batch: NewEvent[] = [];
     const deferred: Array<{ type: string; params?: unknown }> = [];
+    /** The snapshot after each event of the batch, for an inspector (told once they are in the log). */
+    const steps: AnyMachineSnapshot[] = [];
     let snapshot = this.snapshot;
     const queue = [...inputs];
     let next: { type: string; data: unknown } | null = queue.shift() ?? null;
@@ -236,6 +241,7 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
       const ctx = fieldHashes(contextChanges(result.before.context, result.after.context));
       batch.push({ type: next.type, data: next.data, at, state: stateOf(result.after), meta: { ...meta, ctx } });
       snapshot = result.after;
+      steps.push(result.after);
       next = null;
       let inline: Array<{ type: string; data: unknown }> | null = null;
       for (const action of result.actions) {
@@ -277,6 +283,7 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
       throw error;
     }
     this.share(options.batch);
+    if (this.runtime.inspect) batch.forEach((event, i) => inspectStep(this.runtime.inspect, this, event, steps[i]!));
     for (const action of deferred) this.schedule(action.type, action.params);
     if (this.snapshot.status === 'done') {
       this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);

@@ -16,6 +16,7 @@ import { Spawner } from './execution/spawner.js';
 import { openReader } from './store.js';
 import { learnHostBoot } from './host.js';
 import { actedBy, type ActedBy } from './acting.js';
+import type { Inspector } from './inspection.js';
 
 export interface RuntimeOptions {
   dataDir?: string;
@@ -30,6 +31,8 @@ export interface RuntimeOptions {
   spawner?: 'inline' | 'helper';
   /** The trigger source its events record in `meta.by` (default: the process's, see acting.ts). */
   source?: string;
+  /** An XState inspector (e.g. `@statelyai/inspect`'s `inspect`) told of every stream actor and recorded event (inspection.ts). */
+  inspect?: Inspector;
 }
 
 export interface Runtime {
@@ -48,6 +51,8 @@ export interface Runtime {
   spawner: Spawner | null;
   /** Where restoring a stream may start instead of its first event (snapshots.ts). */
   snapshots?: SnapshotStore;
+  /** The inspector its durable actors tell (RuntimeOptions.inspect). */
+  inspect?: Inspector;
   close(): void;
 }
 
@@ -74,6 +79,7 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
     actedBy: actedBy(options.source),
     spawner: null,
     snapshots: new SnapshotStore(reader.db),
+    ...(options.inspect ? { inspect: options.inspect } : {}),
     close() {
       runtime.spawner?.close();
       log.close();
