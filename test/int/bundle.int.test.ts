@@ -13,6 +13,7 @@ import type { EventData, Target } from '../../src/events/catalog.js';
 import { ValidationError } from '../../src/events/errors.js';
 import { bundleLines, collectBundle, writeBundleFile, type CollectedBundle } from '../../src/runtime/admin/bundle.js';
 import { verifyBundle } from '../../src/runtime/admin/bundle-verify.js';
+import { pageData, scriptJson } from '../../src/runtime/admin/bundle-html.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
 import { newId } from '../../src/runtime/ids.js';
 import { createCommandLoop, recordLoopCreated } from '../../src/runtime/loops/commands.js';
@@ -84,6 +85,14 @@ describe('bundle: a 4-step workflow run', () => {
     const report = verifyBundle(file);
     expect(report.problems).toEqual([]);
     expect(report).toMatchObject({ ok: true, events: bundle.header.streams.reduce((n, s) => n + s.events, 0), files: files.length, head: JSON.parse(lines.at(-1)!).head });
+    // The HTML view's data: one bar per step, a state per event, `<` never raw in the embedded JSON.
+    const page = pageData(bundle);
+    expect(page.bars.map((b) => `${b.label} ${b.status}`).sort()).toEqual(['build succeeded', 'lint succeeded', 'report succeeded', 'test succeeded']);
+    expect(page.states).toHaveLength(report.events);
+    expect(page.events[0]!.type).toBe('workflow.created'); // log order: the definition came first
+    expect(page.states.at(-1)!.state).toBe('succeeded');
+    expect(page.states.at(-1)!.context).toMatchObject({ wfRunId });
+    expect(scriptJson({ out: '</script><!-- x' })).toBe('{"out":"\\u003c/script>\\u003c!-- x"}');
     // Every event recorded its context changes, and replay checked them.
     expect(bundle.entries.filter((e) => e.kind === 'event' && e.stream.startsWith('wfrun:')).every((e) => e.kind === 'event' && e.meta.ctx)).toBe(true);
   });
