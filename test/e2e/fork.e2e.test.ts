@@ -7,8 +7,9 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { expectDataDirInvariants } from '../helpers/invariants.js';
+import { waitFor } from '../helpers/wait.js';
 import { useSandboxes } from './cli-helpers.js';
 
 const sandbox = useSandboxes();
@@ -125,5 +126,29 @@ describe('loops fork / rerun through the binary', () => {
     expect(rerunCmd.run.status).toBe('succeeded');
     expect(s.run(['fork', first.id, '--from', 'c']).code).toBe(2);
     expectDataDirInvariants(s.dataDir);
+  }, 240_000);
+
+  it('a rerun held back by the loop overlap policy says so, exits 75 and records nothing', async () => {
+    const s = sandbox();
+    const gate = join(mkdtempSync(join(tmpdir(), 'loops-fork-')), 'gate');
+    writeFileSync(gate, '');
+    expect(s.run(['create', 'command', 'slow', '--cmd', `while [ ! -e ${gate} ]; do sleep 0.05; done`, '--manual']).code).toBe(0);
+    const first = s.json<{ id: string }>(['run-now', 'slow']);
+    rmSync(gate);
+    const going = s.start(['run-now', 'slow']);
+    onTestFinished(async () => {
+      writeFileSync(gate, '');
+      await going.exited;
+    });
+    await waitFor(() => s.json<Array<{ status: string }>>(['runs', 'slow']).some((r) => r.status === 'running'), 60_000, 'the second run running');
+    const before = s.eventCount();
+    const held = s.run(['rerun', first.id]);
+    expect(held.code, held.stderr).toBe(75);
+    expect(held.stderr).toMatch(/^loops: rerun of run_\w+ held back: loop slow has overlap skip and run run_\w+ is going/);
+    expect(held.stderr).not.toMatch(/\n\s+at /);
+    expect(s.eventCount()).toBe(before);
+    writeFileSync(gate, '');
+    expect((await going.exited).code).toBe(0);
+    expect(s.run(['rerun', first.id]).code).toBe(0);
   }, 240_000);
 });
