@@ -53,7 +53,7 @@ export function renderFrame(entries: readonly StepperEntry[], index: number, opt
   if (!entry) return [...head, 'no events', ...foot].map((l) => fit(l, columns)).join('\n') + '\n';
   const body = stepLines(entry.step, color);
   const by = byText(entry.step.by);
-  if (by) body.push(paint(color, 'gray', `      by ${by}`));
+  if (by) body.push(paint(color, 'gray', `      acted: ${by}`));
   const room = Math.max(0, rows - head.length - foot.length - body.length);
   if (entry.tail && room > 2) {
     const streams = (['stdout', 'stderr'] as const).filter((s) => entry.tail![s] !== '');

@@ -92,7 +92,7 @@ describe('the stepper', () => {
     expect(lines[0]).toBe(options.title);
     expect(lines[1]).toBe('transition 2 of 3');
     expect(frame).toContain('step.exited  running → running');
-    expect(frame).toContain('by daemon by ana@box, loops 0.1.0');
+    expect(frame).toContain('acted: daemon by ana@box, loops 0.1.0');
     expect(frame).toContain('stdout (tail):');
     expect(frame).toContain('    line 50');
     expect(frame).not.toContain('    line 1\n');

@@ -215,8 +215,8 @@ async function stepper(ctx: CliContext, replay: StreamReplay, pages: AsyncIterab
   await runStepper(entries, { input: stdin, output: ctx.out }, {
     title: `${replay.streamId} on ${replay.machine.id}@${replay.machine.version}`,
     color: ctx.color,
-    columns: stdout.columns ?? 100,
-    rows: stdout.rows ?? 30,
+    columns: stdout.columns || 100,
+    rows: stdout.rows || 30,
     // At the failure (--until-failure) or the first mismatch; else at the start.
     start: mismatch >= 0 ? mismatch : untilFailure ? entries.length - 1 : 0,
   });
