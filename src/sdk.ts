@@ -653,7 +653,7 @@ export class LoopsClient {
 
   /**
    * What happened to a loop's slots, from the log (`loops why --json`): the recent decisions, or
-   * with `at` the explanation of that slot. NotFoundError, UsageError (a bad `at`).
+   * with `at` the explanation of that slot. NotFoundError, ValidationError (a bad `at`), UsageError (a bad `limit`).
    */
   async why(idOrName: string, query: WhyQuery & { at: string }): Promise<SlotExplanation>;
   async why(idOrName: string, query?: WhyQuery & { at?: undefined }): Promise<DecisionView[]>;
