@@ -360,6 +360,16 @@ export const wfrunEv = {
     ev('step.retry_scheduled', { stepId, attempt, dueAt, reason }, when),
   cancelRequested: (reason: string | null = null, when = at(500)) => ev('wfrun.cancel_requested', { reason }, when),
   timedOut: (timeoutMs = 60_000, when = at(60_000)) => ev('wfrun.timed_out', { timeoutMs }, when),
+  /** A fork's reused step (`loops fork`): the parent's result, recorded with the fork's wfrun.started. */
+  reused: (stepId: string, data: Partial<EventData<'step.reused'>> = {}, when = at(0)) =>
+    ev(
+      'step.reused',
+      { stepId, fromRunId: 'wfrun_parent', status: 'succeeded', exitCode: 0, signal: null, error: null, outputs: {}, set: [], agent: null, reason: null, ...data },
+      when,
+    ),
+  /** The annotation on a parent's stream naming its fork or rerun. */
+  forked: (childRunId = 'wfrun_child', when = at(90_000)) =>
+    ev('stream.forked', { childRunId, forkedFrom: { runId: 'wfrun_1', from: 'b', reason: null, how: 'fork' } }, when),
 };
 
 // ── accounts (account stream) ────────────────────────────────────────────────

@@ -60,6 +60,8 @@ describe('event catalogue', () => {
       wfrunEv.retryScheduled('a'),
       wfrunEv.cancelRequested('r'),
       wfrunEv.timedOut(),
+      wfrunEv.reused('a'),
+      wfrunEv.forked(),
       retentionEv.runOutputPruned(),
       retentionEv.wfrunOutputPruned(),
       retentionEv.archived(),
