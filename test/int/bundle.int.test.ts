@@ -154,6 +154,7 @@ describe('bundle: a 4-step workflow run', () => {
     expect(readFileSync(spec, 'utf8')).toBe(FOUR_STEPS);
     expect(() => writeBundleFile(dir, lines)).toThrow(`loops export: ${dir} exists and is not a file`);
     expect(() => writeBundleFile(join(dir, 'no', 'such.jsonl'), lines)).toThrow(expect.objectContaining({ code: 'usage', message: `loops export: cannot write ${join(dir, 'no', 'such.jsonl')} (ENOENT)` }));
+    expect(() => writeBundleFile(join(dir, 'x'.repeat(300)), lines)).toThrow(expect.objectContaining({ code: 'usage', message: expect.stringMatching(/\(ENAMETOOLONG\)$/) }));
     const again = join(dir, 'again.jsonl');
     writeBundleFile(again, lines);
     writeBundleFile(again, lines.slice(0, 1));

@@ -304,6 +304,9 @@ export function* bundleLines(bundle: CollectedBundle): Generator<string, void, u
   yield canonicalJson(trailer);
 }
 
+/** Errors that say the path given is wrong (exit 2); others (a full disk, I/O) are exit 1. */
+const PATH_ERRORS = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ENAMETOOLONG', 'EINVAL', 'ELOOP', 'EEXIST']);
+
 /** How a file loops export wrote begins: a bundle's header line, or the HTML page's marker. */
 const EXPORTED_STARTS = ['{"kind":"header","format":"loops-bundle"', '<!doctype html><!-- loops export -->'];
 
@@ -320,7 +323,7 @@ export function writeBundleFile(file: string, lines: Iterable<string>): void {
     fd = openSync(tmp, 'w', 0o600);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? 'error';
-    const usage = code === 'ENOENT' || code === 'ENOTDIR' || code === 'EACCES' || code === 'EROFS';
+    const usage = PATH_ERRORS.has(code);
     throw new LoopsError(usage ? 'usage' : 'internal', `loops export: cannot write ${file} (${code})`, { hint: 'give a path in a directory that exists and you can write, or -o - for stdout', cause: error });
   }
   let written = false;
