@@ -1,13 +1,16 @@
 /**
  * Terminal views of a workflow run: a Gantt-style timeline (`loops workflows show`), the live step
  * list redrawn while `loops workflows run` is attached to a TTY, the critical path both use, and
- * the line summing what a run's agent steps reported (`loops workflows inspect`).
+ * the line summing what a run's agent steps reported and where each step attempt ran, with which
+ * environment's names (`loops workflows inspect`).
  *
  * Everything here is pure: no I/O and no clock. The caller passes `now` (used for steps that are
  * still running), the terminal width and whether colour is allowed.
  */
 import { formatDuration } from '../events/durations.js';
+import type { SpawnRecord } from '../runtime/queries/spawn-record.js';
 import { paint, type Color } from './render.js';
+import { envSummary } from './run-view.js';
 
 /** One step of a workflow run, as the views need it. */
 export interface ViewStep {
@@ -413,4 +416,37 @@ export function agentTotalsText(t: AgentTotalsLike): string {
   if (t.tokens.input !== null || t.tokens.output !== null) parts.push(`tokens ${k(t.tokens.input)} in / ${k(t.tokens.output)} out`);
   parts.push(`${t.reports} agent attempt${t.reports === 1 ? '' : 's'}`);
   return parts.join(', ');
+}
+
+/**
+ * Where each step attempt's process started and with which environment (names only), as its
+ * `step.spawned` recorded them (`records` by `<stepId>#<attempt>`), for `loops workflows inspect`:
+ *
+ *     ── where each attempt ran ──
+ *     build#1  cwd /srv/app/releases/42
+ *              env set PATH, 7 LOOPS_* · secret API_TOKEN · 41 inherited
+ *
+ * In step order, then attempt order. Empty (no heading) when no attempt has a record: a run
+ * recorded before they were prints as it did.
+ */
+export function stepSpawnLines(
+  steps: ReadonlyArray<{ stepId: string; attempts: ReadonlyArray<{ attempt: number }> }>,
+  records: ReadonlyMap<string, SpawnRecord>,
+  color: boolean,
+): string[] {
+  const rows: Array<{ label: string; record: SpawnRecord }> = [];
+  for (const step of steps) {
+    for (const a of step.attempts) {
+      const record = records.get(`${step.stepId}#${a.attempt}`);
+      if (record) rows.push({ label: `${step.stepId}#${a.attempt}`, record });
+    }
+  }
+  if (rows.length === 0) return [];
+  const width = Math.max(...rows.map((r) => len(r.label))) + 2;
+  const lines = [paint(color, 'dim', '── where each attempt ran ──')];
+  for (const { label, record } of rows) {
+    const parts = [...(record.cwd !== null ? [`cwd ${record.cwd}`] : []), ...(record.env !== null ? [`env ${envSummary(record.env)}`] : [])];
+    parts.forEach((part, i) => lines.push(`${i === 0 ? padEnd(label, width - 2) + '  ' : ' '.repeat(width)}${part}`));
+  }
+  return lines;
 }

@@ -4,7 +4,7 @@
  * (`set … · secret … · N inherited`) after `exit`; `--json` has `cwd` and `env` with every name.
  * No value of a variable is printed. Through the built binary.
  */
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -68,5 +68,30 @@ describe('loops show <run>: cwd and env', () => {
     expect(shown.stdout).not.toMatch(/\ncwd {9}/);
     expect(shown.stdout).not.toMatch(/\nenv {9}/);
     expect(s.json<ShownRun>(['show', runId]).env).toBeUndefined();
+  });
+});
+
+describe('loops workflows inspect: where each step attempt ran', () => {
+  it('prints a cwd and an env line per attempt after the table, names only', () => {
+    const s = sandbox();
+    const dir = join(scratch, 'step-dir');
+    mkdirSync(dir);
+    const file = join(scratch, 'where.yaml');
+    writeFileSync(
+      file,
+      ['name: where', 'steps:', '  - id: here', `    run: node ${join(FIXTURES, 'env-names.mjs')}`, `    cwd: ${JSON.stringify(dir)}`, '    env: { STEP_PLAIN: "hello there" }', ''].join('\n'),
+    );
+    expect(s.run(['workflows', 'create', file]).code).toBe(0);
+    const ran = s.run(['workflows', 'run', 'where']);
+    expect(ran.code, ran.stderr).toBe(0);
+    const [run] = s.json<Array<{ id: string }>>(['workflows', 'runs']);
+    const shown = s.run(['workflows', 'inspect', run!.id]);
+    expect(shown.code, shown.stderr).toBe(0);
+    const lines = shown.stdout.split('\n');
+    const at = lines.indexOf('── where each attempt ran ──');
+    expect(at).toBeGreaterThan(0);
+    expect(lines[at + 1]).toBe(`here#1  cwd ${realpathSync(dir)}`);
+    expect(lines[at + 2]).toMatch(/^ {8}env set PATH, STEP_PLAIN, \d+ LOOPS_\* · \d+ inherited$/);
+    expect(shown.stdout).not.toContain('hello there');
   });
 });
