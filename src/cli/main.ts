@@ -76,6 +76,8 @@ const entries: Entry[] = [
   { name: 'workflows inspect', summary: 'show a workflow run: every step, attempt, output and error', load: workflowCmds },
   { name: 'workflows validate', summary: 'check a workflow spec file and print every problem', load: workflowCmds },
   { name: 'schema workflow', summary: 'print the JSON Schema of workflow spec files', load: workflowCmds },
+  { name: 'machines list', summary: 'list the state machines that write the log, with every version kept', load: () => import('./commands/machines.js').then((m) => m.commands) },
+  { name: 'machines export', summary: "print a machine's definition as JSON (--version N)", load: () => import('./commands/machines.js').then((m) => m.commands) },
   { name: 'projections rebuild', summary: 'drop the tables and rebuild them from the log', load: () => import('./commands/projections.js').then((m) => m.commands) },
   { name: 'projections verify', summary: 'rebuild into a scratch database and compare with the tables', load: () => import('./commands/projections.js').then((m) => m.commands) },
   { name: 'verify', summary: "check the log's invariants (integrity, one run per slot, replay, tables), or a bundle", load: () => import('./commands/verify.js').then((m) => m.commands) },
