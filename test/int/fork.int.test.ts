@@ -217,6 +217,12 @@ describe('loops fork of a workflow loop run, and from a version', () => {
       ['d', 'run'],
     ]);
     expect(plan.steps[1]!.why).toBe(`it had not ended at version ${aExited.version}`);
+    // At its last version every step had ended: nothing would run (refused before anything is recorded).
+    const before = positionNow(runtime);
+    const all = await planFork(runtime, parent, { how: 'fork', from: String(events.length) });
+    expect(all.steps.every((s) => s.action === 'reuse')).toBe(true);
+    await expect(executeFork(runtime, all)).rejects.toThrow(/nothing would run again/);
+    expect(positionNow(runtime)).toBe(before);
     await expect(planFork(runtime, parent, { how: 'fork', from: '999' })).rejects.toThrow(/has versions 1 to/);
   });
 });
@@ -232,6 +238,7 @@ describe('loops fork / rerun of a command run', () => {
     expect(plan.kind).toBe('run');
     const before = positionNow(runtime);
     await expect(planFork(runtime, first.id, { how: 'fork', from: 'zz' })).rejects.toThrow(UsageError);
+    await expect(planFork(runtime, first.id, { how: 'rerun-failed' })).rejects.toThrow(/succeeded; nothing failed/);
     expect(positionNow(runtime)).toBe(before);
     const result = await executeFork(runtime, plan);
     expect(result.run.status).toBe('succeeded');

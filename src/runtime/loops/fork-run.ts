@@ -69,6 +69,9 @@ export async function planFork(runtime: Runtime, idOrPrefix: string, request: Fo
     throw new UsageError(`--from ${request.from}: a ${context.target.kind} run has one step, ${RUN_STEP}`, { hint: `loops fork ${run.id} --from ${RUN_STEP}` });
   }
   const status = findRun(runtime.db, run.id).status;
+  if (request.how === 'rerun-failed' && status === 'succeeded') {
+    throw new UsageError(`rerun --failed: run ${run.id} succeeded; nothing failed to run again`, { hint: `loops rerun ${run.id} runs it again` });
+  }
   return {
     kind: 'run',
     parentRunId: run.id,
@@ -101,6 +104,11 @@ export async function executeFork(
   plan: ForkPlan,
   options: { run?: RunNowOptions; workflow?: RunWorkflowOptions } = {},
 ): Promise<ForkResult> {
+  if (plan.steps.every((s) => s.action === 'reuse')) {
+    throw new UsageError(`${plan.forkedFrom.how === 'fork' ? 'fork' : 'rerun'} of ${plan.parentRunId}: every step's result would be reused, nothing would run again`, {
+      hint: plan.forkedFrom.how === 'rerun-failed' ? 'no step of it failed or was skipped; loops rerun without --failed runs it all again' : 'fork from an earlier step or version',
+    });
+  }
   const loopId = plan.loopId;
   if (loopId !== null) {
     const held = overlapHold(runtime, loopId);
