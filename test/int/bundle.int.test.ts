@@ -103,18 +103,19 @@ describe('bundle: a 4-step workflow run', () => {
     const { bundle, lines } = await exported(runtime, wfRunId);
     const events = bundle.entries.flatMap((e, i) => (e.kind === 'event' ? [{ e, line: i + 2 }] : []));
     fc.assert(
-      fc.property(fc.nat(events.length - 1), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), fc.integer({ min: 0, max: 6 }), (which, where, bit) => {
+      fc.property(fc.nat(events.length - 1), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), fc.integer({ min: 0, max: 7 }), (which, where, bit) => {
         const { e, line } = events[which]!;
         const text = Buffer.from(lines[line - 1]!, 'utf8');
         const at = Math.floor(where * text.length);
         text[at] = text[at]! ^ (1 << bit);
-        const damaged = [...lines];
-        damaged[line - 1] = text.toString('latin1');
-        const report = verifyLines(damaged);
+        // The file's bytes with exactly that one bit flipped (bit 7 makes invalid UTF-8).
+        const file = join(tempDir(), 'flipped.jsonl');
+        writeFileSync(file, Buffer.concat(lines.map((l, i) => Buffer.concat([i === line - 1 ? text : Buffer.from(l, 'utf8'), Buffer.from('\n')]))));
+        const report = verifyBundle(file);
         expect(report.ok).toBe(false);
         expect(report.problems[0]).toMatch(new RegExp(`^line ${line} \\(event ${e.kind === 'event' ? e.stream : ''} v${e.kind === 'event' ? e.version : 0} \\(`));
       }),
-      { numRuns: 60 },
+      { numRuns: 150 },
     );
     // A change that keeps the line valid JSON names the type too.
     const { e, line } = events[3]!;
