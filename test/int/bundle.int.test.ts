@@ -12,6 +12,7 @@ import { describe, expect, it } from 'vitest';
 import type { EventData, Target } from '../../src/events/catalog.js';
 import { ValidationError } from '../../src/events/errors.js';
 import { bundleLines, collectBundle, writeBundleFile, type CollectedBundle } from '../../src/runtime/admin/bundle.js';
+import type { BundleEntry } from '../../src/runtime/admin/bundle-format.js';
 import { verifyBundle } from '../../src/runtime/admin/bundle-verify.js';
 import { pageData, scriptJson } from '../../src/runtime/admin/bundle-html.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
@@ -123,6 +124,25 @@ describe('bundle: a 4-step workflow run', () => {
     damaged[line - 1] = damaged[line - 1]!.replace(/"at":"(\d)/, (_m, d: string) => `"at":"${(Number(d) + 1) % 10}`);
     const report = verifyLines(damaged);
     expect(report.problems).toEqual([`line ${line} (event ${e.kind === 'event' ? `${e.stream} v${e.version} (${e.type})` : ''}): its hash does not match its content: the event was changed`]);
+  });
+
+  it('a bundle re-chained after an edit still fails: replay does not reproduce the recorded state or field', async () => {
+    const runtime = await useRuntime();
+    const wfRunId = await fourStepRun(runtime);
+    const { bundle } = await exported(runtime, wfRunId);
+    const rechain = (edit: (e: BundleEntry) => BundleEntry) => {
+      const file = join(tempDir(), 'rechained.jsonl');
+      writeBundleFile(file, bundleLines({ ...bundle, entries: bundle.entries.map((e) => edit(structuredClone(e))) }));
+      return verifyBundle(file).problems;
+    };
+    const line = (type: string, stepId: string) => 2 + bundle.entries.findIndex((e) => e.kind === 'event' && e.type === type && (e.data as { stepId?: string }).stepId === stepId);
+    // The lint step's exit code 0 → 3: replay then fails the step, which the recorded field hash denies.
+    const lint = rechain((e) => (e.kind === 'event' && e.type === 'step.exited' && (e.data as { stepId: string }).stepId === 'lint' ? { ...e, data: { ...(e.data as object), exitCode: 3 } } : e));
+    expect(lint[0]).toMatch(new RegExp(`^line ${line('step.exited', 'lint')} \\(event wfrun:${wfRunId} v\\d+ \\(step\\.exited\\)\\): field steps\\.lint: replay changed it to .*"status":"failed"`));
+    // A recorded state changed: the last event says the run is still running.
+    const last = bundle.entries.filter((e) => e.kind === 'event' && e.stream === `wfrun:${wfRunId}`).at(-1)!;
+    const problems = rechain((e) => (e.kind === 'event' && e.stream === `wfrun:${wfRunId}` && e.kind === last.kind && e.version === (last as { version: number }).version ? { ...e, state: 'running' } : e));
+    expect(problems).toEqual([expect.stringMatching(/v\d+ \(step\.exited\)\): replayed state "succeeded" but the log recorded "running"$/)]);
   });
 
   it('a cut file, a missing trailer, two lines swapped and a changed output file each fail with their own message; a file that is not a bundle is refused', async () => {
