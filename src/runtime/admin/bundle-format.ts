@@ -52,7 +52,10 @@ export interface BundleHeader {
     workflows: Array<{ workflowId: string; name: string | null; version: number }>;
     loops: Array<{ loopId: string; events: Array<{ version: number; type: string; at: string; data: Json }> }>;
   };
-  /** How many secret values were masked (each replaced by `***`) in events and files. */
+  /**
+   * Masking (each form of a secret value replaced by `***`): `secrets` distinct values looked for,
+   * `events` and `files` how many of each masking changed.
+   */
   masked: { secrets: number; events: number; files: number };
 }
 
