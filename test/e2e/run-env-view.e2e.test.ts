@@ -93,5 +93,9 @@ describe('loops workflows inspect: where each step attempt ran', () => {
     expect(lines[at + 1]).toBe(`here#1  cwd ${realpathSync(dir)}`);
     expect(lines[at + 2]).toMatch(/^ {8}env set PATH, STEP_PLAIN, \d+ LOOPS_\* · \d+ inherited$/);
     expect(shown.stdout).not.toContain('hello there');
+    // --json: on the attempt, every name.
+    const json = s.json<{ steps: Array<{ attempts: Array<{ cwd?: string; env?: ShownRun['env'] }> }> }>(['workflows', 'inspect', run!.id]);
+    expect(json.steps[0]!.attempts[0]!.cwd).toBe(realpathSync(dir));
+    expect(json.steps[0]!.attempts[0]!.env!.set).toEqual(expect.arrayContaining(['LOOPS_WORKFLOW_STEP_ID', 'PATH', 'STEP_PLAIN']));
   });
 });

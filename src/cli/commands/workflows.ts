@@ -28,7 +28,6 @@ import { EXIT } from '../exit-codes.js';
 import { agentUsage, durationText, paint, printJson, statusColor, table, truncate, when } from '../render.js';
 import { agentTotalsText, renderTimeline, type ViewStep } from '../workflow-view.js';
 import { stepSpawnLines } from '../workflow-view.js';
-import { stepSpawnRecords } from '../../runtime/queries/spawn-record.js';
 
 const RUN_STATUSES = ['running', 'succeeded', 'failed', 'cancelled', 'timed_out'];
 
@@ -397,7 +396,7 @@ const inspect: CliCommand = {
       }
       renderInspect(ctx, run, steps, values.timeline === true, reasons);
       // Where each step attempt started and with which environment (names only), as step.spawned recorded.
-      const spawned = stepSpawnLines(steps, stepSpawnRecords(reader.db, run.id), ctx.color);
+      const spawned = stepSpawnLines(steps, detail.spawns, ctx.color);
       if (spawned.length) ctx.out.write('\n' + spawned.join('\n') + '\n');
       return EXIT.ok;
     } finally {
