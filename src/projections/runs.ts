@@ -35,7 +35,8 @@ export const runsProjection = defineProjection({
   // v5: runner_id follows process.adopted (the runner that took the run over records its end).
   // v6: archived_at, when `loops prune --archive` moved the run's events to an archive file (the
   //     row is kept: the stream.archived tombstone carries it).
-  version: 6,
+  // v7: forked_from, a fork's or rerun's parent and fork point (run.claimed's forkedFrom, JSON).
+  version: 7,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loop_runs (
       -- Position of the run.claimed event: unique, in claim order, and the rowid.
@@ -69,6 +70,8 @@ export const runsProjection = defineProjection({
       output_pruned_at TEXT,
       -- When loops prune --archive moved the run's events to an archive file; NULL while in the log.
       archived_at     TEXT,
+      -- A fork or rerun (loops fork, loops rerun): {runId, from, reason, how} as JSON; NULL otherwise.
+      forked_from     TEXT,
       UNIQUE (loop_id, slot, attempt)
     )`,
     `CREATE INDEX IF NOT EXISTS loop_runs_loop ON loop_runs (loop_id, claimed_position)`,
@@ -79,8 +82,8 @@ export const runsProjection = defineProjection({
     'run.claimed': (e) => [
       sql(
         `INSERT INTO loop_runs (id, loop_id, loop_name, slot, scheduled_for, attempt, trigger, status, target,
-               runner_id, claimed_at, claimed_position, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+               runner_id, claimed_at, claimed_position, updated_at, forked_from)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         e.data.runId,
         e.data.loopId,
         e.data.loopName,
@@ -94,6 +97,7 @@ export const runsProjection = defineProjection({
         e.at,
         e.position,
         e.at,
+        e.data.forkedFrom ? JSON.stringify(e.data.forkedFrom) : null,
       ),
     ],
     // Another tool's finished run, whole (loops import --with-history). runner_id says where it came from.

@@ -58,7 +58,9 @@ export const workflowRunsProjection = defineProjection({
   // the run's `decisions` (the derivation of skips and retries is kept for `derived` runs only).
   // v5: archived_at, when `loops prune --archive` moved the run's events to an archive file (its
   //     rows are kept: the stream.archived tombstone carries them).
-  version: 5,
+  // v6: forked_from, a fork's or rerun's parent and fork point (wfrun.started's forkedFrom, JSON),
+  //     and step.reused (a fork's reused step takes its recorded result).
+  version: 6,
   ddl: [
     `CREATE TABLE IF NOT EXISTS workflow_runs (
       -- Position of the wfrun.started event: unique, in start order, and the rowid.
@@ -91,7 +93,9 @@ export const workflowRunsProjection = defineProjection({
       -- 'derived' (a run started before they were recorded: derived here, see above).
       decisions        TEXT NOT NULL,
       -- When loops prune --archive moved the run's events to an archive file; NULL while in the log.
-      archived_at      TEXT
+      archived_at      TEXT,
+      -- A fork or rerun (loops fork, loops rerun): {runId, from, reason, how} as JSON; NULL otherwise.
+      forked_from      TEXT
     )`,
     `CREATE INDEX IF NOT EXISTS workflow_runs_workflow ON workflow_runs (workflow_id, claimed_position)`,
     // A workflow loop's runs (loops stats sums their agent steps per loop, in this order).
@@ -168,8 +172,8 @@ export const workflowRunsProjection = defineProjection({
       return [
         sql(
           `INSERT INTO workflow_runs (claimed_position, id, workflow_id, workflow_name, version, status, trigger, loop_id, slot, attempt,
-             idempotency_key, runner_id, inputs, step_count, started_at, updated_at, decisions)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+             idempotency_key, runner_id, inputs, step_count, started_at, updated_at, decisions, forked_from)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           e.position,
           d.wfRunId,
           d.workflowId,
@@ -188,6 +192,7 @@ export const workflowRunsProjection = defineProjection({
           e.at,
           e.at,
           d.decisions,
+          d.forkedFrom ? JSON.stringify(d.forkedFrom) : null,
         ),
         ...d.spec.steps.map((step, ord) =>
           sql(

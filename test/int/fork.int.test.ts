@@ -84,6 +84,7 @@ describe('loops fork of a workflow run', () => {
     const child = await runtime.log.readStream(`wfrun:${result.run.id}`);
     const started = child[0]!.data as EventData<'wfrun.started'>;
     expect(started.forkedFrom).toEqual({ runId: parent, from: 'c', reason: 'fixed c', how: 'fork' });
+    expect(result.run.forkedFrom).toEqual(started.forkedFrom);
     expect(started.version).toBe(1);
     const reused = child.filter((e) => e.type === 'step.reused').map((e) => e.data as EventData<'step.reused'>);
     expect(reused.map((r) => [r.stepId, r.status, r.outputs, r.set])).toEqual([
@@ -246,6 +247,8 @@ describe('loops fork / rerun of a command run', () => {
     const claimed = (await runtime.log.readStream(`run:${result.run.id}`))[0]!;
     expect(claimed.type).toBe('run.claimed');
     expect((claimed.data as EventData<'run.claimed'>).forkedFrom).toEqual({ runId: first.id, from: 'run', reason: 'again', how: 'fork' });
+    expect(result.run.forkedFrom).toEqual({ runId: first.id, from: 'run', reason: 'again', how: 'fork' });
+    expect(first.forkedFrom).toBeNull();
     expect((await runtime.log.readStream(`run:${first.id}`)).at(-1)!.data).toEqual({ childRunId: result.run.id, forkedFrom: (claimed.data as EventData<'run.claimed'>).forkedFrom });
     expectInvariants(runtime);
   });

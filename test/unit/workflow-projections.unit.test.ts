@@ -184,6 +184,7 @@ describe('workflow_runs and workflow_steps', () => {
       output_pruned_at: null,
       decisions: 'recorded',
       archived_at: null,
+      forked_from: null,
     });
     expect(stepRows().map((r) => [r.step_id, r.ord, r.name, r.needs, r.if_cond, r.continue_on_error, r.max_attempts, r.target_type, r.status, r.attempts])).toEqual([
       ['a', 0, 'Build', '[]', null, 0, 1, 'command', 'pending', 0],

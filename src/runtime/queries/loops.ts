@@ -2,7 +2,7 @@
  * Read side: the projection tables as the API shapes the CLI and SDK return (camelCase).
  * Light on purpose — no zod, xstate or rxjs — so `loops list` starts fast.
  */
-import type { EventData, LoopPolicies, Schedule, Target, Timing } from '../../events/catalog.js';
+import type { EventData, ForkedFrom, LoopPolicies, Schedule, Target, Timing } from '../../events/catalog.js';
 import { cached, type Db } from '../../events/db.js';
 import { AmbiguousError, NotFoundError } from '../../events/errors.js';
 import { containsPattern, prefixPattern, shownRef } from './refs.js';
@@ -59,6 +59,8 @@ export interface RunView {
   outputPrunedAt: string | null;
   /** When `loops prune --archive` moved the run's events to an archive file, or null while they are in the log. */
   archivedAt: string | null;
+  /** A fork or rerun (`loops fork`, `loops rerun`): its parent run and fork point; null otherwise. */
+  forkedFrom: ForkedFrom | null;
 }
 
 interface LoopRow {
@@ -109,6 +111,7 @@ interface RunRow {
   /** Absent from tables built before the column existed (they are rebuilt when opened). */
   output_pruned_at?: string | null;
   archived_at?: string | null;
+  forked_from?: string | null;
 }
 
 /**
@@ -170,6 +173,7 @@ export function toRunView(row: RunRow): RunView {
     agent: row.agent === null || row.agent === undefined ? null : (JSON.parse(row.agent) as EventData<'run.agent_reported'>),
     outputPrunedAt: row.output_pruned_at ?? null,
     archivedAt: row.archived_at ?? null,
+    forkedFrom: row.forked_from ? (JSON.parse(row.forked_from) as ForkedFrom) : null,
   };
 }
 

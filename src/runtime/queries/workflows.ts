@@ -5,7 +5,7 @@
  * Over 500 lines on purpose: the row shapes, views and finders of the five tables a workflow run
  * spans, read together.
  */
-import type { EventData } from '../../events/catalog.js';
+import type { EventData, ForkedFrom } from '../../events/catalog.js';
 import { cached, type Db } from '../../events/db.js';
 import { AmbiguousError, NotFoundError } from '../../events/errors.js';
 import type { WorkflowSpec } from '../../workflow/spec.js';
@@ -72,6 +72,8 @@ export interface WorkflowRunView {
   outputPrunedAt: string | null;
   /** When `loops prune --archive` moved the run's events to an archive file, or null while they are in the log. */
   archivedAt: string | null;
+  /** A fork or rerun (`loops fork`, `loops rerun`): its parent run and fork point; null otherwise. */
+  forkedFrom: ForkedFrom | null;
 }
 
 /** One attempt of a step. */
@@ -200,6 +202,7 @@ interface RunRow {
   /** Absent from tables built before the column existed (they are rebuilt when opened). */
   output_pruned_at?: string | null;
   archived_at?: string | null;
+  forked_from?: string | null;
 }
 
 interface StepRow {
@@ -301,6 +304,7 @@ export function toWorkflowRunView(row: RunRow): WorkflowRunView {
     updatedAt: row.updated_at,
     outputPrunedAt: row.output_pruned_at ?? null,
     archivedAt: row.archived_at ?? null,
+    forkedFrom: row.forked_from ? (JSON.parse(row.forked_from) as ForkedFrom) : null,
   };
 }
 
