@@ -17,4 +17,4 @@ export * from './machines/registry.js';
 export * from './machines/fold.js';
 export * from './machines/typed.js';
 export type { EventData, EventType, Target, CommandTarget, WorkflowTarget, LoopAgentTarget, LoopPolicies } from './events/catalog.js';
-export type { WorkflowSpec } from './workflow/spec.js';
+export { normalizeWorkflowSpec, type WorkflowSpec } from './workflow/spec.js';

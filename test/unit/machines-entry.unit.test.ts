@@ -8,49 +8,17 @@
  * break it) that includes the installed (tested) version.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../helpers/build.js';
+import { ensureEntriesBuilt } from '../helpers/build-entries.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const entry = join(projectRoot, 'dist', 'machines-entry.js');
 
-/** Compiles src/machines-entry.ts (and what it imports) into dist/ unless dist is newer. */
-function buildEntry(): void {
-  const src = join(projectRoot, 'src', 'machines-entry.ts');
-  if (existsSync(entry) && statSync(entry).mtimeMs >= statSync(src).mtimeMs && !staleMachines()) return;
-  const dir = mkdtempSync(join(tmpdir(), 'loops-build-'));
-  try {
-    const config = join(dir, 'tsconfig.json');
-    writeFileSync(
-      config,
-      JSON.stringify({
-        extends: join(projectRoot, 'tsconfig.json'),
-        compilerOptions: { rootDir: join(projectRoot, 'src'), outDir: join(projectRoot, 'dist'), typeRoots: [join(projectRoot, 'node_modules', '@types')] },
-        files: [src],
-        include: [],
-      }),
-    );
-    const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-    execFileSync(process.execPath, [tsc, '-p', config], { cwd: projectRoot, stdio: 'pipe' });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-function staleMachines(): boolean {
-  for (const name of ['run', 'workflow-run', 'typed', 'fold', 'registry']) {
-    const out = join(projectRoot, 'dist', 'machines', `${name}.js`);
-    if (!existsSync(out) || statSync(out).mtimeMs < statSync(join(projectRoot, 'src', 'machines', `${name}.ts`)).mtimeMs) return true;
-  }
-  return false;
-}
-
-beforeAll(() => buildEntry(), 120_000);
+beforeAll(() => ensureEntriesBuilt(), 180_000);
 
 describe('the machines entry', () => {
   it('loads no SQLite, no process or file-system module, and runs a machine', () => {
