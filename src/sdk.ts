@@ -2,7 +2,8 @@
  * `<package>/sdk`: the `LoopsClient` class of `@hasna/loops` (its method names and result shapes:
  * create, list, get, pause, resume, stop, delete, runs, tick, runNow, close), and everything else
  * the `loops` command line does — runs, output, cancel, workflows, events of a stream or of the
- * whole log, live events (`events$`), stats, why, doctor, verify, backup, replay — over the runtime
+ * whole log, live events (`events$`), stats, why, doctor, verify, backup, replay, diff, fork,
+ * rerun, export and verifyBundle — over the runtime
  * the CLI itself uses: every method calls the function a CLI command calls, nothing is implemented
  * twice. Differences from the predecessor (docs/migrating.md): every method returns a Promise;
  * errors are typed (`LoopsError` and its subclasses, each with a stable `code`; docs/sdk.md says
@@ -30,6 +31,11 @@ import {
 import type { LoopPolicies, Schedule } from './events/catalog.js';
 import type { StoredEvent } from './events/types.js';
 import type { BackupReport, RestoreReport } from './runtime/admin/backup.js';
+import type { BundleReport } from './runtime/admin/bundle-verify.js';
+import type { ExportResult, ExportSummary } from './runtime/admin/export-bundle.js';
+import type { RunDiff } from './runtime/admin/run-diff.js';
+import type { ForkPlan, ForkResult } from './runtime/loops/fork-run.js';
+import type { ForkRequest, SetOutput } from './runtime/workflows/fork.js';
 import type { DoctorReport } from './runtime/admin/doctor.js';
 import type { ReplayResult } from './runtime/admin/replay.js';
 import type { StatsReport } from './runtime/admin/stats.js';
@@ -64,6 +70,13 @@ export {
 };
 export type {
   BackupReport,
+  BundleReport,
+  ExportResult,
+  ExportSummary,
+  ForkPlan,
+  ForkResult,
+  RunDiff,
+  SetOutput,
   CancelResult,
   DecisionView,
   DoctorReport,
@@ -310,6 +323,45 @@ export interface ReplayOptions {
   archiveFile?: string;
 }
 
+/** Options of `fork`. */
+export interface ForkOptions {
+  /** The step to run again from (its id), or a version of the parent's stream (digits). */
+  from: string;
+  /** Outputs of reused steps to override: `{ stepId, key, value }` or `'<step>.<key>=<value>'`. */
+  setOutputs?: ReadonlyArray<SetOutput | string>;
+  /** Why (recorded on both runs). */
+  reason?: string;
+  /** The plan only: which steps would be reused and which run again; nothing is recorded. */
+  dryRun?: boolean;
+  /** Cancels the new run. */
+  signal?: AbortSignal;
+}
+
+/** Options of `rerun`. */
+export interface RerunOptions {
+  /** Only the steps that did not succeed run again (the others' results are reused). */
+  failed?: boolean;
+  reason?: string;
+  dryRun?: boolean;
+  signal?: AbortSignal;
+}
+
+/** A fork or rerun: its plan, and the new run once ended (null for a dry run). */
+export interface ForkOutcome {
+  plan: ForkPlan;
+  result: ForkResult | null;
+}
+
+/** Options of `export`. */
+export interface ExportOptions {
+  /** A loop's runs claimed at or after this time: ISO-8601, or how long ago (`7d`). */
+  since?: string;
+  /** Where to write (default `<id>.loops-bundle.jsonl` in the working directory, or `.html`); `-`: give the lines. */
+  output?: string;
+  /** One self-contained HTML page instead of the bundle. */
+  html?: boolean;
+}
+
 // ---- the client -----------------------------------------------------------------------------
 
 /**
@@ -517,8 +569,7 @@ export class LoopsClient {
 
   /**
    * Runs the loop now in this process (`loops run-now`) and resolves with the ended run (a failed
-   * command is a run with status `failed`, not an error); `signal` cancels it. NotFoundError; BusyError
-   * when its overlap policy refuses a second run.
+   * command is a run with status `failed`, not an error); `signal` cancels it. NotFoundError.
    */
   async runNow(idOrName: string, options: { signal?: AbortSignal } = {}): Promise<LoopRun> {
     return toLoopRun(await runLoopNow(await this.runtime(), idOrName, options.signal ? { signal: options.signal } : {}));
@@ -551,7 +602,7 @@ export class LoopsClient {
     return (await runWorkflow(await this.runtime(), idOrName, options)).run;
   }
 
-  /** Continues a workflow run whose runner stopped (`loops workflows resume`), in this process, to its end. NotFoundError, BusyError (its runner is alive). */
+  /** Continues a workflow run whose runner stopped (`loops workflows resume`), in this process, to its end (an ended run is given back as it is). NotFoundError. */
   async resumeWorkflow(wfRunId: string, options: { signal?: AbortSignal } = {}): Promise<WorkflowRunView> {
     return resumeWorkflowRun(await this.runtime(), wfRunId, options);
   }
@@ -702,6 +753,75 @@ export class LoopsClient {
         : await replayStream(runtime.log, streamId);
     if (options.strict === true && !result.ok) throw determinismError(result);
     return result;
+  }
+
+  /**
+   * The first transition where two runs (run or workflow run ids, loop names, stream ids) part
+   * ways, both replayed in lockstep (`loops diff --json`). Runs of different loops or workflows are
+   * refused (UsageError) unless `force`. A side that does not replay as recorded has `mismatch`
+   * set (the CLI then exits 6). NotFoundError.
+   */
+  async diff(a: string, b: string, options: { force?: boolean } = {}): Promise<RunDiff> {
+    const runtime = await this.runtime();
+    const { diffRuns } = await import('./runtime/admin/run-diff.js');
+    const [streamA, streamB] = [await resolveStream(runtime.db, runtime.log, a), await resolveStream(runtime.db, runtime.log, b)];
+    return diffRuns(runtime.log, streamA, streamB, options);
+  }
+
+  /**
+   * Runs a run again from a step (`loops fork --from`), reusing the recorded results of the steps
+   * before it, with `setOutputs` overriding some (`<step>.<key>=<value>` of `--set-output`), in this
+   * process, to its end; `dryRun`: the plan only, nothing recorded. NotFoundError, UsageError (the
+   * step), LoopsError `conflict` (retryable) when the loop's overlap policy holds it back.
+   */
+  async fork(runId: string, options: ForkOptions): Promise<ForkOutcome> {
+    const { parseSetOutput } = await import('./runtime/workflows/fork.js');
+    const setOutputs = (options.setOutputs ?? []).map((o) => (typeof o === 'string' ? parseSetOutput(o) : o));
+    return this.forkOrRerun(runId, { how: 'fork', from: options.from, setOutputs, reason: options.reason ?? null }, options);
+  }
+
+  /**
+   * Runs a run again as a new run of the same definition version (`loops rerun`); `failed`: only
+   * the steps that did not succeed run again (`--failed`). As `fork` otherwise.
+   */
+  async rerun(runId: string, options: RerunOptions = {}): Promise<ForkOutcome> {
+    return this.forkOrRerun(runId, { how: options.failed === true ? 'rerun-failed' : 'rerun', reason: options.reason ?? null }, options);
+  }
+
+  private async forkOrRerun(runId: string, request: ForkRequest, options: { dryRun?: boolean; signal?: AbortSignal }): Promise<ForkOutcome> {
+    const runtime = await this.runtime();
+    const { executeFork, planFork } = await import('./runtime/loops/fork-run.js');
+    const plan = await planFork(runtime, runId, request);
+    if (options.dryRun === true) return { plan, result: null };
+    const signal = options.signal ? { signal: options.signal } : {};
+    return { plan, result: await executeFork(runtime, plan, { run: signal, workflow: signal }) };
+  }
+
+  /**
+   * Writes the audit bundle of a run, a workflow run or a loop (`loops export`): its events,
+   * outputs and output files, chained by sha256, secrets masked — or, with `html`, one page.
+   * `output: '-'` writes nothing and gives the lines. NotFoundError; UsageError (a bad ISO `since`), ValidationError (a bad duration).
+   */
+  async export(ref: string, options: ExportOptions = {}): Promise<ExportResult> {
+    const runtime = await this.runtime();
+    const { exportBundle } = await import('./runtime/admin/export-bundle.js');
+    return exportBundle(runtime.db, runtime.dataDir, ref, {
+      since: options.since ?? null,
+      output: options.output ?? null,
+      html: options.html === true,
+      now: runtime.clock.now(),
+      flag: 'since',
+    });
+  }
+
+  /**
+   * Checks a bundle `export` wrote (`loops verify <bundle> --json`), with no data directory: its
+   * hashes and links, trailer, stream versions, the replay of every state, outputs and files. A
+   * problem is `ok: false` with one line in `problems`; a file that is not a bundle is a ValidationError.
+   */
+  async verifyBundle(file: string): Promise<BundleReport> {
+    const { verifyBundle } = await import('./runtime/admin/bundle-verify.js');
+    return verifyBundle(file);
   }
 
   /** Closes the database (and the spawner helper, if one was started) and completes every `events$`. Later calls fail with a UsageError. */

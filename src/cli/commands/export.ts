@@ -1,7 +1,3 @@
-import { resolve } from 'node:path';
-import { UsageError } from '../../events/errors.js';
-import { parseDuration } from '../../events/durations.js';
-import { SqliteEventLog } from '../../events/sqlite-log.js';
 import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
@@ -31,46 +27,25 @@ const exportSpec: CommandSpec = {
   examples: ['loops export run_01m8pavs3mv5h5nscgtr49', 'loops export backup --since 7d -o backup-week.jsonl', 'loops export wfrun_01m8pb2k4x --html -o run.html', 'loops verify backup-week.jsonl'],
 };
 
-/** `--since`: an ISO time, or a duration back from now. */
-function sinceOption(value: unknown, now: number): string | null {
-  if (typeof value !== 'string') return null;
-  if (/^\d{4}-\d{2}-\d{2}/.test(value)) {
-    const ms = Date.parse(value);
-    if (Number.isNaN(ms)) throw new UsageError(`loops export: --since ${JSON.stringify(value)} is not an ISO-8601 time`, { hint: 'e.g. --since 2026-12-01T00:00:00Z, or a duration: --since 7d' });
-    return new Date(ms).toISOString();
-  }
-  return new Date(now - parseDuration(value, '--since', Infinity)).toISOString();
-}
-
 const exportCommand: CliCommand = {
   spec: exportSpec,
   async run({ positionals, values }, ctx: CliContext) {
-    const now = ctx.clock.now();
-    const since = sinceOption(values.since, now);
-    const html = values.html === true;
     const reader = await openReader(ctx.dataDir);
     try {
-      const { bundleLines, collectBundle, writeBundleFile } = await import('../../runtime/admin/bundle.js');
-      const bundle = await collectBundle(reader.db, new SqliteEventLog(reader.db, { handlers: [] }), ctx.dataDir, positionals[0]!, { since, now: new Date(now).toISOString() });
-      const output = typeof values.output === 'string' ? values.output : `${bundle.header.subject.id}.loops-bundle.${html ? 'html' : 'jsonl'}`;
-      const lines = html ? [(await import('../../runtime/admin/bundle-html.js')).renderBundleHtml(bundle)] : [...bundleLines(bundle)];
-      if (output === '-') {
-        for (const line of lines) ctx.out.write(`${line}\n`);
+      const { exportBundle } = await import('../../runtime/admin/export-bundle.js');
+      const result = await exportBundle(reader.db, ctx.dataDir, positionals[0]!, {
+        since: typeof values.since === 'string' ? values.since : null,
+        output: typeof values.output === 'string' ? values.output : null,
+        html: values.html === true,
+        now: ctx.clock.now(),
+      });
+      if (result.kind === 'lines') {
+        for (const line of result.lines) ctx.out.write(`${line}\n`);
         return EXIT.ok;
       }
-      const file = resolve(output);
-      writeBundleFile(file, lines);
-      const { subject, streams, masked } = bundle.header;
-      const summary = {
-        file,
-        format: html ? 'html' : 'bundle',
-        subject,
-        streams: streams.length,
-        events: streams.reduce((n, s) => n + s.events, 0),
-        files: bundle.entries.filter((e) => e.kind === 'file').length,
-        masked,
-        ...(html ? {} : { head: JSON.parse(lines[lines.length - 1]!).head as string }),
-      };
+      const { output, summary } = result;
+      const { file, masked } = summary;
+      const html = summary.format === 'html';
       if (ctx.json) printJson(ctx, summary);
       else {
         ctx.out.write(`Wrote ${file}: ${summary.events} event(s) of ${summary.streams} stream(s), ${summary.files} output file(s)${masked.secrets ? `, ${masked.secrets} secret value(s) masked` : ''}\n`);
