@@ -32,6 +32,9 @@ import type { LoopPolicies, Schedule } from './events/catalog.js';
 import type { StoredEvent } from './events/types.js';
 import type { BackupReport, RestoreReport } from './runtime/admin/backup.js';
 import type { BundleReport } from './runtime/admin/bundle-verify.js';
+import type { RebuildResult, VerifyResult } from './runtime/admin/projections.js';
+import type { AccountView } from './runtime/agents/accounts.js';
+import type { ScrubReport } from './runtime/loops/scrub.js';
 import type { ExportResult, ExportSummary } from './runtime/admin/export-bundle.js';
 import type { RunDiff } from './runtime/admin/run-diff.js';
 import type { ForkPlan, ForkResult } from './runtime/loops/fork-run.js';
@@ -69,6 +72,10 @@ export {
   ValidationError,
 };
 export type {
+  AccountView,
+  RebuildResult,
+  ScrubReport,
+  VerifyResult,
   BackupReport,
   BundleReport,
   ExportResult,
@@ -822,6 +829,42 @@ export class LoopsClient {
   async verifyBundle(file: string): Promise<BundleReport> {
     const { verifyBundle } = await import('./runtime/admin/bundle-verify.js');
     return verifyBundle(file);
+  }
+
+  /** Registers a credentials profile for an agent CLI (`loops accounts add`): `dir` is its config directory. ValidationError, AlreadyExistsError. */
+  async addAccount(name: string, input: { tool: string; dir: string }): Promise<AccountView> {
+    const { addAccount } = await import('./runtime/agents/accounts.js');
+    return addAccount(await this.runtime(), { name, tool: input.tool, dir: input.dir });
+  }
+
+  /** The credentials profiles (`loops accounts list --json`). */
+  async listAccounts(): Promise<AccountView[]> {
+    const { listAccounts } = await import('./runtime/agents/accounts.js');
+    return listAccounts((await this.runtime()).db);
+  }
+
+  /** Removes a credentials profile (`loops accounts remove`). NotFoundError. */
+  async removeAccount(name: string, options: { reason?: string } = {}): Promise<AccountView> {
+    const { removeAccount } = await import('./runtime/agents/accounts.js');
+    return removeAccount(await this.runtime(), name, options.reason ?? null);
+  }
+
+  /** Redefines loops and workflows that hold a secret value in clear, passing it by name (`loops secrets scrub --json`); `dryRun`: the report only. */
+  async scrubSecrets(options: { dryRun?: boolean } = {}): Promise<ScrubReport> {
+    const { scrubSecrets } = await import('./runtime/loops/scrub.js');
+    return scrubSecrets(await this.runtime(), options);
+  }
+
+  /** Drops the projection tables and rebuilds them from the log (`loops projections rebuild --json`). */
+  async rebuildProjections(): Promise<RebuildResult> {
+    const { rebuildProjections } = await import('./runtime/admin/projections.js');
+    return rebuildProjections((await this.runtime()).db);
+  }
+
+  /** Rebuilds the tables into a scratch database and compares (`loops projections verify --json`); a difference is `ok: false`. */
+  async verifyProjections(): Promise<VerifyResult> {
+    const { verifyProjections } = await import('./runtime/admin/projections.js');
+    return verifyProjections((await this.runtime()).db);
   }
 
   /** Closes the database (and the spawner helper, if one was started) and completes every `events$`. Later calls fail with a UsageError. */

@@ -4,7 +4,7 @@
  * and replay — each the function the CLI command calls — and their typed errors. Real SQLite
  * files, real child processes, a SimulatedClock where time matters.
  */
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock } from '../../src/runtime/clock.js';
@@ -144,5 +144,25 @@ describe('LoopsClient: everything the CLI does', () => {
     expect(replay.steps.length).toBe((await c.events(run.id)).length);
     expect(await c.replay(run.id, { strict: true })).toMatchObject({ ok: true });
     expect(await rejection(c.replay('run_nope'))).toBeInstanceOf(NotFoundError);
+  });
+
+  it('accounts, projections rebuild and verify, secrets scrub (dry run)', async () => {
+    const { client: c, root } = client();
+    mkdirSync(join(root, 'claude-work'));
+    const account = await c.addAccount('work', { tool: 'claude', dir: join(root, 'claude-work') });
+    expect(account).toMatchObject({ name: 'work', tool: 'claude' });
+    expect((await c.listAccounts()).map((a) => a.name)).toEqual(['work']);
+    expect(await rejection(c.addAccount('work', { tool: 'claude', dir: root }))).toBeInstanceOf(LoopsError);
+    expect((await c.removeAccount('work', { reason: 'left' })).name).toBe('work');
+    expect(await c.listAccounts()).toEqual([]);
+    expect(await rejection(c.removeAccount('work'))).toBeInstanceOf(NotFoundError);
+    await c.create({ name: 'keep', schedule: { type: 'manual' }, target: { type: 'command', command: 'true' } });
+    await c.runNow('keep');
+    const rebuilt = await c.rebuildProjections();
+    expect(rebuilt.rows).toMatchObject({ loops: 1, loop_runs: 1 });
+    expect((await c.verifyProjections()).ok).toBe(true);
+    expect((await c.getLoop('keep')).runCount).toBe(1);
+    const scrub = await c.scrubSecrets({ dryRun: true });
+    expect(scrub).toMatchObject({ loops: [], workflows: [] });
   });
 });
