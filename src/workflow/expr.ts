@@ -614,7 +614,25 @@ function parseRange(where: Where, start: number, end: number, allowStatus: boole
  * unknown name, property or function, a wrong number of arguments, an empty condition, or a
  * condition over the length or depth limits.
  */
+/**
+ * Parsed conditions by source text. A workflow run evaluates its pending steps' conditions on every
+ * event (and replay on every replayed event); an expression is parsed once. The AST is never
+ * mutated, so one is shared. A source that fails to parse is not kept (it throws each time).
+ */
+const parsedConditions = new Map<string, Expr>();
+const PARSED_CONDITIONS_MAX = 4096;
+
 export function parseCondition(source: string): Expr {
+  let expr = parsedConditions.get(source);
+  if (expr === undefined) {
+    expr = parseConditionText(source);
+    if (parsedConditions.size >= PARSED_CONDITIONS_MAX) parsedConditions.clear();
+    parsedConditions.set(source, expr);
+  }
+  return expr;
+}
+
+function parseConditionText(source: string): Expr {
   const where: Where = { mode: 'if', text: source };
   let start = 0;
   let end = source.length;
