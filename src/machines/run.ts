@@ -11,6 +11,10 @@
  * before a spawn cancels at once; after it, the runtime kills the process group and the exit
  * decides. Effects leave as named actions: `requestSpawn` (record the intent), `spawn`,
  * `killProcess`, `finalize` (release the lease).
+ *
+ * Embedded in another XState app (docs/embedding.md): created with `input` (`RunInput`) it starts
+ * `claimed`; its final states give `output` (`RunOutput`), so a parent's `onDone` branches on it.
+ * The runtime creates it without input: it starts `new`, and recorded history replays unchanged.
  */
 import { assign, setup } from 'xstate';
 import type { CommandTarget, EventData, LoopPolicies, Target } from '../events/catalog.js';

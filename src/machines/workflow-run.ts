@@ -53,6 +53,11 @@
  * use `startSteps` (inline, the intents) and `armRetry` instead of `recordDecisions`. Time enters
  * only through event fields (`at`).
  *
+ * Embedded in another XState app (docs/embedding.md): created with `input` (`WorkflowRunInput`) it
+ * starts `running`, planned as after a `wfrun.started`; its final states give `output`
+ * (`WorkflowRunOutput`: status, every step's result and outputs, error). Without input (the
+ * runtime) it starts `new`.
+ *
  * Over 500 lines on purpose: one machine definition (its states, guards and the planner they share)
  * read as a whole; the planner is pure functions in this file because only this machine uses them.
  */
