@@ -258,7 +258,7 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
         steps: step.if === null ? {} : (views ??= stepViews(steps)),
         inputs: context.inputs,
       };
-      const run = evaluateCondition(parseCondition(step.if ?? 'success()'), cond);
+      const run = holds(step.if, cond);
       if (!run) {
         const failedNeed = step.needs.find((n) => !ok(spec, steps, n));
         const reason =
@@ -289,6 +289,15 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
     }
   }
   return { steps, toStart, toSkip };
+}
+
+/**
+ * A step's condition: the default `success()` is `cond.success` itself, with no expression
+ * evaluated — planning looks at every pending step on every event, so a wide run pays for this
+ * once per step per event.
+ */
+function holds(condition: string | null, cond: ConditionContext): boolean {
+  return condition === null ? cond.success : evaluateCondition(parseCondition(condition), cond);
 }
 
 /** A step that ended badly without continue-on-error: it fails the run. */
@@ -327,7 +336,7 @@ function planSequential(context: WorkflowRunContext, at: string): Partial<Workfl
       steps: step.if === null ? {} : stepViews(steps),
       inputs: context.inputs,
     };
-    if (evaluateCondition(parseCondition(step.if ?? 'success()'), cond)) {
+    if (holds(step.if, cond)) {
       steps[id] = { ...s, status: 'starting', attempt: 1, afterStop: stopping };
       toStart.push({ stepId: id, attempt: 1 });
       break;
