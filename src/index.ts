@@ -2,7 +2,8 @@
  * loops as a library, a curated surface: the machines (pure, embeddable in any XState app) and
  * their fold, the event store's interfaces and its SQLite implementation, the typed errors,
  * `openRuntime` and the runtime functions a library user calls (create loops, run them, run
- * workflows, read, replay, run a daemon), and the SDK client. Internal helpers are not exported:
+ * workflows, read, replay, run a daemon, embed a durable run in an XState app: `durableRun`,
+ * `durableWorkflowRun`), and the SDK client. Internal helpers are not exported:
  * a change here is deliberate — test/unit/surface.unit.test.ts compares the exported names with
  * test/unit/surface-names.json.
  */
@@ -148,6 +149,15 @@ export {
   type WorkflowView,
 } from './runtime/index.js';
 export { liveEvents, readEvents, resolveStream, type EventFilter } from './runtime/queries/log-events.js';
+export {
+  durableRun,
+  durableWorkflowRun,
+  type DurableLogic,
+  type DurableOptions,
+  type DurableRunInput,
+  type DurableSnapshot,
+  type DurableWorkflowRunInput,
+} from './runtime/durable.js';
 
 // ── the SDK client (also `loops-scheduler/sdk`) ──
 export { LoopsClient, loops, type LoopsClientOptions } from './sdk.js';
