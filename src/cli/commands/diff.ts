@@ -12,7 +12,7 @@ import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { paint } from '../render.js';
 import { changeText, stepLines, valueText } from '../replay-render.js';
-import { resolveStream } from './events.js';
+import { resolveStream } from '../../runtime/queries/log-events.js';
 
 const diffSpec: CommandSpec = {
   name: 'diff',

@@ -1,47 +1,10 @@
-import type { Db } from '../../events/db.js';
-import { NotFoundError } from '../../events/errors.js';
 import { SqliteEventLog } from '../../events/sqlite-log.js';
-import type { EventStore } from '../../events/types.js';
-import { streamIdsWithPrefix } from '../../events/sqlite-reads.js';
-import { findLoop, findRun } from '../../runtime/queries/loops.js';
-import { shownRef } from '../../runtime/queries/refs.js';
+import { resolveStream } from '../../runtime/queries/log-events.js';
 import { openReader } from '../../runtime/store.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { paint, printJson, statusColor, table, truncate } from '../render.js';
-
-/** A run or workflow run id (or unique prefix), a loop name or id, or a raw stream id (`run:…`, `loop:…`, `wfrun:…`, `workflow:…`, `account:…`, `retention:output`). */
-export async function resolveStream(db: Db, log: EventStore, arg: string): Promise<string> {
-  if (/^(run|loop|wfrun|workflow|account|retention):/.test(arg)) {
-    if (!(await log.streamInfo(arg))) throw new NotFoundError(`no stream ${shownRef(arg)} in the log`);
-    return arg;
-  }
-  if (arg.startsWith('run_')) return `run:${findRun(db, arg).id}`;
-  if (arg.startsWith('wfrun_')) {
-    // A workflow run id or a unique prefix of one.
-    const rows = streamIdsWithPrefix(db, `wfrun:${arg}`, 2);
-    if (rows.length === 1) return rows[0]!;
-    throw rows.length === 0
-      ? new NotFoundError(`no workflow run ${shownRef(arg)}`, { hint: 'loops workflows runs lists workflow run ids' })
-      : new NotFoundError(`${shownRef(arg)} is the prefix of several workflow runs`, { hint: 'give more of the id' });
-  }
-  try {
-    return `loop:${findLoop(db, arg, { includeRemoved: true }).id}`;
-  } catch (error) {
-    if (!(error instanceof NotFoundError)) throw error;
-  }
-  try {
-    return `run:${findRun(db, arg).id}`;
-  } catch (error) {
-    if (error instanceof NotFoundError) {
-      throw new NotFoundError(`no run or loop matches ${shownRef(arg)}`, {
-        hint: 'loops runs lists run ids; loops list lists loops',
-      });
-    }
-    throw error;
-  }
-}
 
 const eventsSpec: CommandSpec = {
   name: 'events',

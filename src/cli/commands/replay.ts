@@ -16,7 +16,7 @@ import { EXIT } from '../exit-codes.js';
 import { paint } from '../render.js';
 import { stateText, stepLines, tailOf } from '../replay-render.js';
 import { runStepper, type StepperEntry } from '../replay-stepper.js';
-import { resolveStream } from './events.js';
+import { resolveStream } from '../../runtime/queries/log-events.js';
 
 const replaySpec: CommandSpec = {
   name: 'replay',
