@@ -145,7 +145,9 @@ export interface SpecProblem {
 
 // ── patterns and defaults ──────────────────────────────────────────────────────────────────────────
 
-export const STEP_ID_RE = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
+// Not `__proto__`: step ids key plain objects (a run's steps map), where assigning it would set the
+// prototype instead of a step.
+export const STEP_ID_RE = /^(?!__proto__$)[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
 export const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Shape of a duration; `parseDuration` does the exact check (unit order, > 0). */
 export const DURATION_RE = /^\s*([0-9]+(\.[0-9]+)?([mM][sS]|[smhdwSMHDW]))+\s*$/;
@@ -157,7 +159,7 @@ export const MAX_RETRIES = 100;
 export const DEFAULT_RETRY_DELAY_MS = 10_000;
 export const DEFAULT_BACKOFF = 2;
 
-export const ID_HINT = 'use 1-64 letters, digits, _ or -, starting with a letter or _';
+export const ID_HINT = 'use 1-64 letters, digits, _ or -, starting with a letter or _ (not __proto__)';
 export const DURATION_HINT = 'use a number with a unit, e.g. 500ms, 90s, 15m, 1h30m, 2d';
 
 // ── canonical zod schema ───────────────────────────────────────────────────────────────────────────

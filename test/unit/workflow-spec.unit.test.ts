@@ -477,6 +477,8 @@ describe('normalizeWorkflowSpec: validation', () => {
     const bad = problemOf(wf([{ id: '9lives', run: 'x' }]));
     expect(bad).toMatchObject({ step: null, field: 'id', message: 'step #1: id: invalid step id "9lives"' });
     expect(bad.hint).toMatch(/starting with a letter or _/);
+    // It would key a plain object (a run's steps map), where it sets the prototype instead.
+    expect(problemOf(wf([{ id: '__proto__', run: 'x' }]))).toMatchObject({ field: 'id', message: 'step #1: id: invalid step id "__proto__"' });
     const dup = problemOf(wf([{ id: 'a', run: 'x' }, { id: 'a', run: 'y' }]));
     expect(dup).toMatchObject({ step: 'a', field: 'id', path: ['steps', 1, 'id'], message: 'step "a": id: duplicate step id (step #1 has it too)' });
   });
