@@ -26,6 +26,7 @@ import { maskDeep, SecretMasker } from '../execution/secrets.js';
 import { runDir } from '../paths.js';
 import { findLoop, findRun } from '../queries/loops.js';
 import { shownRef } from '../queries/refs.js';
+import { orNull } from '../queries/run-files.js';
 import { findWorkflowRun, workflowRunSteps } from '../queries/workflows.js';
 import {
   BUNDLE_FORMAT,
@@ -58,15 +59,6 @@ export interface CollectedBundle {
 /** Loop events that define (or redefine) what a loop runs. */
 const DEFINITION_TYPES = new Set(['loop.created', 'loop.rescheduled']);
 const OUTPUT_FILE = /^(stdout|stderr)\.log(\.1|\.head)?$/;
-
-function orNull<T>(find: () => T): T | null {
-  try {
-    return find();
-  } catch (error) {
-    if (error instanceof NotFoundError) return null;
-    throw error;
-  }
-}
 
 /** What `ref` names: a run id (or unique prefix), a workflow run id (or prefix), or a loop's name or id. */
 export function resolveBundleSubject(db: Db, ref: string): BundleSubject {

@@ -74,7 +74,8 @@ export function resolveLogsSubject(db: Db, ref: string): LogsSubject {
   return { kind: 'run', run: latest, target: runTarget(db, latest.id), loop };
 }
 
-function orNull<T>(find: () => T): T | null {
+/** What `find` returns, or null when it throws NotFoundError. */
+export function orNull<T>(find: () => T): T | null {
   try {
     return find();
   } catch (error) {
