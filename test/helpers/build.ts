@@ -1,5 +1,5 @@
 /**
- * Builds the core (src/index.ts and everything it imports: events, machines, projections,
+ * Builds the core (src/index.ts, src/machines-entry.ts and everything they import: events, machines, projections,
  * runtime — not src/cli) into dist/ with the project's compiler options, for fixtures that run the
  * built code in separate Node processes. Building from src/index.ts rather than `tsc -p .` keeps
  * these tests independent of work in progress in src/cli.
@@ -51,7 +51,8 @@ export function buildCore(): void {
           outDir: join(projectRoot, 'dist'),
           typeRoots: [join(projectRoot, 'node_modules', '@types')],
         },
-        files: [join(projectRoot, 'src', 'index.ts')],
+        // The package's entries (the main one, and ./machines for embedding) and all they import.
+        files: ['index.ts', 'machines-entry.ts'].map((entry) => join(projectRoot, 'src', entry)),
         include: [],
       }),
     );

@@ -11,11 +11,10 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../helpers/build.js';
-import { ensureEntriesBuilt } from '../helpers/build-entries.js';
+import { ensureCoreBuilt, projectRoot } from '../helpers/build.js';
 import { tempDir } from '../helpers/tmp.js';
 
-beforeAll(() => ensureEntriesBuilt(), 180_000);
+beforeAll(() => ensureCoreBuilt(), 180_000);
 
 describe('examples/embedding/release.mjs', () => {
   const example = join(projectRoot, 'examples', 'embedding', 'release.mjs');

@@ -12,13 +12,12 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../helpers/build.js';
-import { ensureEntriesBuilt } from '../helpers/build-entries.js';
+import { ensureCoreBuilt, projectRoot } from '../helpers/build.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const entry = join(projectRoot, 'dist', 'machines-entry.js');
 
-beforeAll(() => ensureEntriesBuilt(), 180_000);
+beforeAll(() => ensureCoreBuilt(), 180_000);
 
 describe('the machines entry', () => {
   it('loads no SQLite, no process or file-system module, and runs a machine', () => {
