@@ -84,10 +84,11 @@ describe('the daemon runs retries (it used to wedge on the first due one)', () =
     const starts = flaky.map((r) => Date.parse(r.claimedAt)).sort((a, b) => a - b);
     for (let i = 1; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeLessThan(3_000);
 
-    // Meanwhile the 1 s loop fired every slot, each within a second of its time.
+    // Meanwhile the 1 s loop fired every slot, each within a second or so of its time — not a
+    // retry's wait or a wedged pass late (1,033 ms was seen once on a loaded CI machine).
     const beat = runs(s, 'beat');
     expect(beat.length).toBeGreaterThanOrEqual(3);
-    for (const r of beat) expect(Date.parse(r.claimedAt) - Date.parse(r.scheduledFor)).toBeLessThan(1_000);
+    for (const r of beat) expect(Date.parse(r.claimedAt) - Date.parse(r.scheduledFor)).toBeLessThan(2_000);
 
     const status = s.run(['daemon', 'status', '--json']);
     expect(status.code, status.stdout).toBe(0);
