@@ -217,6 +217,17 @@ const scenarios = {
   },
 
   /**
+   * The `cancelled-workflow` scenario and a `command-run`, recorded by a build whose events carry
+   * `meta.ctx` (the hash of every context field each event changed, `steps.<id>` one by one): the
+   * golden replay then checks every field of every event, so a change to a context's shape that
+   * would alter the recorded hashes fails here.
+   */
+  async 'context-hashes'(args) {
+    await scenarios['cancelled-workflow'](args);
+    await scenarios['command-run'](args);
+  },
+
+  /**
    * A predecessor-shape workflow (execution: sequential): one step at a time in the predecessor's
    * depth-first order — c, x (it needs c), b (fails under continueOnFailure: the run goes on), d
    * (fails) — and e is skipped by the first failure; the run fails (`workflows run` exits 3).

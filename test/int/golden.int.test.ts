@@ -25,7 +25,7 @@ const REDERIVE_CMD = 'npm run build && node scripts/record-golden.mjs --projecti
 const REDERIVE = `re-derive the goldens' projections from their recorded events with the new build (${REDERIVE_CMD}; the events stay as recorded; see test/fixtures/golden/README.md)`;
 
 /** The scenarios scripts/record-golden.mjs records: all must be present. */
-const expectedScenarios = ['adopted-run', 'archived-run', 'cancelled-workflow', 'command-run', 'process-adopted', 'recorded-skips', 'retried-slot', 'sequential-workflow', 'timed-out-run'];
+const expectedScenarios = ['adopted-run', 'archived-run', 'cancelled-workflow', 'command-run', 'context-hashes', 'process-adopted', 'recorded-skips', 'retried-slot', 'sequential-workflow', 'timed-out-run'];
 
 type Row = Record<string, unknown>;
 
