@@ -4,8 +4,11 @@
  * (`meta.ctx`), and replay recomputes them from the events alone and says at which event and in
  * which field it first differs.
  *
- * Fields are the context's top-level keys; a key whose value is a plain object on both sides (a
- * workflow run's `steps`, keyed by step id) is compared entry by entry, as `steps.lint`. XState's
+ * Fields are the context's top-level keys; a keyed collection is compared entry by entry, as
+ * `steps.lint`: a key whose value is a plain object on both sides (entries by key), or an array of
+ * plain objects that each name their string `id` on both sides (a workflow run's `steps`: the id is
+ * the entry's path, and the entry's value is the rest of it — so a map keyed by id and a list of
+ * entries naming their id hash the same). XState's
  * `assign` keeps the references of what it did not touch, so an unchanged field is skipped without
  * serialising it: the cost is linear in what changed, not in the size of the context.
  *
@@ -28,8 +31,73 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
+/**
+ * An array of plain objects that name their string `id` (vacuously so when empty). A context's
+ * arrays hold one kind of element, so the first one tells: checking every element of a 500-step
+ * run's steps at every event would cost more than the rest of the comparison.
+ */
+function isKeyedList(value: unknown): value is Array<{ id: string }> {
+  if (!Array.isArray(value)) return false;
+  const first: unknown = value[0];
+  return first === undefined || (isPlainObject(first) && typeof first.id === 'string');
+}
+
+/** A keyed list's entry without its id (its value as a change shows and hashes it). */
+function entryValue(entry: { id: string } | undefined): unknown {
+  if (entry === undefined) return undefined;
+  const { id: _id, ...rest } = entry;
+  return rest;
+}
+
+/** A keyed list's changes, entry by entry: in before's order, then the new entries. */
+function listChanges(key: string, x: Array<{ id: string }>, y: Array<{ id: string }>, changes: ContextChange[]): void {
+  const aligned = x.length === y.length && x.every((entry, i) => entry.id === y[i]!.id);
+  if (aligned) {
+    // The usual case (the same steps, one of them changed): compared by position, in linear time.
+    for (let i = 0; i < x.length; i++) {
+      if (x[i] !== y[i] && !sameJson(x[i], y[i])) changes.push({ path: `${key}.${y[i]!.id}`, before: entryValue(x[i]), after: entryValue(y[i]) });
+    }
+    return;
+  }
+  const before = new Map(x.map((entry) => [entry.id, entry]));
+  const after = new Map(y.map((entry) => [entry.id, entry]));
+  for (const id of keysOf(Object.fromEntries(before), Object.fromEntries(after))) {
+    if (differs(before.get(id), after.get(id))) changes.push({ path: `${key}.${id}`, before: entryValue(before.get(id)), after: entryValue(after.get(id)) });
+  }
+}
+
+/**
+ * Whether two values serialise to the same JSON — what `differs` asks — without serialising them
+ * when they are objects of the same keys in the same order (a step entry whose status changed
+ * differs at its first fields): the exact JSON comparison is the fallback for anything else.
+ */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const ka = Object.keys(a);
+    const kb = Object.keys(b);
+    if (ka.length !== kb.length) return JSON.stringify(a) === JSON.stringify(b);
+    for (let i = 0; i < ka.length; i++) {
+      const k = ka[i]!;
+      if (k !== kb[i]) return JSON.stringify(a) === JSON.stringify(b);
+      const x = a[k];
+      const y = b[k];
+      if (x === y) continue;
+      if (typeof x === 'object' && x !== null && typeof y === 'object' && y !== null) {
+        if (!sameJson(x, y)) return false;
+        continue;
+      }
+      // Unequal primitives: the same JSON only for the odd ones (NaN and null, undefined and a function).
+      if (typeof x === 'string' || typeof y === 'string' || typeof x === 'boolean' || typeof y === 'boolean') return false;
+      if (JSON.stringify(x) !== JSON.stringify(y)) return false;
+    }
+    return true;
+  }
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
 function differs(a: unknown, b: unknown): boolean {
-  return a !== b && JSON.stringify(a) !== JSON.stringify(b);
+  return a !== b && !sameJson(a, b);
 }
 
 /** The fields that differ between two contexts, in key order (before's keys, then new ones). */
@@ -42,10 +110,13 @@ export function contextChanges(before: unknown, after: unknown): ContextChange[]
     const x = a[key];
     const y = b[key];
     if (x === y) return;
+    if (Array.isArray(x) && Array.isArray(y) && x.length === 0 && y.length === 0) return;
     if (isPlainObject(x) && isPlainObject(y)) {
       for (const entry of keysOf(x, y)) {
         if (differs(x[entry], y[entry])) changes.push({ path: `${key}.${entry}`, before: x[entry], after: y[entry] });
       }
+    } else if (isKeyedList(x) && isKeyedList(y) && (x.length > 0 || y.length > 0)) {
+      listChanges(key, x, y, changes);
     } else if (differs(x, y)) changes.push({ path: key, before: x, after: y });
   };
   for (const key of keysOf(a, b)) visit(key);
@@ -64,7 +135,9 @@ export function valueAt(context: unknown, path: string): unknown {
   const dot = path.indexOf('.');
   if (dot < 0) return context[path];
   const map = context[path.slice(0, dot)];
-  return isPlainObject(map) ? map[path.slice(dot + 1)] : undefined;
+  const entry = path.slice(dot + 1);
+  if (isKeyedList(map)) return entryValue(map.find((e) => e.id === entry));
+  return isPlainObject(map) ? map[entry] : undefined;
 }
 
 /**
@@ -74,7 +147,10 @@ export function valueAt(context: unknown, path: string): unknown {
  */
 export function hashValue(value: unknown): string {
   if (value === undefined) return '-';
-  const text = JSON.stringify(value);
+  return hashText(JSON.stringify(value));
+}
+
+function hashText(text: string): string {
   let h1 = 0xdeadbeef;
   let h2 = 0x41c6ce57;
   for (let i = 0; i < text.length; i++) {

@@ -120,6 +120,19 @@ export interface StepState {
   afterStop: boolean;
 }
 
+/**
+ * One step as the run's context keeps it: its id, then its state. The context holds them as an
+ * array in the spec's order (an imported run: in the order it was imported), not as a map keyed by
+ * id: a wide run changes one step per event, and copying a 500-entry array costs about a
+ * microsecond where copying a 500-key object costs 60–200 (the whole of a replay's budget).
+ * `contextChanges` compares it entry by entry all the same, as `steps.<id>`, with the id as the
+ * entry's path rather than part of its value — so the field hashes are what they were when the
+ * steps were a map. Look a step up with {@link stepOf}.
+ */
+export interface StepEntry extends StepState {
+  id: string;
+}
+
 /** A retry decided by planning: attempt `attempt` at `dueAt` (`reason`: recorded runs). */
 export interface RetryDecision {
   stepId: string;
@@ -146,7 +159,8 @@ export interface WorkflowRunContext {
   leaseToken: number | null;
   startedAt: string | null;
   finishedAt: string | null;
-  steps: Record<string, StepState>;
+  /** Every step, in the spec's order ({@link stepOf} finds one by id). */
+  steps: StepEntry[];
   cancelRequested: boolean;
   cancelReason: string | null;
   timedOut: boolean;
@@ -195,14 +209,68 @@ function newStep(): StepState {
   };
 }
 
+function newEntry(id: string, status: StepStatus = 'pending'): StepEntry {
+  return { id, ...newStep(), status };
+}
+
+/**
+ * What planning looks up in a spec, computed once per spec object (a run's context keeps its
+ * spec's reference): each step's position by id, and where the spec's plain tail begins — the
+ * steps from there on need nothing and have no `if:`, so while the run is not stopping and its
+ * concurrency is full, planning has nothing to decide for any of them.
+ */
+interface SpecIndex {
+  positions: Map<string, number>;
+  plainFrom: number;
+}
+
+const specIndexes = new WeakMap<WorkflowSpec, SpecIndex>();
+
+function indexSpec(spec: WorkflowSpec): SpecIndex {
+  let index = specIndexes.get(spec);
+  if (index === undefined) {
+    let plainFrom = spec.steps.length;
+    while (plainFrom > 0 && spec.steps[plainFrom - 1]!.needs.length === 0 && spec.steps[plainFrom - 1]!.if === null) plainFrom -= 1;
+    index = { positions: new Map(spec.steps.map((s, i) => [s.id, i])), plainFrom };
+    specIndexes.set(spec, index);
+  }
+  return index;
+}
+
+function specIndex(spec: WorkflowSpec): Map<string, number> {
+  return indexSpec(spec).positions;
+}
+
+/** Where a step is in `steps`: its spec position when the array is in spec order (always, but for some imported runs), else searched. -1: none. */
+function indexOf(spec: WorkflowSpec | null, steps: readonly StepEntry[], id: string): number {
+  if (spec !== null) {
+    const i = specIndex(spec).get(id);
+    if (i !== undefined && steps[i]?.id === id) return i;
+  }
+  return steps.findIndex((s) => s.id === id);
+}
+
+/** A step of a run by id (undefined: the run has none), in constant time. */
+export function stepOf(context: Pick<WorkflowRunContext, 'spec' | 'steps'>, id: string): StepEntry | undefined {
+  const i = indexOf(context.spec, context.steps, id);
+  return i < 0 ? undefined : context.steps[i];
+}
+
+/** A run's steps keyed by id: a new object for reading (the context keeps them as an array, {@link StepEntry}). */
+export function stepsById(context: Pick<WorkflowRunContext, 'steps'>): Record<string, StepEntry> {
+  const out: Record<string, StepEntry> = {};
+  for (const s of context.steps) out[s.id] = s;
+  return out;
+}
+
 /** Decisions are recorded as events (not so for runs started before they were; see the top of the file). */
 const records = (context: WorkflowRunContext): boolean => context.decisions === 'recorded';
 
 /** A step ended in a way that does not fail its dependants' `success()`: succeeded, or failed under continue-on-error. */
-function ok(spec: WorkflowSpec, steps: Record<string, StepState>, id: string): boolean {
-  const s = steps[id]!;
+function ok(spec: WorkflowSpec, steps: readonly StepEntry[], id: string): boolean {
+  const s = steps[indexOf(spec, steps, id)]!;
   if (s.status === 'succeeded') return true;
-  const continueOnError = spec.steps.find((x) => x.id === id)?.continueOnError ?? false;
+  const continueOnError = spec.steps[specIndex(spec).get(id)!]?.continueOnError ?? false;
   return continueOnError && (s.status === 'failed' || s.status === 'timed_out' || s.status === 'abandoned');
 }
 
@@ -219,9 +287,10 @@ function ancestorsOf(spec: WorkflowSpec, id: string): Set<string> {
   return out;
 }
 
-function stepViews(steps: Record<string, StepState>): Record<string, StepView> {
+/** What conditions see of the steps (`steps.<id>.outputs.<key>`), keyed by id. */
+export function stepViews(steps: readonly StepEntry[]): Record<string, StepView> {
   const out: Record<string, StepView> = {};
-  for (const [id, s] of Object.entries(steps)) out[id] = { status: s.status, exitCode: s.exitCode, outputs: s.outputs };
+  for (const s of steps) out[s.id] = { status: s.status, exitCode: s.exitCode, outputs: s.outputs };
   return out;
 }
 
@@ -230,35 +299,51 @@ function stepViews(steps: Record<string, StepState>): Record<string, StepView> {
  * A recorded run marks a skip `skipping` and lists it in `toSkip` (its step.skipped ends it, and
  * plans its dependants); a derived run skips at once and goes on with the dependants.
  */
-function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunContext> {
+function plan(context: WorkflowRunContext, at: string, owned: boolean): Partial<WorkflowRunContext> {
   const spec = context.spec!;
   if (spec.execution === 'sequential') return planSequential(context, at);
-  const steps: Record<string, StepState> = { ...context.steps };
+  // Copied on the first change only (most events start one step or none), and not at all when
+  // the event's own update already made the array a fresh copy nobody else holds.
+  let steps = context.steps;
+  let mine = owned;
+  const write = (i: number, entry: StepEntry) => {
+    if (!mine) {
+      steps = steps.slice();
+      mine = true;
+    }
+    steps[i] = entry;
+  };
+  const statusOf = (id: string) => steps[indexOf(spec, steps, id)]!.status;
   const stopping = context.cancelRequested || context.timedOut;
-  let active = Object.values(steps).filter((s) => ACTIVE_STEP_STATUSES.has(s.status)).length;
+  const { plainFrom } = indexSpec(spec);
+  let active = 0;
+  for (const s of steps) if (ACTIVE_STEP_STATUSES.has(s.status)) active += 1;
   // Views of the steps for conditions: built once per change, not once per step looked at.
   let views: Record<string, StepView> | null = null;
   // Steps the event itself starts (a retry that came due) stay in the list.
-  const toStart: Array<{ stepId: string; attempt: number }> = [...context.toStart];
-  const toSkip: Array<{ stepId: string; reason: string }> = [...context.toSkip];
+  // Copied on the first decision: an event that decides nothing keeps the lists it had.
+  let toStart = context.toStart;
+  let toSkip = context.toSkip;
   // Skipping a step can make its dependants ready: repeat until nothing changes.
   for (let changed = true; changed; ) {
     changed = false;
+    let position = 0;
     for (const step of spec.steps) {
-      const s = steps[step.id]!;
+      if (position >= plainFrom && active >= spec.concurrency && !stopping) break;
+      // Steps are in spec order (the usual case: compared by position, not looked up).
+      const i = steps[position]?.id === step.id ? position : indexOf(spec, steps, step.id);
+      position += 1;
+      const s = steps[i]!;
       if (s.status !== 'pending') continue;
-      if (!step.needs.every((n) => TERMINAL_STEP_STATUSES.has(steps[n]!.status))) continue;
-      const failedAncestor = () =>
-        [...ancestorsOf(spec, step.id)].some((a) => ['failed', 'timed_out', 'abandoned'].includes(steps[a]!.status) && !ok(spec, steps, a));
-      const cond: ConditionContext = {
-        success: !stopping && step.needs.every((n) => ok(spec, steps, n)),
+      if (!step.needs.every((n) => TERMINAL_STEP_STATUSES.has(statusOf(n)))) continue;
+      const success = !stopping && step.needs.every((n) => ok(spec, steps, n));
+      let run = success;
+      if (step.if !== null) {
         // Only a condition that is not the default success() can ask for failure() or the steps.
-        failure: step.if === null ? false : failedAncestor(),
-        cancelled: stopping,
-        steps: step.if === null ? {} : (views ??= stepViews(steps)),
-        inputs: context.inputs,
-      };
-      const run = holds(step.if, cond);
+        const failure = [...ancestorsOf(spec, step.id)].some((a) => ['failed', 'timed_out', 'abandoned'].includes(statusOf(a)) && !ok(spec, steps, a));
+        const cond: ConditionContext = { success, failure, cancelled: stopping, steps: (views ??= stepViews(steps)), inputs: context.inputs };
+        run = holds(step.if, cond);
+      }
       if (!run) {
         const failedNeed = step.needs.find((n) => !ok(spec, steps, n));
         const reason =
@@ -268,22 +353,24 @@ function plan(context: WorkflowRunContext, at: string): Partial<WorkflowRunConte
               ? context.timedOut
                 ? 'the workflow timed out'
                 : 'the workflow was cancelled'
-              : `needs ${failedNeed} which ${steps[failedNeed!]!.status === 'skipped' ? 'was skipped' : steps[failedNeed!]!.status}`;
+              : `needs ${failedNeed} which ${statusOf(failedNeed!) === 'skipped' ? 'was skipped' : statusOf(failedNeed!)}`;
         if (records(context)) {
           // Decided; its step.skipped (same transaction) ends it. Not ended yet, so no dependant is ready.
-          steps[step.id] = { ...s, status: 'skipping', reason };
+          write(i, { ...s, status: 'skipping', reason });
+          if (toSkip === context.toSkip) toSkip = [...toSkip];
           toSkip.push({ stepId: step.id, reason });
           views = null;
           continue;
         }
-        steps[step.id] = { ...s, status: 'skipped', reason, endedAt: at };
+        write(i, { ...s, status: 'skipped', reason, endedAt: at });
         views = null;
         changed = true;
         continue;
       }
       if (active >= spec.concurrency) continue;
-      steps[step.id] = { ...s, status: 'starting', attempt: 1, afterStop: stopping };
+      write(i, { ...s, status: 'starting', attempt: 1, afterStop: stopping });
       views = null;
+      if (toStart === context.toStart) toStart = [...toStart];
       toStart.push({ stepId: step.id, attempt: 1 });
       active += 1;
     }
@@ -301,8 +388,8 @@ function holds(condition: string | null, cond: ConditionContext): boolean {
 }
 
 /** A step that ended badly without continue-on-error: it fails the run. */
-function failsRun(spec: WorkflowSpec, steps: Record<string, StepState>, id: string): boolean {
-  const s = steps[id]!;
+function failsRun(spec: WorkflowSpec, steps: readonly StepEntry[], id: string): boolean {
+  const s = steps[indexOf(spec, steps, id)]!;
   return ['failed', 'timed_out', 'cancelled', 'abandoned'].includes(s.status) && !ok(spec, steps, id);
 }
 
@@ -316,14 +403,16 @@ function failsRun(spec: WorkflowSpec, steps: Record<string, StepState>, id: stri
  */
 function planSequential(context: WorkflowRunContext, at: string): Partial<WorkflowRunContext> {
   const spec = context.spec!;
-  const steps: Record<string, StepState> = { ...context.steps };
+  const steps = context.steps.slice();
+  const statusOf = (id: string) => steps[indexOf(spec, steps, id)]!.status;
   const stopping = context.cancelRequested || context.timedOut;
   const toStart: Array<{ stepId: string; attempt: number }> = [...context.toStart];
   const toSkip: Array<{ stepId: string; reason: string }> = [...context.toSkip];
   const byId = new Map(spec.steps.map((s) => [s.id, s]));
   const order = sequentialOrder(spec);
   for (const id of order) {
-    const s = steps[id]!;
+    const i = indexOf(spec, steps, id);
+    const s = steps[i]!;
     if (TERMINAL_STEP_STATUSES.has(s.status)) continue;
     // Starting, running, retrying or being skipped: the one step in progress is waited for.
     if (s.status !== 'pending') break;
@@ -337,7 +426,7 @@ function planSequential(context: WorkflowRunContext, at: string): Partial<Workfl
       inputs: context.inputs,
     };
     if (holds(step.if, cond)) {
-      steps[id] = { ...s, status: 'starting', attempt: 1, afterStop: stopping };
+      steps[i] = { ...s, status: 'starting', attempt: 1, afterStop: stopping };
       toStart.push({ stepId: id, attempt: 1 });
       break;
     }
@@ -350,21 +439,23 @@ function planSequential(context: WorkflowRunContext, at: string): Partial<Workfl
             ? 'the workflow timed out'
             : 'the workflow was cancelled'
           : stoppedBy !== undefined
-            ? `step ${stoppedBy} ${steps[stoppedBy]!.status === 'timed_out' ? 'timed out' : steps[stoppedBy]!.status} (execution: sequential stops at the first failure)`
-            : `needs ${failedNeed} which ${steps[failedNeed!]!.status === 'skipped' ? 'was skipped' : steps[failedNeed!]!.status}`;
+            ? `step ${stoppedBy} ${statusOf(stoppedBy) === 'timed_out' ? 'timed out' : statusOf(stoppedBy)} (execution: sequential stops at the first failure)`
+            : `needs ${failedNeed} which ${statusOf(failedNeed!) === 'skipped' ? 'was skipped' : statusOf(failedNeed!)}`;
     if (records(context)) {
       // Decided; its step.skipped (same transaction) ends it and plans the next step.
-      steps[id] = { ...s, status: 'skipping', reason };
+      steps[i] = { ...s, status: 'skipping', reason };
       toSkip.push({ stepId: id, reason });
       break;
     }
-    steps[id] = { ...s, status: 'skipped', reason, endedAt: at };
+    steps[i] = { ...s, status: 'skipped', reason, endedAt: at };
   }
   return { steps, toStart, toSkip };
 }
 
+/** Every step ended. From the last one: in a run under way, the steps at the end are the last to end, so this is usually one look. */
 function allEnded(context: WorkflowRunContext): boolean {
-  return Object.values(context.steps).every((s) => TERMINAL_STEP_STATUSES.has(s.status));
+  for (let i = context.steps.length - 1; i >= 0; i--) if (!TERMINAL_STEP_STATUSES.has(context.steps[i]!.status)) return false;
+  return true;
 }
 
 /** The run's final status once every step ended. */
@@ -373,14 +464,18 @@ export function finalStatus(context: WorkflowRunContext): 'succeeded' | 'failed'
   if (context.timedOut) return 'timed_out';
   const spec = context.spec!;
   const failed = spec.steps.some((step) => {
-    const s = context.steps[step.id]!;
+    const s = stepOf(context, step.id)!;
     return ['failed', 'timed_out', 'cancelled', 'abandoned'].includes(s.status) && !step.continueOnError;
   });
   return failed ? 'failed' : 'succeeded';
 }
 
-function updateStep(context: WorkflowRunContext, stepId: string, patch: Partial<StepState>): Record<string, StepState> {
-  return { ...context.steps, [stepId]: { ...context.steps[stepId]!, ...patch } };
+/** The steps with one step patched: a copy of the array (not of every step). */
+function updateStep(context: WorkflowRunContext, stepId: string, patch: Partial<StepState>): StepEntry[] {
+  const i = indexOf(context.spec, context.steps, stepId);
+  const steps = context.steps.slice();
+  steps[i] = { ...steps[i]!, ...patch };
+  return steps;
 }
 
 /** An attempt ended badly: retry when attempts remain and the run is not stopping, else the end status. */
@@ -391,8 +486,8 @@ function endAttempt(
   status: 'failed' | 'timed_out' | 'abandoned' | 'cancelled' | 'succeeded',
   patch: Partial<StepState>,
 ): Partial<WorkflowRunContext> {
-  const step = context.spec!.steps.find((s) => s.id === stepId)!;
-  const current = context.steps[stepId]!;
+  const step = context.spec!.steps[specIndex(context.spec!).get(stepId)!]!;
+  const current = stepOf(context, stepId)!;
   const stopping = context.cancelRequested || context.timedOut;
   const retry = status !== 'succeeded' && status !== 'cancelled' && !stopping && current.attempt < step.retries.attempts;
   if (retry) {
@@ -420,18 +515,26 @@ function retryReason(attempt: number, status: StepStatus, error: string | null):
   return `attempt ${attempt} ${how}${error ? `: ${error}` : ''}`;
 }
 
+/**
+ * The empty list every planning step starts from: one shared (never mutated) array, so an event
+ * that decides nothing leaves these fields the same reference and nothing to compare.
+ */
+const NONE: never[] = [];
+
 /** Applies `update` to the context, then plans (the single place where steps start or are skipped). */
 function applyAndPlan(
   context: WorkflowRunContext,
   event: WorkflowRunEvent,
   update: (context: WorkflowRunContext) => Partial<WorkflowRunContext>,
 ): Partial<WorkflowRunContext> {
-  const base = { ...context, toStart: [], toKill: [], toRetry: [], toSkip: [], ...update(context) } as WorkflowRunContext;
-  return { ...base, ...plan(base, event.at) };
+  const base = { ...context, toStart: NONE, toKill: NONE, toRetry: NONE, toSkip: NONE, ...update(context) } as WorkflowRunContext;
+  // A steps array the update made is this transition's own (updateStep, stopRetries, a start's): planning may write into it.
+  return { ...base, ...plan(base, event.at, base.steps !== context.steps) };
 }
 
-const stepOf = (context: WorkflowRunContext, event: { data: { stepId: string; attempt: number } }) => {
-  const s = context.steps[event.data.stepId];
+/** The step an event names, if the event is about its current attempt. */
+const attemptOf = (context: WorkflowRunContext, event: { data: { stepId: string; attempt: number } }) => {
+  const s = stepOf(context, event.data.stepId);
   return s !== undefined && s.attempt === event.data.attempt ? s : null;
 };
 
@@ -488,8 +591,8 @@ export function workflowRunOutputOf(snapshot: { value: unknown; context: Workflo
 
 function workflowRunOutput(context: WorkflowRunContext, status: WorkflowRunOutput['status']): WorkflowRunOutput {
   const steps: Record<string, WorkflowStepResult> = {};
-  for (const [id, s] of Object.entries(context.steps)) {
-    steps[id] = { status: s.status, attempts: s.attempt, exitCode: s.exitCode, signal: s.signal, error: s.error, outputs: s.outputs };
+  for (const s of context.steps) {
+    steps[s.id] = { status: s.status, attempts: s.attempt, exitCode: s.exitCode, signal: s.signal, error: s.error, outputs: s.outputs };
   }
   // As the workflow_runs projection words it.
   let error = context.error;
@@ -517,7 +620,7 @@ function contextFromInput(input: WorkflowRunInput): WorkflowRunContext {
     trigger: input.trigger ?? 'manual',
     idempotencyKey: input.idempotencyKey ?? wfRunId,
     startedAt: input.startedAt ?? new Date(0).toISOString(),
-    steps: Object.fromEntries(input.spec.steps.map((s) => [s.id, newStep()])),
+    steps: input.spec.steps.map((s) => newEntry(s.id)),
   };
 }
 
@@ -538,7 +641,7 @@ const initialWorkflowRunContext: WorkflowRunContext = {
   leaseToken: null,
   startedAt: null,
   finishedAt: null,
-  steps: {},
+  steps: [],
   cancelRequested: false,
   cancelReason: null,
   timedOut: false,
@@ -564,26 +667,26 @@ export const workflowRunMachine = setup({
     /** Created with `input`: started already (never so for a stream the runtime replays). */
     givenInput: ({ context }) => context.wfRunId !== null && context.spec !== null,
     allEnded: ({ context }) => context.spec !== null && allEnded(context),
-    isStarting: ({ context, event }) => event.type === 'step.spawn_requested' && stepOf(context, event)?.status === 'starting',
+    isStarting: ({ context, event }) => event.type === 'step.spawn_requested' && attemptOf(context, event)?.status === 'starting',
     isSpawning: ({ context, event }) =>
-      (event.type === 'step.spawned' || event.type === 'step.spawn_failed') && stepOf(context, event)?.status === 'spawning',
+      (event.type === 'step.spawned' || event.type === 'step.spawn_failed') && attemptOf(context, event)?.status === 'spawning',
     isLive: ({ context, event }) =>
       (event.type === 'step.exited' || event.type === 'step.abandoned') &&
-      ['spawning', 'running'].includes(stepOf(context, event)?.status ?? ''),
+      ['spawning', 'running'].includes(attemptOf(context, event)?.status ?? ''),
     // A derived run's retrying step always has its retryAt; a recorded run's once step.retry_scheduled set it.
     isRetrying: ({ context, event }) =>
       event.type === 'step.retry_due' &&
-      context.steps[event.data.stepId]?.status === 'retrying' &&
-      context.steps[event.data.stepId]!.retryAt !== null &&
-      context.steps[event.data.stepId]!.attempt + 1 === event.data.attempt,
-    isSkipping: ({ context, event }) => event.type === 'step.skipped' && context.steps[event.data.stepId]?.status === 'skipping',
-    isReusing: ({ context, event }) => event.type === 'step.reused' && context.steps[event.data.stepId]?.status === 'reusing',
+      stepOf(context, event.data.stepId)?.status === 'retrying' &&
+      stepOf(context, event.data.stepId)!.retryAt !== null &&
+      stepOf(context, event.data.stepId)!.attempt + 1 === event.data.attempt,
+    isSkipping: ({ context, event }) => event.type === 'step.skipped' && stepOf(context, event.data.stepId)?.status === 'skipping',
+    isReusing: ({ context, event }) => event.type === 'step.reused' && stepOf(context, event.data.stepId)?.status === 'reusing',
     /** A retry decided (by the step's last attempt ending) and not yet recorded. */
     isRetryDecided: ({ context, event }) =>
       event.type === 'step.retry_scheduled' &&
-      context.steps[event.data.stepId]?.status === 'retrying' &&
-      context.steps[event.data.stepId]!.retryAt === null &&
-      context.steps[event.data.stepId]!.attempt + 1 === event.data.attempt,
+      stepOf(context, event.data.stepId)?.status === 'retrying' &&
+      stepOf(context, event.data.stepId)!.retryAt === null &&
+      stepOf(context, event.data.stepId)!.attempt + 1 === event.data.attempt,
     notStopping: ({ context }) => !context.cancelRequested && !context.timedOut,
   },
   actions: {
@@ -602,21 +705,17 @@ export const workflowRunMachine = setup({
         loopId: d.loopId,
         startedAt: d.startedAt,
         error: d.error,
-        steps: Object.fromEntries(
-          d.steps.map((st) => [
-            st.stepId,
-            {
-              ...newStep(),
-              status: st.status,
-              attempt: st.startedAt === null ? 0 : 1,
-              pid: st.pid,
-              exitCode: st.exitCode,
-              error: st.error,
-              startedAt: st.startedAt,
-              endedAt: st.finishedAt,
-              reason: st.reason,
-            },
-          ]),
+        steps: d.steps.map(
+          (st): StepEntry => ({
+            ...newEntry(st.stepId, st.status),
+            attempt: st.startedAt === null ? 0 : 1,
+            pid: st.pid,
+            exitCode: st.exitCode,
+            error: st.error,
+            startedAt: st.startedAt,
+            endedAt: st.finishedAt,
+            reason: st.reason,
+          }),
         ),
       };
     }),
@@ -724,7 +823,7 @@ export const workflowRunMachine = setup({
                 leaseToken: d.leaseToken,
                 startedAt: event.at,
                 // A fork's reused steps wait for their step.reused (same transaction); the rest plan as usual.
-                steps: Object.fromEntries(d.spec.steps.map((s) => [s.id, d.reuse?.includes(s.id) ? { ...newStep(), status: 'reusing' as const } : newStep()])),
+                steps: d.spec.steps.map((s) => newEntry(s.id, d.reuse?.includes(s.id) ? 'reusing' : 'pending')),
               };
             })),
             { type: 'armTimeout', params: ({ context }) => timeoutParams(context) },
@@ -744,9 +843,9 @@ export const workflowRunMachine = setup({
             assign(({ context, event }) => ({
               steps: updateStep(context, event.data.stepId, {
                 status: 'spawning',
-                startedAt: context.steps[event.data.stepId]!.startedAt ?? event.at,
+                startedAt: stepOf(context, event.data.stepId)!.startedAt ?? event.at,
               }),
-              toStart: [],
+              toStart: NONE,
             })),
             { type: 'spawnStep', params: ({ event }) => event.data },
           ],
@@ -755,7 +854,7 @@ export const workflowRunMachine = setup({
           guard: 'isSpawning',
           actions: assign(({ context, event }) => ({
             steps: updateStep(context, event.data.stepId, { status: 'running', pid: event.data.pid, startTime: event.data.startTime, bootId: event.data.bootId }),
-            toStart: [],
+            toStart: NONE,
           })),
         },
         'step.spawn_failed': {
@@ -909,14 +1008,14 @@ function timeoutParams(context: WorkflowRunContext): { timeoutMs: number | null;
 /** Steps waiting for a retry end as cancelled when the run is stopping. */
 function stopRetries(context: WorkflowRunContext, at: string): Partial<WorkflowRunContext> {
   let steps = context.steps;
-  for (const [id, s] of Object.entries(steps)) {
-    if (s.status === 'retrying') steps = { ...steps, [id]: { ...s, status: 'cancelled', retryAt: null, ...(s.pendingRetry ? { pendingRetry: null } : {}), endedAt: at } };
-  }
+  steps.forEach((s, i) => {
+    if (s.status !== 'retrying') return;
+    if (steps === context.steps) steps = steps.slice();
+    steps[i] = { ...s, status: 'cancelled', retryAt: null, ...(s.pendingRetry ? { pendingRetry: null } : {}), endedAt: at };
+  });
   return { steps };
 }
 
 function activeSteps(context: WorkflowRunContext): string[] {
-  return Object.entries(context.steps)
-    .filter(([, s]) => ACTIVE_STEP_STATUSES.has(s.status))
-    .map(([id]) => id);
+  return context.steps.filter((s) => ACTIVE_STEP_STATUSES.has(s.status)).map((s) => s.id);
 }

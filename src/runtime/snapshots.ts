@@ -24,8 +24,12 @@ import type { MachineRef } from '../machines/registry.js';
 export const SNAPSHOT_EVERY = 500;
 /** Streams whose live state is kept in memory at most (least recently used first out). */
 export const MEMORY_LIMIT = 20_000;
-/** The shape of a persisted snapshot: `{ value, context }` of the machine snapshot. */
-const FORMAT = 1;
+/**
+ * The shape of a persisted snapshot: `{ value, context }` of the machine snapshot. 2: a workflow
+ * run's `steps` is an array of entries (it was a map keyed by step id); a snapshot of another
+ * format is ignored (the stream folds from its first event, and the next snapshot is written anew).
+ */
+const FORMAT = 2;
 
 export interface StreamSnapshot {
   ref: MachineRef;

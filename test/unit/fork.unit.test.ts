@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { OVERLAP } from '../../src/events/policies.js';
 import { fold, step } from '../../src/machines/fold.js';
-import { workflowRunMachine, type WorkflowRunContext } from '../../src/machines/workflow-run.js';
+import { workflowRunMachine, type WorkflowRunContext, stepsById } from '../../src/machines/workflow-run.js';
 import { overlapVerdict } from '../../src/scheduling/planner.js';
 import { wfrunEv, wfSpec, wfStep } from '../helpers/events.js';
 
@@ -18,7 +18,7 @@ describe('a fork of a workflow run, on the machine', () => {
   it('starts its reused steps reusing and asks for their step.reused; nothing starts before them', () => {
     const { snapshot, steps } = fold(workflowRunMachine, [wfrunEv.started({ spec: chain, forkedFrom, reuse: ['a', 'b'] })]);
     const c = snapshot.context as WorkflowRunContext;
-    expect(Object.fromEntries(Object.entries(c.steps).map(([id, s]) => [id, s.status]))).toEqual({ a: 'reusing', b: 'reusing', c: 'pending', d: 'pending' });
+    expect(Object.fromEntries(Object.entries(stepsById(c)).map(([id, s]) => [id, s.status]))).toEqual({ a: 'reusing', b: 'reusing', c: 'pending', d: 'pending' });
     const decide = steps[0]!.actions.find((a) => a.type === 'recordDecisions');
     expect(decide?.params).toEqual({ retries: [], skips: [], starts: [], reuses: ['a', 'b'] });
   });
@@ -31,9 +31,9 @@ describe('a fork of a workflow run, on the machine', () => {
     ]);
     expect(steps.every((s) => s.accepted)).toBe(true);
     const c = snapshot.context as WorkflowRunContext;
-    expect(c.steps.a).toMatchObject({ status: 'succeeded', exitCode: 0, outputs: { tok: 'x' }, attempt: 0 });
-    expect(c.steps.b).toMatchObject({ status: 'succeeded', outputs: { key: 'set' } });
-    expect(c.steps.c!.status).toBe('starting');
+    expect(stepsById(c).a).toMatchObject({ status: 'succeeded', exitCode: 0, outputs: { tok: 'x' }, attempt: 0 });
+    expect(stepsById(c).b).toMatchObject({ status: 'succeeded', outputs: { key: 'set' } });
+    expect(stepsById(c).c!.status).toBe('starting');
     expect(steps[1]!.actions.find((a) => a.type === 'recordDecisions')?.params).toEqual({ retries: [], skips: [], starts: [] });
     expect(steps[2]!.actions.find((a) => a.type === 'recordDecisions')?.params).toEqual({ retries: [], skips: [], starts: [{ stepId: 'c', attempt: 1 }] });
   });
@@ -44,11 +44,11 @@ describe('a fork of a workflow run, on the machine', () => {
     // Two independent steps: in parallel y starts at once; in sequential order it waits for x's step.reused.
     const two = wfSpec({ steps: [wfStep('x'), wfStep('y')] });
     const parallel = fold(workflowRunMachine, [wfrunEv.started({ spec: two, forkedFrom, reuse: ['x'] })]);
-    expect((parallel.snapshot.context as WorkflowRunContext).steps.y!.status).toBe('starting');
+    expect(stepsById((parallel.snapshot.context as WorkflowRunContext)).y!.status).toBe('starting');
     const sequential = fold(workflowRunMachine, [wfrunEv.started({ spec: { ...two, execution: 'sequential' }, forkedFrom, reuse: ['x'] })]);
-    expect((sequential.snapshot.context as WorkflowRunContext).steps.y!.status).toBe('pending');
+    expect(stepsById((sequential.snapshot.context as WorkflowRunContext)).y!.status).toBe('pending');
     const after = step(workflowRunMachine, sequential.snapshot, wfrunEv.reused('x'));
-    expect((after.after.context as WorkflowRunContext).steps.y!.status).toBe('starting');
+    expect(stepsById((after.after.context as WorkflowRunContext)).y!.status).toBe('starting');
   });
 
   it('an annotation is accepted by a stream in a final state and changes nothing', () => {

@@ -16,7 +16,7 @@ import { SqliteEventLog } from '../../src/events/sqlite-log.js';
 import type { StepSpec, WorkflowSpec } from '../../src/workflow/spec.js';
 import { fold, stateOf } from '../../src/machines/fold.js';
 import { workflowMachine } from '../../src/machines/workflow.js';
-import { workflowRunMachine, type WorkflowRunContext } from '../../src/machines/workflow-run.js';
+import { workflowRunMachine, type WorkflowRunContext, stepsById } from '../../src/machines/workflow-run.js';
 import { findProjection, inlineHandler, projections } from '../../src/projections/registry.js';
 import { workflowRunsProjection, workflowsProjection, workflowVersionsProjection } from '../../src/projections/workflows.js';
 import { rebuildProjections, verifyProjections } from '../../src/runtime/admin/projections.js';
@@ -62,7 +62,7 @@ const attemptRows = (id = 'wfrun_1') => tables.rows('workflow_step_attempts', { 
 /** The machine's own step statuses after `events`. */
 function machineStatuses(events: MachineInput[]): Record<string, string> {
   const context = fold(workflowRunMachine, events).snapshot.context as WorkflowRunContext;
-  return Object.fromEntries(Object.entries(context.steps).map(([id, s]) => [id, s.status]));
+  return Object.fromEntries(Object.entries(stepsById(context)).map(([id, s]) => [id, s.status]));
 }
 
 /** Runs step `id` (attempt n) to its exit, `t` ms after T0. */
@@ -648,7 +648,7 @@ function simulate(spec: WorkflowSpec, choices: Choice[], decisions: 'recorded' |
     if (choice.kind === 'cancel') event = wfrunEv.cancelRequested('random', at(t));
     else if (choice.kind === 'timeout') event = wfrunEv.timedOut(1000, at(t));
     else {
-      const live = Object.entries(context.steps).filter(([, s]) => ['starting', 'spawning', 'running', 'retrying'].includes(s.status));
+      const live = Object.entries(stepsById(context)).filter(([, s]) => ['starting', 'spawning', 'running', 'retrying'].includes(s.status));
       if (live.length === 0) continue;
       const [id, s] = live[choice.pick % live.length]!;
       switch (s.status) {
@@ -737,7 +737,7 @@ describe('against the machine (property)', () => {
               );
               version += group.length;
               const after = steps[version - 1]!.after;
-              const machine = (after.context as WorkflowRunContext).steps;
+              const machine = stepsById(after.context as WorkflowRunContext);
               const rows = log.prepare('SELECT step_id, status, attempts, skip_reason, retry_at FROM workflow_steps ORDER BY ord').all() as Row[];
               const done = after.status === 'done';
               const what = `after ${group.map((e) => e.type).join(' + ')}`;

@@ -11,7 +11,7 @@ import { upcast } from '../../src/events/catalog.js';
 import { normalizeWorkflowSpec, type WorkflowSpec } from '../../src/workflow/spec.js';
 import { fold } from '../../src/machines/fold.js';
 import { getMachine } from '../../src/machines/registry.js';
-import { WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine, type WorkflowRunContext } from '../../src/machines/workflow-run.js';
+import { WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine, type WorkflowRunContext, stepsById } from '../../src/machines/workflow-run.js';
 import { recordDecisions } from '../helpers/workflow-run.js';
 
 const T = Date.parse('2026-01-01T00:00:00.000Z');
@@ -72,7 +72,7 @@ function run(events: Ev[]) {
   const { snapshot, steps } = fold(workflowRunMachine, all);
   for (const s of steps) expect(s.accepted, `${s.event.type} ${JSON.stringify(s.event.data).slice(0, 60)}`).toBe(true);
   const c = snapshot.context as WorkflowRunContext;
-  const statuses = Object.fromEntries(Object.entries(c.steps).map(([id, s]) => [id, s.status]));
+  const statuses = Object.fromEntries(Object.entries(stepsById(c)).map(([id, s]) => [id, s.status]));
   const starts = steps.map((s) => startsOf(s.actions));
   return { state: snapshot.value, c, statuses, starts, events: all, steps };
 }
@@ -93,7 +93,7 @@ describe.each<Mode>(['recorded', 'derived'])('workflow-run machine (%s decisions
     const s = spec();
     const r = run([started(s, mode), ...attempt('a', 0, 1), ...attempt('e', 0, 1), ...attempt('b', 0, 3), ...attempt('c', 2, 3)]);
     expect(r.statuses).toEqual({ a: 'succeeded', b: 'succeeded', c: 'failed', d: 'skipped', e: 'succeeded' });
-    expect(r.c.steps.d!.reason).toBe('needs c which failed');
+    expect(stepsById(r.c).d!.reason).toBe('needs c which failed');
     expect(r.state).toBe('failed');
   });
 
@@ -128,7 +128,7 @@ describe.each<Mode>(['recorded', 'derived'])('workflow-run machine (%s decisions
     });
     const r = run([...events, cancel, killed('b'), killed('c'), ...attempt('f', 0, 6)]);
     expect(r.statuses).toEqual({ a: 'succeeded', b: 'cancelled', c: 'cancelled', d: 'skipped', e: 'succeeded', f: 'succeeded' });
-    expect(r.c.steps.d!.reason).toBe('the workflow was cancelled');
+    expect(stepsById(r.c).d!.reason).toBe('the workflow was cancelled');
     expect(r.state).toBe('cancelled');
   });
 
@@ -140,7 +140,7 @@ describe.each<Mode>(['recorded', 'derived'])('workflow-run machine (%s decisions
     expect(steps.at(-1)!.actions.find((x) => x.type === 'armRetry')!.params).toEqual({ retries: [{ stepId: 'a', attempt: 2, dueAt: at(7) }] });
     expect(steps.at(-1)!.event.type).toBe(mode === 'recorded' ? 'step.retry_scheduled' : 'step.exited');
     const r = run([...first, retryDue('a', 2, 7), ...attempt('a', 0, 7, 2), ...attempt('e', 0, 1)]);
-    expect(r.c.steps.a).toMatchObject({ status: 'succeeded', attempt: 2 });
+    expect(stepsById(r.c).a).toMatchObject({ status: 'succeeded', attempt: 2 });
     // retry_due itself asks for the step to start again (attempt 2).
     expect(r.starts.flat().filter((x) => x === 'a')).toEqual(['a', 'a']);
     expect(r.starts.flat().filter((x) => x === 'b' || x === 'c')).toEqual(['b', 'c']);
@@ -170,12 +170,12 @@ describe('workflow-run machine: decisions are recorded facts', () => {
     expect(named(exit.actions)).toEqual(['recordDecisions']);
     expect(exit.actions[0]!.params).toEqual({ retries: [], skips: [{ stepId: 'd', reason: 'needs c which failed' }], starts: [] });
     const c = snapshot.context as WorkflowRunContext;
-    expect(c.steps.d).toMatchObject({ status: 'skipping', reason: 'needs c which failed', endedAt: null });
+    expect(stepsById(c).d).toMatchObject({ status: 'skipping', reason: 'needs c which failed', endedAt: null });
     expect(snapshot.value).toBe('running');
 
     const after = fold(workflowRunMachine, [...events, skipped('d', 'needs c which failed', 4)]);
     expect(after.steps.at(-1)!.accepted).toBe(true);
-    expect((after.snapshot.context as WorkflowRunContext).steps.d).toMatchObject({ status: 'skipped', reason: 'needs c which failed', endedAt: at(4) });
+    expect(stepsById((after.snapshot.context as WorkflowRunContext)).d).toMatchObject({ status: 'skipped', reason: 'needs c which failed', endedAt: at(4) });
     // The skip is what ends the run: its event carries the final state.
     expect(after.snapshot.value).toBe('failed');
     expect(named(after.steps.at(-1)!.actions)).toContain('finalize');
@@ -186,7 +186,7 @@ describe('workflow-run machine: decisions are recorded facts', () => {
     const events = [started(s), ...attempt('a', 0, 1), ...attempt('e', 0, 1), ...attempt('b', 0, 3), ...attempt('c', 2, 3)];
     const { snapshot, steps } = fold(workflowRunMachine, [...events, skipped('e', 'nope', 4), skipped('d', 'as the log says', 4), skipped('d', 'twice', 4)]);
     expect(steps.slice(-3).map((x) => x.accepted)).toEqual([false, true, false]);
-    expect((snapshot.context as WorkflowRunContext).steps.d!.reason).toBe('as the log says');
+    expect(stepsById((snapshot.context as WorkflowRunContext)).d!.reason).toBe('as the log says');
   });
 
   it('a skip makes its dependants ready after its step.skipped: their decisions follow it in order (a cascade, then an always() step)', () => {
@@ -215,7 +215,7 @@ describe('workflow-run machine: decisions are recorded facts', () => {
       skips: [],
       starts: [],
     });
-    expect((snapshot.context as WorkflowRunContext).steps.a).toMatchObject({
+    expect(stepsById((snapshot.context as WorkflowRunContext)).a).toMatchObject({
       status: 'retrying',
       retryAt: null,
       pendingRetry: { attempt: 2, dueAt: at(7), reason: 'attempt 1 failed: exited with code 1' },
@@ -231,12 +231,12 @@ describe('workflow-run machine: decisions are recorded facts', () => {
     expect(last.accepted).toBe(true);
     // The recorded dueAt is the one that counts, and arms the timer.
     expect(last.actions.map((a) => [a.type, a.params])).toEqual([['armRetry', { retries: [{ stepId: 'a', attempt: 2, dueAt: at(9) }] }]]);
-    expect((scheduled.snapshot.context as WorkflowRunContext).steps.a).toMatchObject({ status: 'retrying', retryAt: at(9), pendingRetry: null });
+    expect(stepsById((scheduled.snapshot.context as WorkflowRunContext)).a).toMatchObject({ status: 'retrying', retryAt: at(9), pendingRetry: null });
     expect(fold(workflowRunMachine, [...first, retryScheduled('a', 2, at(9), 2), retryScheduled('a', 2, at(9), 2)]).steps.at(-1)!.accepted).toBe(false);
 
     const due = fold(workflowRunMachine, [...first, retryScheduled('a', 2, at(9), 2), retryDue('a', 2, 9)]);
     expect(due.steps.at(-1)!.actions.map((a) => [a.type, a.params])).toEqual([['recordDecisions', { retries: [], skips: [], starts: [{ stepId: 'a', attempt: 2 }] }]]);
-    expect((due.snapshot.context as WorkflowRunContext).steps.a).toMatchObject({ status: 'starting', attempt: 2, retryAt: null });
+    expect(stepsById((due.snapshot.context as WorkflowRunContext)).a).toMatchObject({ status: 'starting', attempt: 2, retryAt: null });
   });
 
   it('retry reasons name the attempt and how it ended: a timeout, a spawn failure, an abandoned process', () => {
@@ -265,7 +265,7 @@ describe('workflow-run machine: decisions are recorded facts', () => {
     // c runs; the cancel comes from `loops workflows cancel` (its decisions are not recorded with it).
     const head = [...events, ...attempt('c', 0, 3).slice(0, 2), cancelled('enough', 4), exited('c', null, 5, 1, { cancelled: true, signal: 'SIGTERM' })];
     const { snapshot } = fold(workflowRunMachine, head);
-    expect((snapshot.context as WorkflowRunContext).steps.d).toMatchObject({ status: 'skipping', reason: 'the workflow was cancelled' });
+    expect(stepsById((snapshot.context as WorkflowRunContext)).d).toMatchObject({ status: 'skipping', reason: 'the workflow was cancelled' });
     expect(snapshot.value).toBe('running');
     // The runner records d's skip (it caught up with the cancel); f, ready then, is decided after it.
     const tail = fold(workflowRunMachine, [...head, skipped('d', 'the workflow was cancelled', 6)]);
@@ -281,11 +281,11 @@ describe('workflow-run machine: decisions are recorded facts', () => {
     const s = spec({ a: { retries: { limit: 1, delay: '5s' } } });
     const { snapshot, steps } = fold(workflowRunMachine, [started(s, 'derived'), ...attempt('a', 1, 1)]);
     expect(named(steps.at(-1)!.actions)).toEqual(['armRetry', 'startSteps']);
-    expect((snapshot.context as WorkflowRunContext).steps.a).toMatchObject({ status: 'retrying', retryAt: at(7), pendingRetry: null });
+    expect(stepsById((snapshot.context as WorkflowRunContext)).a).toMatchObject({ status: 'retrying', retryAt: at(7), pendingRetry: null });
     expect(fold(workflowRunMachine, [started(s, 'derived'), ...attempt('a', 1, 1), retryScheduled('a', 2, at(7), 2)]).steps.at(-1)!.accepted).toBe(false);
     const failed = fold(workflowRunMachine, [started(spec(), 'derived'), ...attempt('a', 2, 1)]);
     // Skipped at once, nothing asked to record: b, c, d skipped, only e left.
-    expect(Object.fromEntries(Object.entries((failed.snapshot.context as WorkflowRunContext).steps).map(([id, x]) => [id, x.status]))).toEqual({
+    expect(Object.fromEntries(Object.entries(stepsById((failed.snapshot.context as WorkflowRunContext))).map(([id, x]) => [id, x.status]))).toEqual({
       a: 'failed', b: 'skipped', c: 'skipped', d: 'skipped', e: 'starting',
     });
     expect(fold(workflowRunMachine, [started(spec(), 'derived'), ...attempt('a', 2, 1), skipped('b', 'x', 3)]).steps.at(-1)!.accepted).toBe(false);
@@ -323,7 +323,7 @@ describe.each<Mode>(['recorded', 'derived'])('workflow-run machine (%s decisions
     const r = run([started(s, mode), ...attempt('c', 0, 1), ...attempt('x', 0, 2), ...attempt('b', 1, 3), ...attempt('d', 4, 4)]);
     expect(r.starts.filter((x) => x.length)).toEqual([['c'], ['x'], ['b'], ['d']]);
     expect(r.statuses).toEqual({ x: 'succeeded', b: 'failed', c: 'succeeded', d: 'failed', e: 'skipped' });
-    expect(r.c.steps.e!.reason).toBe('step d failed (execution: sequential stops at the first failure)');
+    expect(stepsById(r.c).e!.reason).toBe('step d failed (execution: sequential stops at the first failure)');
     expect(r.state).toBe('failed');
   });
 
@@ -355,7 +355,7 @@ describe.each<Mode>(['recorded', 'derived'])('workflow-run machine (%s decisions
     };
     const r = run([...events, cancel, killed]);
     expect(r.statuses).toEqual({ x: 'cancelled', b: 'skipped', c: 'succeeded', d: 'skipped', e: 'skipped' });
-    expect(r.c.steps.e!.reason).toBe('the workflow was cancelled');
+    expect(stepsById(r.c).e!.reason).toBe('the workflow was cancelled');
     expect(r.state).toBe('cancelled');
   });
 

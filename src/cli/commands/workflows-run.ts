@@ -1,7 +1,7 @@
 import { UsageError } from '../../events/errors.js';
 import { requestWorkflowCancel } from '../../runtime/execution/cancel.js';
 import { openRuntime } from '../../runtime/runtime.js';
-import type { WorkflowRunContext } from '../../machines/workflow-run.js';
+import { stepOf, type WorkflowRunContext } from '../../machines/workflow-run.js';
 import { resumeWorkflowRun, runWorkflow } from '../../runtime/workflows/runner.js';
 import { archiveWorkflow, createWorkflow, updateWorkflow } from '../../runtime/workflows/specs.js';
 import { findWorkflowRun } from '../../runtime/queries/workflows.js';
@@ -86,7 +86,7 @@ function inputsOf(values: Record<string, unknown>): Record<string, string> {
 
 function viewSteps(c: WorkflowRunContext): ViewStep[] {
   return (c.spec?.steps ?? []).map((step) => {
-    const s = c.steps[step.id]!;
+    const s = stepOf(c, step.id)!;
     return {
       id: step.id,
       needs: step.needs,
@@ -169,7 +169,7 @@ async function follow(ctx: CliContext, label: string, starter: Starter): Promise
           for (const step of viewSteps(c)) {
             if (!ENDED.has(step.status) || reported.get(step.id) === `${step.status}:${step.attempts}`) continue;
             reported.set(step.id, `${step.status}:${step.attempts}`);
-            const s = c.steps[step.id]!;
+            const s = stepOf(c, step.id)!;
             const took = step.startedAt !== null && step.endedAt !== null ? ` in ${formatDuration(step.endedAt - step.startedAt)}` : '';
             const why = s.status === 'skipped' ? ` (${s.reason})` : s.error ? ` (${s.error})` : '';
             ctx.err.write(`${step.id}: ${paint(ctx.color, statusColor(s.status), s.status)}${s.status === 'retrying' ? ` (attempt ${s.attempt} failed; retry at ${s.retryAt})` : `${took}${why}`}\n`);

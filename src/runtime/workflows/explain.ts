@@ -31,8 +31,8 @@ function derivedSkipReasons(db: Db, wfRunId: string): Record<string, string> {
   if (!read || !machine) return {};
   const { snapshot } = fold(machine, read.events);
   const out: Record<string, string> = {};
-  for (const [id, s] of Object.entries((snapshot.context as WorkflowRunContext).steps)) {
-    if (s.status === 'skipped' && s.reason) out[id] = s.reason;
+  for (const s of (snapshot.context as WorkflowRunContext).steps) {
+    if (s.status === 'skipped' && s.reason) out[s.id] = s.reason;
   }
   return out;
 }

@@ -16,7 +16,7 @@
  */
 import { fold } from '../../machines/fold.js';
 import { getMachine } from '../../machines/registry.js';
-import { TERMINAL_STEP_STATUSES, type StepState, type WorkflowRunContext } from '../../machines/workflow-run.js';
+import { stepOf, TERMINAL_STEP_STATUSES, type StepState, type WorkflowRunContext } from '../../machines/workflow-run.js';
 import type { EventData, ForkedFrom, LoopPolicies, Target } from '../../events/catalog.js';
 import { LoopsError, NotFoundError, UsageError } from '../../events/errors.js';
 import type { Batch, StoredEvent } from '../../events/types.js';
@@ -150,7 +150,7 @@ export async function planWorkflowFork(runtime: Runtime, wfRunIdOrPrefix: string
   const wanted = new Map<string, { reuse: boolean; why: string }>();
   const fromIndex = from !== null && atVersion === null ? order.indexOf(from) : -1;
   order.forEach((id, i) => {
-    const s = context.steps[id]!;
+    const s = stepOf(context, id)!;
     const ended = TERMINAL_STEP_STATUSES.has(s.status);
     let w: { reuse: boolean; why: string };
     if (request.how === 'rerun') w = { reuse: false, why: 'rerun runs every step' };
@@ -167,7 +167,7 @@ export async function planWorkflowFork(runtime: Runtime, wfRunIdOrPrefix: string
   const again = descendantsOf(spec, new Set(order.filter((id) => !wanted.get(id)!.reuse)));
   const steps: ForkStepPlan[] = order.map((id) => {
     const w = wanted.get(id)!;
-    const parentStatus = context.steps[id]!.status;
+    const parentStatus = stepOf(context, id)!.status;
     if (w.reuse && again.has(id)) {
       const need = spec.steps.find((s) => s.id === id)!.needs.find((n) => again.has(n));
       return { stepId: id, action: 'run', parentStatus, why: `it needs ${need}, which runs again` };
@@ -179,7 +179,7 @@ export async function planWorkflowFork(runtime: Runtime, wfRunIdOrPrefix: string
   const reused: Record<string, EventData<'step.reused'>> = {};
   for (const p of steps) {
     if (p.action !== 'reuse') continue;
-    const s = context.steps[p.stepId]!;
+    const s = stepOf(context, p.stepId)!;
     reused[p.stepId] = {
       stepId: p.stepId,
       fromRunId: view.id,
@@ -201,7 +201,7 @@ export async function planWorkflowFork(runtime: Runtime, wfRunIdOrPrefix: string
         hint: '--set-output sets the output of a step whose result is reused (one before the fork point)',
       });
     }
-    const known = Object.keys(context.steps[s.stepId]!.outputs);
+    const known = Object.keys(stepOf(context, s.stepId)!.outputs);
     if (!known.includes(s.key)) {
       throw new UsageError(`--set-output ${s.stepId}.${s.key}: step ${s.stepId} recorded no output ${JSON.stringify(s.key)}`, {
         hint: known.length ? `its outputs: ${known.join(', ')}` : 'it recorded no outputs',

@@ -23,7 +23,7 @@ import type { StoredEvent } from '../../events/types.js';
 import { renderTemplate, type StepView } from '../../workflow/expr.js';
 import type { StepSpec, WorkflowSpec } from '../../workflow/spec.js';
 import { currentMachines } from '../../machines/registry.js';
-import type { WorkflowRunContext, workflowRunMachine } from '../../machines/workflow-run.js';
+import { stepOf, stepViews, type WorkflowRunContext, type workflowRunMachine } from '../../machines/workflow-run.js';
 import { DurableActor, type Effects } from '../actor.js';
 import { watchCancel } from '../execution/cancel.js';
 import type { TimerHandle } from '../clock.js';
@@ -134,11 +134,6 @@ function readOutputs(file: string): Record<string, string> {
   return parseOutputs(readFileSync(file, 'utf8'));
 }
 
-function stepViews(context: WorkflowRunContext): Record<string, StepView> {
-  const out: Record<string, StepView> = {};
-  for (const [id, s] of Object.entries(context.steps)) out[id] = { status: s.status, exitCode: s.exitCode, outputs: s.outputs };
-  return out;
-}
 
 /** Starts a run of the workflow's latest version (or returns the run its idempotency key names). */
 export async function runWorkflow(runtime: Runtime, idOrName: string, options: RunWorkflowOptions = {}): Promise<WorkflowRunResult> {
@@ -331,7 +326,7 @@ class WorkflowRunner {
 
   /** The step's rendered environment: the spec's env, the step's, and loops' own variables. */
   private stepEnv(c: WorkflowRunContext, step: StepSpec, attempt: number): Record<string, string> {
-    const values = { steps: stepViews(c), inputs: c.inputs };
+    const values = { steps: stepViews(c.steps), inputs: c.inputs };
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries(c.spec!.env)) env[k] = renderTemplate(v, values);
     for (const [k, v] of Object.entries(step.target.env)) env[k] = renderTemplate(v, values);
@@ -355,7 +350,7 @@ class WorkflowRunner {
   /** The intent for one attempt of a step: its command line with the outputs of earlier steps substituted. */
   private spawnRequest(c: WorkflowRunContext, stepId: string, attempt: number): EventData<'step.spawn_requested'> {
     const step = c.spec!.steps.find((s) => s.id === stepId)!;
-    const values = { steps: stepViews(c), inputs: c.inputs };
+    const values = { steps: stepViews(c.steps), inputs: c.inputs };
     const render = (text: string) => renderTemplate(text, values);
     const target = step.target;
     const envKeys = Object.keys(this.stepEnv(c, step, attempt)).sort();
@@ -482,7 +477,7 @@ class WorkflowRunner {
     // Cancelled (or timed out) while it was starting: stop it now — unless it is a step that
     // starts because the run is stopping (always() / cancelled()).
     const now = this.context;
-    if ((now.cancelRequested || now.timedOut) && !now.steps[stepId]!.afterStop) handle.cancel(now.cancelReason ?? 'workflow stopping');
+    if ((now.cancelRequested || now.timedOut) && !stepOf(now, stepId)!.afterStop) handle.cancel(now.cancelReason ?? 'workflow stopping');
     void handle.exited.then((exit) => {
       faultPoint('after-exit-before-record');
       this.handles.delete(stepId);
@@ -500,7 +495,7 @@ class WorkflowRunner {
   /** Records the end of a step attempt whose process ended while nobody watched, from its files. */
   private async recordFromFiles(stepId: string, attempt: number, startedAt: string | null, how: string): Promise<boolean> {
     // Its runner may have died between the step's exit and the SIGKILL of what it left behind.
-    await stopLeftovers(this.context.steps[stepId]?.pid ?? null, this.runtime.clock);
+    await stopLeftovers(stepOf(this.context, stepId)?.pid ?? null, this.runtime.clock);
     const dir = this.stepDir(stepId, attempt);
     const found = exitFromFiles(dir, { secrets: this.secrets(this.context.spec!.secrets), startedAt, provider: this.providerOf(stepId), how });
     if (!found) return false;
@@ -670,23 +665,23 @@ class WorkflowRunner {
     }
     // Decide from the state as recovered: steps planned by what is recorded below start through
     // the machine's own startSteps effect, not a second time here.
-    const recovered = c.steps;
+    const recovered = c;
     for (const step of c.spec!.steps) {
-      const s = recovered[step.id]!;
+      const s = stepOf(recovered, step.id)!;
       if ((this.actor.snapshot.status as string) === 'done') break;
       switch (s.status) {
         case 'starting':
           // Planned, intent never recorded: it never started. Its intent now, then its spawn.
-          if (this.context.steps[step.id]!.status === 'starting') await this.record('step.spawn_requested', this.spawnRequest(this.context, step.id, s.attempt));
+          if (stepOf(this.context, step.id)!.status === 'starting') await this.record('step.spawn_requested', this.spawnRequest(this.context, step.id, s.attempt));
           break;
         case 'skipping':
           // Decided by an event appended without the runner's effects (a cancel from another process), not yet recorded.
-          if (this.context.steps[step.id]!.status === 'skipping') await this.record('step.skipped', { stepId: step.id, reason: s.reason ?? 'skipped' });
+          if (stepOf(this.context, step.id)!.status === 'skipping') await this.record('step.skipped', { stepId: step.id, reason: s.reason ?? 'skipped' });
           break;
         case 'retrying':
           if (s.retryAt !== null) this.armRetry(step.id, s.attempt + 1, s.retryAt);
           // A retry decided but not recorded: recording it arms it (armRetry).
-          else if (s.pendingRetry && this.context.steps[step.id]!.retryAt === null) await this.record('step.retry_scheduled', { stepId: step.id, ...s.pendingRetry });
+          else if (s.pendingRetry && stepOf(this.context, step.id)!.retryAt === null) await this.record('step.retry_scheduled', { stepId: step.id, ...s.pendingRetry });
           break;
         case 'spawning':
         case 'running': {
