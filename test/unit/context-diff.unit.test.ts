@@ -23,6 +23,49 @@ describe('contextChanges', () => {
     expect(contextChanges({ a: [1, 2] }, { a: [1, 3] })).toEqual([{ path: 'a', before: [1, 2], after: [1, 3] }]);
   });
 
+  it('a list of entries naming their id is keyed like a map: the same paths and the same hashes (property)', () => {
+    // A step-like entry: flat fields, a nested object, a null, some NaN (JSON: null) and undefined (JSON: absent).
+    const entry = fc.record({
+      status: fc.constantFrom('pending', 'running', 'failed'),
+      attempt: fc.integer({ min: 0, max: 3 }),
+      exitCode: fc.oneof(fc.constant(null), fc.integer(), fc.constant(Number.NaN)),
+      outputs: fc.dictionary(fc.constantFrom('k', 'v'), fc.string()),
+      note: fc.option(fc.string(), { nil: undefined }),
+    });
+    const steps = fc.uniqueArray(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd'), entry), { selector: ([id]) => id, maxLength: 4 });
+    const asMap = (list: Array<[string, object]>) => ({ steps: Object.fromEntries(list.map(([id, e]) => [id, e])) });
+    const asList = (list: Array<[string, object]>) => ({ steps: list.map(([id, e]) => ({ id, ...e })) });
+    fc.assert(
+      fc.property(steps, steps, fc.boolean(), (before, after, sameRefs) => {
+        // Either fresh objects everywhere, or the after side keeping the before side's unchanged entries.
+        const b = asList(before);
+        const a = sameRefs ? { steps: asList(after).steps.map((e) => b.steps.find((x) => JSON.stringify(x) === JSON.stringify(e)) ?? e) } : asList(after);
+        const fromMap = fieldHashes(contextChanges(asMap(before), asMap(after)));
+        const fromList = fieldHashes(contextChanges(b, a));
+        expect(fromList).toEqual(fromMap);
+        for (const [id] of after) expect(valueAt(a, `steps.${id}`)).toEqual(valueAt(asMap(after), `steps.${id}`));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('entries are compared by their JSON: a new object with the same JSON is no change, whatever made it', () => {
+    const e = { id: 'a', status: 'running', outputs: { k: 'v' }, code: null as number | null };
+    expect(contextChanges({ steps: [e] }, { steps: [{ ...e, outputs: { k: 'v' } }] })).toEqual([]);
+    expect(contextChanges({ steps: [e] }, { steps: [{ ...e, code: Number.NaN }] })).toEqual([]);
+    expect(contextChanges({ steps: [e] }, { steps: [{ ...e, extra: undefined }] })).toEqual([]);
+    // The same members in another order serialise differently: a change (as it always was for maps).
+    const { id, ...rest } = e;
+    expect(contextChanges({ steps: [e] }, { steps: [{ code: null, id, ...rest }] }).map((c) => c.path)).toEqual(['steps.a']);
+    // Entries added, removed or moved: by id, before's order then the new ones.
+    const b = { id: 'b', status: 'pending' };
+    const c = { id: 'c', status: 'pending' };
+    expect(contextChanges({ steps: [e, b] }, { steps: [c, e] })).toEqual([
+      { path: 'steps.b', before: { status: 'pending' }, after: undefined },
+      { path: 'steps.c', before: undefined, after: { status: 'pending' } },
+    ]);
+  });
+
   it('applying the changes to before gives after (property)', () => {
     const ctx = fc.dictionary(fc.constantFrom('a', 'b', 'c', 'steps'), fc.oneof(fc.integer(), fc.string(), fc.dictionary(fc.constantFrom('x', 'y', 'z'), fc.integer())));
     fc.assert(
