@@ -1,21 +1,11 @@
-import { spawn } from 'node:child_process';
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, statSync, watch, writeSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { existsSync, fstatSync, watch, writeSync } from 'node:fs';
 import { LoopsError } from '../../events/errors.js';
-import {
-  Daemon,
-  databaseSize,
-  logFile,
-  readDaemonState,
-  runningDaemon,
-} from '../../runtime/daemon/daemon.js';
+import { Daemon, logFile } from '../../runtime/daemon/daemon.js';
+import { cliEntry, daemonLogLines, daemonStatus, startDaemon, stopDaemon, watchInterval } from '../../runtime/daemon/control.js';
 import { formatDuration } from '../../events/durations.js';
-import { DaemonLog, daemonLogMaxBytes, daemonLogTail } from '../../runtime/daemon/log-file.js';
+import { DaemonLog, daemonLogMaxBytes } from '../../runtime/daemon/log-file.js';
 import { FileCursor } from '../../runtime/queries/follow-file.js';
-import { databaseFile } from '../../runtime/paths.js';
-import { processRunning } from '../../runtime/daemon/recovery.js';
 import { openRuntime } from '../../runtime/runtime.js';
-import { ensureDataDir } from '../../runtime/store.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -41,35 +31,6 @@ function isFile(fd: number): boolean {
 function writeAll(fd: number, text: string): void {
   const buf = Buffer.from(text);
   for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
-}
-
-/** Waits (bounded) for an OS-visible condition: a pid file to appear, a process to exit. */
-async function until(cond: () => boolean, timeoutMs: number, stepMs = 50): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (cond()) return true;
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-  return cond();
-}
-
-/**
- * How often the daemon looks for changes others made to the log (a loop created, paused or run
- * from the CLI or the SDK): `--interval-ms`, else `LOOPS_DAEMON_INTERVAL_MS` (the predecessor's
- * poll interval, whose tick both fired loops and noticed changes), else 1000. Due loops fire on
- * their own timer whatever it is; it bounds how late a change made elsewhere is noticed.
- */
-export function watchInterval(flag: unknown): number {
-  const fromEnv = process.env.LOOPS_DAEMON_INTERVAL_MS;
-  const [source, raw] = typeof flag === 'string' ? ['--interval-ms', flag] : fromEnv !== undefined && fromEnv !== '' ? ['LOOPS_DAEMON_INTERVAL_MS', fromEnv] : [null, null];
-  if (raw === null) return 1000;
-  const ms = Number(raw.trim());
-  if (!/^\s*\d+\s*$/.test(raw) || ms < 10 || ms > 30_000) {
-    throw new LoopsError('usage', `${source}: ${JSON.stringify(raw)} is not a number of milliseconds from 10 to 30000`, {
-      hint: source === '--interval-ms' ? 'e.g. --interval-ms 1000' : 'e.g. LOOPS_DAEMON_INTERVAL_MS=1000, or unset it',
-    });
-  }
-  return ms;
 }
 
 const INTERVAL_OPTION = {
@@ -153,39 +114,13 @@ const start: CliCommand = {
   },
   async run({ values }, ctx) {
     const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
-    const intervalArgs = ['--interval-ms', String(watchInterval(values['interval-ms']))];
-    // Checked here (with LOOPS_DAEMON_LOG_MAX_BYTES), so a bad value is one line now, not a daemon that exits.
-    daemonLogMaxBytes(values['log-max-size'] as string | undefined);
-    const existing = runningDaemon(ctx.dataDir);
-    if (existing) {
-      throw new LoopsError('already_exists', `a daemon is already running for ${ctx.dataDir} (pid ${existing.pid})`, {
-        hint: 'loops daemon status shows it; loops daemon stop stops it',
-      });
-    }
-    ensureDataDir(ctx.dataDir);
-    const out = openSync(logFile(ctx.dataDir), 'a', 0o600);
-    const main = fileURLToPath(new URL('../main.js', import.meta.url));
-    const logArgs = typeof values['log-max-size'] === 'string' ? ['--log-max-size', values['log-max-size']] : [];
-    const child = spawn(process.execPath, [main, 'daemon', 'run', '--concurrency', String(concurrency), ...intervalArgs, ...logArgs], {
-      detached: true,
-      stdio: ['ignore', out, out],
-      env: { ...process.env, LOOPS_DATA_DIR: ctx.dataDir },
+    const started = await startDaemon(ctx.dataDir, {
+      concurrency,
+      ...(typeof values['interval-ms'] === 'string' ? { intervalMs: values['interval-ms'] } : {}),
+      ...(typeof values['log-max-size'] === 'string' ? { logMaxSize: values['log-max-size'] } : {}),
     });
-    let exited = false;
-    child.once('exit', () => (exited = true));
-    child.unref();
-    closeSync(out);
-    const up = await until(() => exited || runningDaemon(ctx.dataDir)?.pid === child.pid, 10_000);
-    if (exited) {
-      const tail = existsSync(logFile(ctx.dataDir)) ? readFileSync(logFile(ctx.dataDir), 'utf8').trim().split('\n').slice(-1).join('') : '';
-      throw new LoopsError('internal', `the daemon exited right after starting${tail ? `: ${tail}` : ''}`, { hint: `see ${logFile(ctx.dataDir)}` });
-    }
-    if (!up) {
-      const tail = existsSync(logFile(ctx.dataDir)) ? readFileSync(logFile(ctx.dataDir), 'utf8').trim().split('\n').slice(-3).join(' | ') : '';
-      throw new LoopsError('internal', `the daemon did not start${tail ? `: ${tail}` : ''}`, { hint: `see ${logFile(ctx.dataDir)}` });
-    }
-    if (ctx.json) printJson(ctx, { pid: child.pid, log: logFile(ctx.dataDir) });
-    else ctx.out.write(`Started the loops daemon (pid ${child.pid}); logs: ${logFile(ctx.dataDir)}\n`);
+    if (ctx.json) printJson(ctx, started);
+    else ctx.out.write(`Started the loops daemon (pid ${started.pid}); logs: ${started.log}\n`);
     return EXIT.ok;
   },
 };
@@ -203,49 +138,17 @@ const stop: CliCommand = {
   async run({ values }, ctx) {
     const { parseDuration } = await import('../../events/durations.js');
     const timeoutMs = values.timeout ? parseDuration(values.timeout as string, '--timeout') : 60_000;
-    const info = runningDaemon(ctx.dataDir);
-    if (!info) {
-      if (ctx.json) printJson(ctx, { stopped: false, running: false });
+    const result = await stopDaemon(ctx.dataDir, { timeoutMs });
+    if (!result.stopped) {
+      if (ctx.json) printJson(ctx, result);
       else ctx.err.write(`No daemon is running for ${ctx.dataDir}.\n`);
       return EXIT.ok;
     }
-    process.kill(info.pid, 'SIGTERM');
-    const gone = await until(() => !processRunning(info), timeoutMs, 100);
-    if (!gone) {
-      throw new LoopsError('internal', `the daemon (pid ${info.pid}) did not stop within ${formatDuration(timeoutMs)}`, {
-        hint: `its runs may still be shutting down; kill -9 ${info.pid} forces it (runs are then recovered on the next start)`,
-      });
-    }
-    if (ctx.json) printJson(ctx, { stopped: true, pid: info.pid });
-    else ctx.out.write(`Stopped the loops daemon (pid ${info.pid}).\n`);
+    if (ctx.json) printJson(ctx, result);
+    else ctx.out.write(`Stopped the loops daemon (pid ${result.pid}).\n`);
     return EXIT.ok;
   },
 };
-
-interface StatusView {
-  running: boolean;
-  healthy: boolean;
-  /** Why it is not healthy, or null. */
-  problem: string | null;
-  pid: number | null;
-  startedAt: string | null;
-  uptimeMs: number | null;
-  version: string | null;
-  dataDir: string;
-  database: { path: string; bytes: number };
-  activeRuns: number;
-  queuedRuns: number;
-  nextFireAt: string | null;
-  lastPassAt: string | null;
-  lastError: string | null;
-  /**
-   * Writes fail for a reason of the machine's (the disk full, the database locked beyond its busy
-   * timeout, an I/O error): since when, why, how many failed, the next retry. Null when not.
-   */
-  degraded: { since: string; kind: string; reason: string; failures: number; retryInMs: number } | null;
-  /** Who forks the runs: the spawner helper (and its pid) or the daemon itself (and why). */
-  spawner: { mode: 'helper' | 'inline'; pid: number | null; reason: string | null } | null;
-}
 
 const status: CliCommand = {
   spec: {
@@ -261,43 +164,9 @@ const status: CliCommand = {
     options: { json: JSON_OPTION },
   },
   async run(_parsed, ctx: CliContext) {
-    const info = runningDaemon(ctx.dataDir);
-    const state = info ? readDaemonState(ctx.dataDir) : null;
-    const now = ctx.now;
-    const recent = state?.lastPassAt ? now - Date.parse(state.lastPassAt) < 120_000 : false;
-    const stalled = state?.stalledSince ? now - Date.parse(state.stalledSince) >= 60_000 : false;
-    const degraded = state?.degraded ?? null;
-    const problem = !info
-      ? 'not running'
-      : degraded
-        ? `degraded since ${degraded.since}: ${degraded.reason} (${degraded.failures} failed write(s); next try in ${formatDuration(Math.max(1000, degraded.retryInMs))})`
-        : !recent
-        ? `no pass since ${state?.lastPassAt ?? 'it started'}`
-        : state?.spinning
-          ? 'its passes spin: something stays due right after every pass'
-          : stalled
-            ? `due runs have waited since ${state!.stalledSince} while nothing runs`
-            : null;
-    const view: StatusView = {
-      running: info !== null,
-      healthy: problem === null,
-      problem,
-      pid: info?.pid ?? null,
-      startedAt: info?.startedAt ?? null,
-      uptimeMs: info ? now - Date.parse(info.startedAt) : null,
-      version: info?.version ?? null,
-      dataDir: ctx.dataDir,
-      database: { path: databaseFile(ctx.dataDir), bytes: databaseSize(ctx.dataDir) },
-      activeRuns: state?.activeRuns ?? 0,
-      queuedRuns: state?.queuedRuns ?? 0,
-      nextFireAt: state?.nextFireAt ?? null,
-      lastPassAt: state?.lastPassAt ?? null,
-      lastError: state?.lastError ?? null,
-      degraded: info ? degraded : null,
-      spawner: state?.spawner ?? null,
-    };
+    const view = daemonStatus(ctx.dataDir, ctx.now);
     if (ctx.json) printJson(ctx, view);
-    else if (!info) ctx.out.write(`${paint(ctx.color, 'yellow', 'not running')}  (data ${ctx.dataDir}; start it with loops daemon start)\n`);
+    else if (!view.running) ctx.out.write(`${paint(ctx.color, 'yellow', 'not running')}  (data ${ctx.dataDir}; start it with loops daemon start)\n`);
     else {
       const lines = [
         `${view.healthy ? paint(ctx.color, 'green', 'running') : paint(ctx.color, 'red', `running, but unhealthy: ${view.problem}`)}  pid ${view.pid}, up ${formatDuration(Math.max(1000, view.uptimeMs ?? 0))}, loops ${view.version}`,
@@ -353,7 +222,7 @@ const logs: CliCommand = {
           if (name === null || name.startsWith('daemon.log')) readNew();
         })
       : null;
-    const { text, offset } = daemonLogTail(file, n);
+    const { text, offset } = daemonLogLines(ctx.dataDir, n);
     if (text) ctx.out.write(text);
     follower = new FileCursor(file, { from: offset, wholeRotations: true });
     readNew();
@@ -400,7 +269,7 @@ const install: CliCommand = {
     const { dirname } = await import('node:path');
     const spec = {
       node: process.execPath,
-      main: fileURLToPath(new URL('../main.js', import.meta.url)),
+      main: cliEntry(),
       dataDir: ctx.dataDir,
       path: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     };

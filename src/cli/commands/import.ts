@@ -1,7 +1,5 @@
-import { homedir } from 'node:os';
-import { defaultPredecessorDb, importHasnaLoops, type ImportReport, type ImportRow } from '../../runtime/admin/import-hasna.js';
+import { importHasnaLoops, type ImportReport, type ImportRow } from '../../runtime/admin/import-hasna.js';
 import { openRuntime } from '../../runtime/runtime.js';
-import { UsageError } from '../../events/errors.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -35,13 +33,11 @@ const spec: CommandSpec = {
 const importCommand: CliCommand = {
   spec,
   async run({ values }, ctx) {
-    const db = (values.db as string | undefined) ?? defaultPredecessorDb(homedir());
-    if (db.trim() === '') throw new UsageError('--db: the path is empty', { hint: 'e.g. --db ~/.hasna/loops/loops.db' });
     const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
     let report: ImportReport;
     try {
       report = await importHasnaLoops(runtime, {
-        db,
+        ...(typeof values.db === 'string' ? { db: values.db } : {}),
         dryRun: values['dry-run'] === true,
         withHistory: values['with-history'] === true,
         ...(typeof values.prefix === 'string' ? { prefix: values.prefix } : {}),

@@ -5,31 +5,10 @@
  * (`machine.toJSON()`: states, transitions, named actions and guards), for a visualizer or a
  * review of what a version changed. Reads no database.
  */
-import { NotFoundError, UsageError } from '../../events/errors.js';
-import { closest } from '../../events/suggest.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, table } from '../render.js';
-
-interface MachineInfo {
-  /** The name `machines export` takes (the key of `currentMachines`). */
-  name: string;
-  /** The id streams record as their owner. */
-  id: string;
-  current: number;
-  /** Every version the registry folds (ascending). */
-  versions: number[];
-}
-
-async function machineInfos(): Promise<MachineInfo[]> {
-  const { currentMachines, getMachine } = await import('../../machines/registry.js');
-  return Object.entries(currentMachines).map(([name, ref]) => {
-    const versions: number[] = [];
-    for (let v = 1; v <= ref.version; v++) if (getMachine({ id: ref.id, version: v })) versions.push(v);
-    return { name, id: ref.id, current: ref.version, versions };
-  });
-}
 
 const listSpec: CommandSpec = {
   name: 'machines list',
@@ -42,7 +21,8 @@ const listSpec: CommandSpec = {
 const list: CliCommand = {
   spec: listSpec,
   async run(_parsed, ctx: CliContext) {
-    const infos = await machineInfos();
+    const { listMachines } = await import('../../runtime/admin/machines.js');
+    const infos = listMachines();
     if (ctx.json) {
       printJson(ctx, infos);
       return EXIT.ok;
@@ -76,27 +56,8 @@ const exportSpec: CommandSpec = {
 const exportCommand: CliCommand = {
   spec: exportSpec,
   async run({ values, positionals }, ctx: CliContext) {
-    const wanted = positionals[0]!;
-    const infos = await machineInfos();
-    const info = infos.find((m) => m.name === wanted || m.id === wanted);
-    if (!info) {
-      const guess = closest(wanted, infos.flatMap((m) => [m.name, m.id]));
-      throw new NotFoundError(`no machine named ${JSON.stringify(wanted)}`, {
-        hint: guess ? `did you mean ${guess}? (loops machines list shows them all)` : `one of: ${infos.map((m) => m.name).join(', ')}`,
-      });
-    }
-    let version = info.current;
-    if (values.version !== undefined) {
-      const text = String(values.version);
-      version = Number(text);
-      if (!/^[1-9][0-9]*$/.test(text)) throw new UsageError(`--version ${text}: must be a positive whole number`, { hint: `versions of ${info.name}: ${info.versions.join(', ')}` });
-      if (!info.versions.includes(version)) {
-        throw new NotFoundError(`machine ${info.name} has no version ${version}`, { hint: `its versions: ${info.versions.join(', ')}` });
-      }
-    }
-    const { getMachine } = await import('../../machines/registry.js');
-    const machine = getMachine({ id: info.id, version })!;
-    printJson(ctx, { name: info.name, id: info.id, version, current: version === info.current, definition: machine.toJSON() });
+    const { exportMachine } = await import('../../runtime/admin/machines.js');
+    printJson(ctx, exportMachine(positionals[0]!, values.version === undefined ? undefined : String(values.version)));
     return EXIT.ok;
   },
 };

@@ -1,7 +1,7 @@
-import { UsageError } from '../../events/errors.js';
 import type { SpaceReport } from '../../events/types.js';
 import type { ArchiveReport } from '../../runtime/admin/archive.js';
-import type { PruneOptions, PruneReport } from '../../runtime/admin/prune.js';
+import type { PruneReport } from '../../runtime/admin/prune.js';
+import type { PruneOutcome } from '../../runtime/admin/prune-request.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -57,59 +57,27 @@ const spec: CommandSpec = {
 const prune: CliCommand = {
   spec,
   async run({ values }, ctx) {
-    const { parseKeepLast, parseOlderThan, planPrune, prune: pruneOutputs } = await import('../../runtime/admin/prune.js');
-    const olderThan = values['older-than'];
-    const keepLast = values['keep-last'];
-    const vacuuming = values.vacuum === true;
-    if (olderThan === undefined && keepLast === undefined && !vacuuming) {
-      throw new UsageError('loops prune: say what to prune: --older-than <duration>, --keep-last <n>, or both', {
-        hint: 'e.g. loops prune --older-than 30d --keep-last 10 --dry-run (nothing is pruned without one of them)',
-      });
+    const { runPrune } = await import('../../runtime/admin/prune-request.js');
+    const { openRuntime } = await import('../../runtime/runtime.js');
+    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+    let outcome: PruneOutcome;
+    try {
+      outcome = await runPrune(runtime, {
+        olderThan: typeof values['older-than'] === 'string' ? values['older-than'] : null,
+        keepLast: typeof values['keep-last'] === 'string' ? values['keep-last'] : null,
+        archive: values.archive === true,
+        vacuum: values.vacuum === true,
+        dryRun: values['dry-run'] === true,
+      }, ctx.now);
+    } finally {
+      runtime.close();
     }
-    if (vacuuming && values['dry-run'] === true) {
-      throw new UsageError('loops prune: --vacuum rewrites loops.db; it has no dry run', { hint: 'drop --dry-run to vacuum, or drop --vacuum to see what would be pruned' });
-    }
-    if (vacuuming) {
-      const { runningDaemon } = await import('../../runtime/daemon/daemon-info.js');
-      const daemon = runningDaemon(ctx.dataDir);
-      if (daemon) {
-        throw new UsageError(`loops prune: --vacuum needs the daemon stopped (pid ${daemon.pid} is running): it rewrites loops.db under the write lock`, {
-          hint: 'loops daemon stop && loops prune --vacuum && loops daemon start',
-        });
-      }
-    }
-    if (olderThan === undefined && keepLast === undefined) return vacuumOnly(ctx);
-    const options: PruneOptions = {
-      cutoff: typeof olderThan === 'string' ? await parseOlderThan(olderThan, ctx.now) : null,
-      keepLast: typeof keepLast === 'string' ? parseKeepLast(keepLast) : null,
-    };
-    const archiving = values.archive === true;
-    const { archive, planArchive } = archiving ? await import('../../runtime/admin/archive.js') : { archive: null, planArchive: null };
-    let report: PruneReport;
-    let archived: ArchiveReport | null = null;
-    let vacuumed: SpaceReport | null = null;
-    if (values['dry-run'] === true) {
-      const { openReader } = await import('../../runtime/store.js');
-      const { SqliteEventLog } = await import('../../events/sqlite-log.js');
-      const reader = await openReader(ctx.dataDir);
-      const log = new SqliteEventLog(reader.db);
-      try {
-        report = planPrune(reader.db, ctx.dataDir, options, ctx.now);
-        if (planArchive) archived = await planArchive({ db: reader.db, log, clock: ctx.clock }, options);
-      } finally {
-        log.close();
-        reader.close();
-      }
-    } else {
-      const { openRuntime } = await import('../../runtime/runtime.js');
-      const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
-      try {
-        report = await pruneOutputs(runtime, options);
-        if (archive) archived = await archive(runtime, options);
-        if (vacuuming) vacuumed = await runtime.log.reclaimSpace({ full: true });
-      } finally {
-        runtime.close();
-      }
+    const { prune: report, archive: archived, vacuum: vacuumed } = outcome;
+    if (report === null) {
+      // --vacuum alone: the free space of loops.db back to the disk.
+      if (ctx.json) printJson(ctx, { vacuum: vacuumed });
+      else ctx.out.write(renderVacuum(vacuumed!));
+      return EXIT.ok;
     }
     const code = report.failed.length > 0 ? EXIT.error : EXIT.ok;
     if (ctx.json) {
@@ -117,7 +85,7 @@ const prune: CliCommand = {
       return code;
     }
     ctx.out.write(render(report, ctx));
-    if (archived) ctx.out.write(renderArchive(archived, ruleText(report), vacuuming));
+    if (archived) ctx.out.write(renderArchive(archived, ruleText(report), vacuumed !== null));
     if (vacuumed) ctx.out.write(renderVacuum(vacuumed));
     for (const f of report.failed) ctx.err.write(`loops prune: could not remove ${f.path}: ${f.error}\n`);
     if (report.failed.length > 0) {
@@ -126,21 +94,6 @@ const prune: CliCommand = {
     return code;
   },
 };
-
-/** `loops prune --vacuum` alone: the free space of loops.db back to the disk. */
-async function vacuumOnly(ctx: CliContext): Promise<number> {
-  const { openRuntime } = await import('../../runtime/runtime.js');
-  const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
-  let space: SpaceReport;
-  try {
-    space = await runtime.log.reclaimSpace({ full: true });
-  } finally {
-    runtime.close();
-  }
-  if (ctx.json) printJson(ctx, { vacuum: space });
-  else ctx.out.write(renderVacuum(space));
-  return EXIT.ok;
-}
 
 function renderVacuum(space: SpaceReport): string {
   return `Vacuumed loops.db: ${bytesText(space.freedBytes)} given back to the disk; later archives give their space back as they go.\n`;

@@ -21,9 +21,11 @@
  *   imported output has every form of the value masked.
  */
 import { createHash } from 'node:crypto';
+import { homedir } from 'node:os';
 import { resolve } from 'node:path';
 import type { EventData, ImportedFrom, LoopPolicies, Schedule, Target, Timing } from '../../events/catalog.js';
 import { CATCH_UP, OVERLAP } from '../../events/policies.js';
+import { UsageError } from '../../events/errors.js';
 import type { Batch } from '../../events/types.js';
 import { currentMachines } from '../../machines/registry.js';
 import { nextFireAt } from '../../scheduling/planner.js';
@@ -46,8 +48,8 @@ export { PREDECESSOR_TIMEOUT_MS } from './import-map.js';
 
 
 export interface ImportOptions {
-  /** The predecessor's database (default: `~/.hasna/loops/loops.db`). */
-  db: string;
+  /** The predecessor's database (default: `~/.hasna/loops/loops.db`); an empty path is a UsageError. */
+  db?: string;
   dryRun?: boolean;
   withHistory?: boolean;
   /** Put before every imported loop and workflow name (to avoid a clash with names taken here). */
@@ -100,7 +102,9 @@ async function streamExists(runtime: Runtime, streamId: string): Promise<boolean
 
 /** Plans, then (unless a dry run) writes everything in one batch. */
 export async function importHasnaLoops(runtime: Runtime, options: ImportOptions): Promise<ImportReport> {
-  const file = resolve(options.db);
+  const given = options.db ?? defaultPredecessorDb(homedir());
+  if (given.trim() === '') throw new UsageError('--db: the path is empty', { hint: 'e.g. --db ~/.hasna/loops/loops.db' });
+  const file = resolve(given);
   const p = readPredecessor(file);
   const nowMs = runtime.clock.now();
   const staleLease = checkLease(p, nowMs);
