@@ -2,8 +2,9 @@
  * `<package>/sdk`: the `LoopsClient` class of `@hasna/loops` (its method names and result shapes:
  * create, list, get, pause, resume, stop, delete, runs, tick, runNow, close), and everything else
  * the `loops` command line does — runs, output, cancel, workflows, events of a stream or of the
- * whole log, live events (`events$`), stats, why, doctor, verify, backup, replay, diff, fork,
- * rerun, export and verifyBundle — over the runtime
+ * whole log, live events (`events$`), stats, why, doctor, verify, backup, restore, prune, replay,
+ * diff, fork, rerun, export, verifyBundle, the import of `@hasna/loops`, the daemon's status, start,
+ * stop and log, and the machines — over the runtime
  * the CLI itself uses: every method calls the function a CLI command calls, nothing is implemented
  * twice. Differences from the predecessor (docs/migrating.md): every method returns a Promise;
  * errors are typed (`LoopsError` and its subclasses, each with a stable `code`; docs/sdk.md says
@@ -21,6 +22,7 @@ import {
   BusyError,
   ConcurrencyConflictError,
   DeterminismError,
+  FormatVersionError,
   InvalidTransitionError,
   LoopsError,
   NotFoundError,
@@ -29,9 +31,15 @@ import {
   type LoopsErrorCode,
 } from './events/errors.js';
 import type { LoopPolicies, Schedule } from './events/catalog.js';
-import type { StoredEvent } from './events/types.js';
+import type { SpaceReport, StoredEvent } from './events/types.js';
 import type { BackupReport, RestoreReport } from './runtime/admin/backup.js';
 import type { BundleReport } from './runtime/admin/bundle-verify.js';
+import type { ArchiveReport } from './runtime/admin/archive.js';
+import type { ImportOptions, ImportReport, ImportRow } from './runtime/admin/import-hasna.js';
+import type { MachineExport, MachineInfo } from './runtime/admin/machines.js';
+import type { PruneCandidate, PruneReport } from './runtime/admin/prune.js';
+import type { PruneOutcome, PruneRequest } from './runtime/admin/prune-request.js';
+import type { DaemonLogTail, DaemonStarted, DaemonStatus, DaemonStopped, StartDaemonOptions } from './runtime/daemon/control.js';
 import type { RebuildResult, VerifyResult } from './runtime/admin/projections.js';
 import type { AccountView } from './runtime/agents/accounts.js';
 import type { ScrubReport } from './runtime/loops/scrub.js';
@@ -44,7 +52,7 @@ import type { ReplayResult } from './runtime/admin/replay.js';
 import type { StatsReport } from './runtime/admin/stats.js';
 import type { VerifyReport } from './runtime/admin/verify-log.js';
 import type { DecisionView, SlotExplanation } from './runtime/admin/why.js';
-import type { Clock } from './runtime/clock.js';
+import { systemClock, type Clock } from './runtime/clock.js';
 import { tick as runTick, type PassDecision } from './runtime/daemon/pass.js';
 import { requestCancel, requestWorkflowCancel, type CancelResult } from './runtime/execution/cancel.js';
 import { runNow as runLoopNow } from './runtime/execution/run-now.js';
@@ -54,6 +62,7 @@ import { findLoop, findRun, listLoops, listRuns as queryRuns, type LoopView, typ
 import { nextFires, type NextFire } from './runtime/queries/next-fires.js';
 import { readRunOutput, type RunOutput, type StreamOutput } from './runtime/queries/output-json.js';
 import { findWorkflow, findWorkflowRun, listWorkflowRuns, listWorkflows, type WorkflowRunView, type WorkflowView } from './runtime/queries/workflows.js';
+import { resolveDataDir } from './runtime/paths.js';
 import { openRuntime, type Runtime } from './runtime/runtime.js';
 import { resumeWorkflowRun, runWorkflow } from './runtime/workflows/runner.js';
 import { inspectWorkflowRun, type WorkflowRunInspection } from './runtime/workflows/inspect.js';
@@ -65,6 +74,7 @@ export {
   BusyError,
   ConcurrencyConflictError,
   DeterminismError,
+  FormatVersionError,
   InvalidTransitionError,
   LoopsError,
   NotFoundError,
@@ -73,6 +83,22 @@ export {
 };
 export type {
   AccountView,
+  ArchiveReport,
+  DaemonLogTail,
+  DaemonStarted,
+  DaemonStatus,
+  DaemonStopped,
+  ImportOptions,
+  ImportReport,
+  ImportRow,
+  MachineExport,
+  MachineInfo,
+  PruneCandidate,
+  PruneOutcome,
+  PruneReport,
+  PruneRequest,
+  SpaceReport,
+  StartDaemonOptions,
   RebuildResult,
   ScrubReport,
   VerifyResult,
@@ -380,7 +406,7 @@ export interface ExportOptions {
 export class LoopsClient {
   private opened: Promise<Runtime> | null = null;
   private closed = false;
-  private readonly closing = new AbortController();
+  private closing = new AbortController();
 
   /** A client of `options.dataDir` (default `$LOOPS_DATA_DIR`, else the platform's). Opens nothing yet. */
   constructor(private readonly options: LoopsClientOptions = {}) {}
@@ -746,6 +772,109 @@ export class LoopsClient {
   }
 
   /**
+   * Puts a backup `backup` wrote in place of the data directory's database (`loops restore`),
+   * after checking it (integrity, a log format this loops reads, an event log in it); the tables
+   * are rebuilt from the restored log if they differ. This client's database is closed first and
+   * opened again on the next call (every `events$` completes, as on `close()`): call it with
+   * nothing else of this client under way. Refused (UsageError) while a daemon runs, for a file
+   * that is not a loops backup, and over a database that holds events unless `force` (it is then
+   * kept beside, as `loops.db.before-restore-<time>`); FormatVersionError for a backup of a newer
+   * loops; LoopsError `internal` for a damaged file.
+   */
+  async restore(file: string, options: { force?: boolean } = {}): Promise<RestoreReport> {
+    if (typeof file !== 'string' || file.trim() === '') throw new UsageError(`restore: file must be the path of a file backup wrote, got ${JSON.stringify(file)}`);
+    const dataDir = clientDataDir(this.options, this.closed);
+    const opened = this.opened;
+    this.opened = null;
+    this.closing.abort();
+    this.closing = new AbortController();
+    if (opened) (await opened.catch(() => null))?.close();
+    const { restore } = await import('./runtime/admin/backup.js');
+    return restore(dataDir, file, { force: options.force === true, now: (this.options.clock ?? systemClock).now() });
+  }
+
+  /**
+   * Removes the output folders of finished runs (`loops prune --json`): those finished before
+   * `olderThan` (`30d`, an ISO time), except the `keepLast` most recent of each loop and
+   * workflow, each removal recorded first; `archive` also moves their events to an archive file;
+   * `vacuum` rewrites loops.db to give its free space back (the daemon stopped); `dryRun` records
+   * and removes nothing. `prune` is null for a vacuum alone; a folder that could not be removed is
+   * in `prune.failed` (the CLI then exits 1), not an error. UsageError: nothing to prune, `vacuum`
+   * with `dryRun` or with the daemon running, a bad `olderThan` or `keepLast`.
+   */
+  async prune(request: PruneRequest): Promise<PruneOutcome> {
+    if (request === null || typeof request !== 'object') throw new UsageError('prune: expected { olderThan?, keepLast?, archive?, vacuum?, dryRun? }', { hint: "e.g. prune({ olderThan: '30d', keepLast: 10, dryRun: true })" });
+    const { runPrune } = await import('./runtime/admin/prune-request.js');
+    return runPrune(await this.runtime(), request);
+  }
+
+  /**
+   * Brings the loops, workflows and (`withHistory`) finished runs of `@hasna/loops` across from
+   * its database (`loops import hasna-loops --json`; `db` default `~/.hasna/loops/loops.db`), all
+   * in one transaction; `dryRun` writes nothing; `prefix` goes before every imported name. A record
+   * that cannot come across is a row with outcome `not imported` and its reason (the CLI then
+   * exits 1), not an error. ValidationError (no such file, not the predecessor's database, a bad
+   * prefix), UsageError (an empty path or a value that is not a string).
+   */
+  async importHasnaLoops(options: ImportOptions = {}): Promise<ImportReport> {
+    if (options === null || typeof options !== 'object') throw new UsageError('importHasnaLoops: expected { db?, withHistory?, dryRun?, prefix? }');
+    for (const key of ['db', 'prefix'] as const) {
+      if (options[key] !== undefined && typeof options[key] !== 'string') throw new UsageError(`importHasnaLoops: ${key} must be a string, got ${JSON.stringify(options[key])}`);
+    }
+    const { importHasnaLoops } = await import('./runtime/admin/import-hasna.js');
+    return importHasnaLoops(await this.runtime(), options);
+  }
+
+  // ---- the daemon (its pid and state files; the client never runs one itself) ----
+
+  /** Whether the data directory's daemon runs and is healthy, and what it reports (`loops daemon status --json`); not running is `running: false`, not an error. */
+  async daemonStatus(): Promise<DaemonStatus> {
+    const { daemonStatus } = await import('./runtime/daemon/control.js');
+    return daemonStatus(clientDataDir(this.options, this.closed), (this.options.clock ?? systemClock).now());
+  }
+
+  /**
+   * Starts the data directory's daemon in the background (`loops daemon start`): a detached
+   * process of the built `loops` that outlives this one, logging to daemon.log; resolves once it
+   * runs. AlreadyExistsError when one runs, UsageError for a bad option, LoopsError `internal` when
+   * it exits at once or does not come up within 10 s.
+   */
+  async startDaemon(options: StartDaemonOptions = {}): Promise<DaemonStarted> {
+    const { startDaemon } = await import('./runtime/daemon/control.js');
+    return startDaemon(clientDataDir(this.options, this.closed), options);
+  }
+
+  /**
+   * Stops the data directory's daemon gracefully (`loops daemon stop`: running runs are cancelled
+   * and recorded) and resolves once its process has ended; none running is `{ stopped: false }`.
+   * UsageError for a bad timeout; LoopsError `internal` when it has not ended within `timeoutMs` (default 60 000).
+   */
+  async stopDaemon(options: { timeoutMs?: number } = {}): Promise<DaemonStopped> {
+    const { stopDaemon } = await import('./runtime/daemon/control.js');
+    return stopDaemon(clientDataDir(this.options, this.closed), options);
+  }
+
+  /** The last `lines` (default 50) lines of the daemon's log (`loops daemon logs -n`); `exists: false` before it wrote one. UsageError for a bad count. */
+  async daemonLogs(options: { lines?: number } = {}): Promise<DaemonLogTail> {
+    const { daemonLogLines } = await import('./runtime/daemon/control.js');
+    return daemonLogLines(clientDataDir(this.options, this.closed), options.lines ?? 50);
+  }
+
+  // ---- the machines (no database) ----
+
+  /** The state machines that write the log: name, id, current version and every version kept (`loops machines list --json`). */
+  async listMachines(): Promise<MachineInfo[]> {
+    const { listMachines } = await import('./runtime/admin/machines.js');
+    return listMachines();
+  }
+
+  /** One version (default the current) of a machine, by name or id, as JSON (`loops machines export`). NotFoundError (machine or version), UsageError (a version that is not a positive whole number). */
+  async exportMachine(name: string, options: { version?: number } = {}): Promise<MachineExport> {
+    const { exportMachine } = await import('./runtime/admin/machines.js');
+    return exportMachine(name, options.version);
+  }
+
+  /**
    * Rebuilds every state of a run (or any stream) from the log alone and checks it against the
    * recorded states (`loops replay --json`). A mismatch is `ok: false` with `firstMismatch` (the
    * CLI exits 6: `DeterminismError`); `strict: true` throws that DeterminismError instead. NotFoundError.
@@ -875,6 +1004,12 @@ export class LoopsClient {
     this.opened = null;
     if (opened) (await opened).close();
   }
+}
+
+/** The data directory of a client with these options, without opening it; a closed client's calls fail as every method's do. */
+function clientDataDir(options: LoopsClientOptions, closed: boolean): string {
+  if (closed) throw new UsageError('this LoopsClient is closed', { hint: 'create a new LoopsClient' });
+  return options.dataDir ?? resolveDataDir();
 }
 
 /** `loops()` of the predecessor: a client with these options. */
