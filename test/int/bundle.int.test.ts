@@ -11,10 +11,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { EventData, Target } from '../../src/events/catalog.js';
 import { ValidationError } from '../../src/events/errors.js';
+import { fold } from '../../src/machines/fold.js';
+import { getMachine } from '../../src/machines/registry.js';
 import { bundleLines, collectBundle, writeBundleFile, type CollectedBundle } from '../../src/runtime/admin/bundle.js';
 import type { BundleEntry } from '../../src/runtime/admin/bundle-format.js';
 import { verifyBundle } from '../../src/runtime/admin/bundle-verify.js';
-import { pageData, scriptJson } from '../../src/runtime/admin/bundle-html.js';
+import { applyChanges, pageData, scriptJson } from '../../src/runtime/admin/bundle-html.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
 import { newId } from '../../src/runtime/ids.js';
 import { createCommandLoop, recordLoopCreated } from '../../src/runtime/loops/commands.js';
@@ -92,7 +94,16 @@ describe('bundle: a 4-step workflow run', () => {
     expect(page.states).toHaveLength(report.events);
     expect(page.events[0]!.type).toBe('workflow.created'); // log order: the definition came first
     expect(page.states.at(-1)!.state).toBe('succeeded');
-    expect(page.states.at(-1)!.context).toMatchObject({ wfRunId });
+    // Each event carries only its changes; applied in order from the stream's initial context, they give the context the log folds to.
+    const wfStream = `wfrun:${wfRunId}`;
+    let ctx = page.initial[wfStream];
+    page.states.forEach((st, i) => {
+      if (page.events[i]!.stream === wfStream) ctx = applyChanges(ctx, st.changes!);
+    });
+    const header = bundle.header.streams.find((st) => st.streamId === wfStream)!;
+    const folded = fold(getMachine({ id: header.machineId!, version: header.machineVersion! })!, bundle.entries.filter((e) => e.kind === 'event' && e.stream === wfStream) as Array<{ type: string; at: string; data: unknown }>);
+    expect(ctx).toEqual(folded.snapshot.context);
+    expect(ctx).toMatchObject({ wfRunId, steps: [{ id: 'build' }, { id: 'lint' }, { id: 'test' }, { id: 'report' }] });
     expect(scriptJson({ out: '</script><!-- x' })).toBe('{"out":"\\u003c/script>\\u003c!-- x"}');
     // Every event recorded its context changes, and replay checked them.
     expect(bundle.entries.filter((e) => e.kind === 'event' && e.stream.startsWith('wfrun:')).every((e) => e.kind === 'event' && e.meta.ctx)).toBe(true);

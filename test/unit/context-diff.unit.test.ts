@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { contextChanges, fieldHashes, firstFieldMismatch, hashValue, valueAt } from '../../src/machines/context-diff.js';
 import { LOOPS_VERSION } from '../../src/runtime/acting.js';
+import { applyChanges } from '../../src/runtime/admin/bundle-html.js';
 import { readFileSync } from 'node:fs';
 
 describe('contextChanges', () => {
@@ -66,25 +67,19 @@ describe('contextChanges', () => {
     ]);
   });
 
-  it('applying the changes to before gives after (property)', () => {
-    const ctx = fc.dictionary(fc.constantFrom('a', 'b', 'c', 'steps'), fc.oneof(fc.integer(), fc.string(), fc.dictionary(fc.constantFrom('x', 'y', 'z'), fc.integer())));
+  it('applying the changes to before gives after, for maps and for lists of entries (property; applyChanges is what the HTML page runs)', () => {
+    const value = fc.oneof(fc.integer(), fc.string(), fc.dictionary(fc.constantFrom('x', 'y', 'z'), fc.integer()));
+    const list = fc.uniqueArray(fc.record({ id: fc.constantFrom('p', 'q', 'r'), n: fc.integer() }), { selector: (e) => e.id, maxLength: 3 });
+    const ctx = fc.dictionary(fc.constantFrom('a', 'b', 'c', 'steps'), value).chain((c) => fc.oneof(fc.constant(c), list.map((l) => ({ ...c, list: l }))));
     fc.assert(
       fc.property(ctx, ctx, (before, after) => {
-        const result: Record<string, unknown> = JSON.parse(JSON.stringify(before));
-        for (const { path, after: value } of contextChanges(before, after)) {
-          const [key, entry] = path.split('.') as [string, string | undefined];
-          if (entry === undefined) {
-            if (value === undefined) delete result[key];
-            else result[key] = value;
-          } else {
-            const map = result[key] as Record<string, unknown>;
-            if (value === undefined) delete map[entry];
-            else map[entry] = value;
-          }
-        }
-        expect(result).toEqual(JSON.parse(JSON.stringify(after)));
+        const changes = contextChanges(before, after).map((c): [string] | [string, unknown] => (c.after === undefined ? [c.path] : [c.path, c.after]));
+        const result = applyChanges(JSON.parse(JSON.stringify(before)), changes) as Record<string, unknown>;
+        // A list's entries compare as a set keyed by id: a moved entry is no change.
+        const norm = (c: Record<string, unknown>) => JSON.parse(JSON.stringify({ ...c, ...(Array.isArray(c.list) ? { list: [...(c.list as Array<{ id: string }>)].sort((x, y) => x.id.localeCompare(y.id)) } : {}) }));
+        expect(norm(result)).toEqual(norm(after));
       }),
-      { numRuns: 300 },
+      { numRuns: 500 },
     );
   });
 });

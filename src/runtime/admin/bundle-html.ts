@@ -3,10 +3,14 @@
  * fetch) of a bundle: a timeline (a command run is one bar, a workflow run one bar per step), the
  * events in log order, and a slider that shows the stream's state value and context after any
  * event. The states are folded here, at export time, from the masked events, and embedded as JSON
- * (every `<` escaped, so no `</script>` in the data can end the script).
+ * (every `<` escaped, so no `</script>` in the data can end the script): each stream's initial
+ * context, then per event only what it changed (`contextChanges`, a workflow run's steps one by
+ * one), which the page applies in order — so the page grows with the events, not with events ×
+ * context (a 500-step run's page was 414 MB when every event carried its whole context).
  */
 import type { Json } from '../../events/types.js';
-import { fold, stateOf } from '../../machines/fold.js';
+import { contextChanges } from '../../machines/context-diff.js';
+import { fold, initialSnapshot, stateOf } from '../../machines/fold.js';
 import { getMachine } from '../../machines/registry.js';
 import type { CollectedBundle } from './bundle.js';
 import type { BundleEvent } from './bundle-format.js';
@@ -26,8 +30,56 @@ export interface PageData {
   createdAt: string;
   bars: TimelineBar[];
   events: Array<{ at: string; stream: string; version: number; type: string }>;
-  /** Per event (same index): its stream's state value and context after it. */
-  states: Array<{ state: Json; context: unknown }>;
+  /** Each stream's context before its first event (streams whose machine this loops knows). */
+  initial: Record<string, unknown>;
+  /**
+   * Per event (same index): its stream's state value after it, and the context changes it made —
+   * `[path]` removed, `[path, value]` set (`applyChanges`); null when its stream was not folded.
+   */
+  states: Array<{ state: Json; changes: ContextChangeEntry[] | null }>;
+}
+
+/** One context change as the page carries it: `[path]` (removed) or `[path, value]` (the new value). */
+export type ContextChangeEntry = [string] | [string, unknown];
+
+/**
+ * A context after `changes`, from the one before (which it does not modify). A path is a
+ * top-level key, or `key.entry` inside a keyed collection: a map keyed by id, or a list of entries
+ * naming their `id` (a workflow run's steps), whose entry is replaced, appended or removed.
+ * Self-contained on purpose: the page runs this very function (its source is embedded), so the
+ * page and the tests reconstruct contexts the same way.
+ */
+export function applyChanges(before: unknown, changes: ReadonlyArray<[string] | [string, unknown]>): unknown {
+  if (changes.length === 0) return before;
+  const ctx: Record<string, unknown> = { ...((before ?? {}) as Record<string, unknown>) };
+  for (const change of changes) {
+    const path = change[0];
+    const dot = path.indexOf('.');
+    if (dot < 0) {
+      if (change.length > 1) ctx[path] = change[1];
+      else delete ctx[path];
+      continue;
+    }
+    const key = path.slice(0, dot);
+    const id = path.slice(dot + 1);
+    const current = ctx[key];
+    if (Array.isArray(current)) {
+      const list = current.slice() as Array<{ id: string }>;
+      const at = list.findIndex((entry) => entry.id === id);
+      if (change.length > 1) {
+        const entry = { id, ...(change[1] as object) };
+        if (at >= 0) list[at] = entry;
+        else list.push(entry);
+      } else if (at >= 0) list.splice(at, 1);
+      ctx[key] = list;
+    } else {
+      const map: Record<string, unknown> = { ...((current ?? {}) as Record<string, unknown>) };
+      if (change.length > 1) map[id] = change[1];
+      else delete map[id];
+      ctx[key] = map;
+    }
+  }
+  return ctx;
 }
 
 const STEP_START = new Set(['step.spawn_requested', 'step.spawned']);
@@ -36,12 +88,17 @@ const STEP_END = new Set(['step.exited', 'step.abandoned', 'step.spawn_failed', 
 /** The bars, the events in log order and the state after each. */
 export function pageData(bundle: CollectedBundle): PageData {
   const events = bundle.entries.filter((e): e is BundleEvent => e.kind === 'event');
-  const states = new Map<BundleEvent, { state: Json; context: unknown }>();
+  const states = new Map<BundleEvent, { state: Json; changes: ContextChangeEntry[] }>();
+  const initial: Record<string, unknown> = {};
   for (const s of bundle.header.streams) {
     const list = events.filter((e) => e.stream === s.streamId);
     const machine = s.machineId !== null && s.machineVersion !== null ? getMachine({ id: s.machineId, version: s.machineVersion }) : undefined;
     if (!machine) continue;
-    fold(machine, list).steps.forEach((step, i) => states.set(list[i]!, { state: stateOf(step.after), context: step.after.context as unknown }));
+    initial[s.streamId] = initialSnapshot(machine).context as unknown;
+    fold(machine, list).steps.forEach((step, i) => {
+      const changes = contextChanges(step.before.context, step.after.context).map((c): ContextChangeEntry => (c.after === undefined ? [c.path] : [c.path, c.after]));
+      states.set(list[i]!, { state: stateOf(step.after), changes });
+    });
   }
   const ordered = [...events].sort((a, b) => a.position - b.position);
   const { subject } = bundle.header;
@@ -50,7 +107,8 @@ export function pageData(bundle: CollectedBundle): PageData {
     createdAt: bundle.header.createdAt,
     bars: timeline(events, states),
     events: ordered.map((e) => ({ at: e.at, stream: e.stream, version: e.version, type: e.type })),
-    states: ordered.map((e) => states.get(e) ?? { state: e.state, context: null }),
+    initial,
+    states: ordered.map((e) => states.get(e) ?? { state: e.state, changes: null }),
   };
 }
 
@@ -104,7 +162,8 @@ export function renderBundleHtml(bundle: CollectedBundle): string {
 <div id="current"></div><pre id="state"></pre></section>
 <section><h2>Events</h2><table id="events"><thead><tr><th>#</th><th>at</th><th>stream</th><th>v</th><th>type</th></tr></thead><tbody></tbody></table></section>
 <script type="application/json" id="data">${scriptJson(data)}</script>
-<script>${SCRIPT}</script>
+<script>const applyChanges = ${applyChanges.toString()};
+${SCRIPT}</script>
 </body></html>`;
 }
 
@@ -161,6 +220,17 @@ const rows = data.events.map((e, i) => {
   return tr;
 });
 
+// Each event's context: its stream's context before it with the event's changes applied (entries
+// not changed are shared, so this holds about what the changes weigh).
+const current = new Map();
+const contexts = data.states.map((s, i) => {
+  if (s.changes === null) return null;
+  const stream = data.events[i].stream;
+  const ctx = applyChanges(current.has(stream) ? current.get(stream) : data.initial[stream], s.changes);
+  current.set(stream, ctx);
+  return ctx;
+});
+
 const slider = document.getElementById('slider');
 let on = null;
 function show(i) {
@@ -168,7 +238,7 @@ function show(i) {
   if (!e) return;
   document.getElementById('pos').textContent = (i + 1) + ' of ' + data.events.length;
   document.getElementById('current').textContent = e.at + '  ' + e.stream + ' v' + e.version + '  ' + e.type + '  →  ' + JSON.stringify(s.state);
-  document.getElementById('state').textContent = JSON.stringify({ state: s.state, context: s.context }, null, 2);
+  document.getElementById('state').textContent = JSON.stringify({ state: s.state, context: contexts[i] }, null, 2);
   const label = timeline.querySelector('.label');
   const left = label ? label.offsetWidth : 0;
   cursor.style.left = 'calc(' + left + 'px + (100% - ' + left + 'px) * ' + (pct(e.at) / 100) + ')';
