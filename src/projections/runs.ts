@@ -36,7 +36,9 @@ export const runsProjection = defineProjection({
   // v6: archived_at, when `loops prune --archive` moved the run's events to an archive file (the
   //     row is kept: the stream.archived tombstone carries it).
   // v7: forked_from, a fork's or rerun's parent and fork point (run.claimed's forkedFrom, JSON).
-  version: 7,
+  // v8: the index loop_runs_time on a run's time for a window (no row changes): `loops stats --since`
+  //     reads the window's runs, not the whole history.
+  version: 8,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loop_runs (
       -- Position of the run.claimed event: unique, in claim order, and the rowid.
@@ -75,6 +77,9 @@ export const runsProjection = defineProjection({
       UNIQUE (loop_id, slot, attempt)
     )`,
     `CREATE INDEX IF NOT EXISTS loop_runs_loop ON loop_runs (loop_id, claimed_position)`,
+    // A run's time for a window (when it started, or was claimed if it never started): the
+    // expression must stay the one \`loops stats --since\` filters on (admin/stats.ts RUN_TIME).
+    `CREATE INDEX IF NOT EXISTS loop_runs_time ON loop_runs (COALESCE(started_at, claimed_at))`,
   ],
   // Archived: the output tails stay in the archive file (stdout_bytes / stderr_bytes stay here).
   tables: [{ name: 'loop_runs', orderBy: 'id', perStream: { kind: 'run', key: 'id', slim: { stdout: '', stderr: '' } } }],

@@ -60,7 +60,9 @@ export const workflowRunsProjection = defineProjection({
   //     rows are kept: the stream.archived tombstone carries them).
   // v6: forked_from, a fork's or rerun's parent and fork point (wfrun.started's forkedFrom, JSON),
   //     and step.reused (a fork's reused step takes its recorded result).
-  version: 6,
+  // v7: the index workflow_runs_loop_started on a loop's workflow runs by start (no row changes):
+  //     `loops stats --since` reads the window's runs, not the whole history.
+  version: 7,
   ddl: [
     `CREATE TABLE IF NOT EXISTS workflow_runs (
       -- Position of the wfrun.started event: unique, in start order, and the rowid.
@@ -100,6 +102,8 @@ export const workflowRunsProjection = defineProjection({
     `CREATE INDEX IF NOT EXISTS workflow_runs_workflow ON workflow_runs (workflow_id, claimed_position)`,
     // A workflow loop's runs (loops stats sums their agent steps per loop, in this order).
     `CREATE INDEX IF NOT EXISTS workflow_runs_loop ON workflow_runs (loop_id, started_at)`,
+    // The workflow runs of loops by start (loops stats --since: the window's runs, whatever the history).
+    `CREATE INDEX IF NOT EXISTS workflow_runs_loop_started ON workflow_runs (started_at) WHERE loop_id IS NOT NULL`,
     `CREATE TABLE IF NOT EXISTS workflow_steps (
       wfrun_id          TEXT NOT NULL,
       step_id           TEXT NOT NULL,

@@ -1,6 +1,6 @@
 /**
  * `projections rebuild` (drop, recreate, replay the whole log) and `projections verify`
- * (rebuild into a scratch in-memory database and compare with the live tables row by row).
+ * (rebuild into a scratch database and compare with the live tables row by row, in key order).
  */
 import Database from 'better-sqlite3';
 import { cached, writeTransaction, type Db } from '../../events/db.js';
@@ -82,60 +82,121 @@ export interface VerifyResult {
   tables: TableDiff[];
 }
 
-/** Rebuilds every projection into a scratch database and compares it with the live tables. */
+/**
+ * Rebuilds every projection into a scratch database and compares it with the live tables.
+ *
+ * Memory stays flat in the size of the log: the scratch database is a temporary file (SQLite's
+ * private temp database, deleted on close) whose pages live in its bounded page cache, the events
+ * are read in pages, and both sides of each table are walked together in key order (`orderBy`, a
+ * unique key), one row of each at a time. Everything is read in one read transaction of the live
+ * database, so the tables are compared with the events of the same instant even while a daemon
+ * appends.
+ */
 export function verifyProjections(db: Db, limit = 10): VerifyResult {
   const list = select();
-  const scratch = new Database(':memory:');
+  const scratch = new Database('');
+  const snapshot = !db.inTransaction;
   try {
+    // Nothing to recover: a crash loses only the scratch file.
+    scratch.pragma('journal_mode = OFF');
+    scratch.pragma('synchronous = OFF');
     createTables(scratch, list);
+    if (snapshot) db.exec('BEGIN');
     const events = scratch.transaction(() => apply(scratch, eventsOf(db), list))();
     const tables: TableDiff[] = [];
     for (const projection of list) {
       for (const table of projection.tables) {
-        const rebuiltCount = () => (scratch.prepare(`SELECT COUNT(*) AS n FROM ${table.name}`).get() as { n: number }).n;
         if (!db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table.name)) {
           // A dropped (or never created) table is a difference to report, not a crash.
-          tables.push({ table: table.name, liveRows: 0, rebuiltRows: rebuiltCount(), differences: ['the table is missing from the database: loops projections rebuild recreates it from the log'] });
+          const rebuiltRows = (scratch.prepare(`SELECT COUNT(*) AS n FROM ${table.name}`).get() as { n: number }).n;
+          tables.push({ table: table.name, liveRows: 0, rebuiltRows, differences: ['the table is missing from the database: loops projections rebuild recreates it from the log'] });
           continue;
         }
-        const live = db.prepare(`SELECT * FROM ${table.name} ORDER BY ${table.orderBy}`).all() as Row[];
-        const rebuilt = scratch.prepare(`SELECT * FROM ${table.name} ORDER BY ${table.orderBy}`).all() as Row[];
-        tables.push(diffRows(table.name, table.orderBy, live, rebuilt, limit));
+        tables.push(compareTable(db, scratch, table.name, table.orderBy, limit));
       }
     }
     return { ok: tables.every((t) => t.differences.length === 0), events, tables };
   } finally {
+    if (snapshot && db.inTransaction) db.exec('COMMIT');
     scratch.close();
   }
 }
 
-function diffRows(table: string, key: string, live: Row[], rebuilt: Row[], limit: number): TableDiff {
-  // `orderBy` is one column or a comma-separated list (a composite key).
+/**
+ * Walks the live and the rebuilt rows of a table together in key order (a merge join on `key`,
+ * one column or a comma-separated composite key), holding one row of each side. The differences:
+ * rows missing from the live table and changed columns, in key order, then rows only in the live
+ * table, in key order; the first `limit` of them, and `…` when there were more.
+ */
+function compareTable(live: Db, rebuilt: Db, table: string, key: string, limit: number): TableDiff {
   const columns = key.split(',').map((c) => c.trim());
   const keyOf = (row: Row) => columns.map((c) => String(row[c])).join('/');
-  const liveByKey = new Map(live.map((r) => [keyOf(r), r]));
-  const rebuiltByKey = new Map(rebuilt.map((r) => [keyOf(r), r]));
-  const differences: string[] = [];
-  const push = (line: string) => {
-    if (differences.length < limit) differences.push(line);
-    else if (differences.length === limit) differences.push('…');
-  };
-  for (const [k, row] of rebuiltByKey) {
-    const other = liveByKey.get(k);
-    if (!other) {
-      push(`${table} ${key}=${k}: missing from the live table`);
-      continue;
+  const order = (a: Row, b: Row) => {
+    for (const c of columns) {
+      const d = compareSqlite(a[c], b[c]);
+      if (d !== 0) return d;
     }
-    for (const column of new Set([...Object.keys(row), ...Object.keys(other)])) {
-      if (JSON.stringify(row[column]) !== JSON.stringify(other[column])) {
-        push(`${table} ${key}=${k}: ${column} is ${short(other[column])} live, ${short(row[column])} rebuilt from the log`);
+    return 0;
+  };
+  // Two bounded lists (rebuilt side first, as before): never more than limit + 1 lines are kept.
+  const changed: string[] = [];
+  const liveOnly: string[] = [];
+  let found = 0;
+  const note = (into: string[], line: string) => {
+    found += 1;
+    if (into.length <= limit) into.push(line);
+  };
+  const liveRows = live.prepare(`SELECT * FROM ${table} ORDER BY ${key}`).iterate() as IterableIterator<Row>;
+  const rebuiltRows = rebuilt.prepare(`SELECT * FROM ${table} ORDER BY ${key}`).iterate() as IterableIterator<Row>;
+  let liveCount = 0;
+  let rebuiltCount = 0;
+  try {
+    let l = liveRows.next();
+    let r = rebuiltRows.next();
+    while (!l.done || !r.done) {
+      const d = l.done ? 1 : r.done ? -1 : order(l.value, r.value);
+      if (d < 0) {
+        note(liveOnly, `${table} ${key}=${keyOf(l.value as Row)}: in the live table but not in the log`);
+        liveCount += 1;
+        l = liveRows.next();
+      } else if (d > 0) {
+        note(changed, `${table} ${key}=${keyOf(r.value as Row)}: missing from the live table`);
+        rebuiltCount += 1;
+        r = rebuiltRows.next();
+      } else {
+        const row = r.value as Row;
+        const other = l.value as Row;
+        for (const column of new Set([...Object.keys(row), ...Object.keys(other)])) {
+          if (JSON.stringify(row[column]) !== JSON.stringify(other[column])) {
+            note(changed, `${table} ${key}=${keyOf(row)}: ${column} is ${short(other[column])} live, ${short(row[column])} rebuilt from the log`);
+          }
+        }
+        liveCount += 1;
+        rebuiltCount += 1;
+        l = liveRows.next();
+        r = rebuiltRows.next();
       }
     }
+  } finally {
+    liveRows.return?.();
+    rebuiltRows.return?.();
   }
-  for (const k of liveByKey.keys()) {
-    if (!rebuiltByKey.has(k)) push(`${table} ${key}=${k}: in the live table but not in the log`);
-  }
-  return { table, liveRows: live.length, rebuiltRows: rebuilt.length, differences };
+  const differences = [...changed, ...liveOnly].slice(0, limit);
+  if (found > limit) differences.push('…');
+  return { table, liveRows: liveCount, rebuiltRows: rebuiltCount, differences };
+}
+
+/** SQLite's order of two values under the BINARY collation: NULL, numbers, text (UTF-8 bytes), blobs. */
+function compareSqlite(a: unknown, b: unknown): number {
+  if (a === b) return 0;
+  const rank = (v: unknown) => (v === null || v === undefined ? 0 : typeof v === 'number' || typeof v === 'bigint' ? 1 : typeof v === 'string' ? 2 : 3);
+  const ra = rank(a);
+  const rb = rank(b);
+  if (ra !== rb) return ra - rb;
+  if (ra === 0) return 0;
+  if (ra === 1) return (a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0;
+  if (ra === 2) return Buffer.compare(Buffer.from(a as string), Buffer.from(b as string));
+  return Buffer.compare(a as Buffer, b as Buffer);
 }
 
 function short(value: unknown): string {

@@ -86,7 +86,10 @@ export interface StatsOptions {
 }
 
 const TERMINAL = "('succeeded', 'failed', 'timed_out', 'cancelled', 'abandoned')";
-/** A run's time for the window: when it started, or was claimed if it never started. */
+/**
+ * A run's time for the window: when it started, or was claimed if it never started. The
+ * expression of the loop_runs_time index (src/projections/runs.ts): keep the two the same.
+ */
 const RUN_TIME = 'COALESCE(started_at, claimed_at)';
 const IS_AGENT = "json_extract(target, '$.kind') = 'agent'";
 
@@ -280,11 +283,16 @@ export function runStats(db: Db, options: StatsOptions = {}): StatsReport {
     return sums;
   };
   const total = emptySums();
-  for (const r of cached<[typeof params], SumsRow>(db, `SELECT ${SUMS} FROM loop_runs WHERE ${where} GROUP BY loop_id`).iterate(params)) {
+  // With a window, its runs come through the loop_runs_time index (RUN_TIME) and are grouped in a
+  // temporary b-tree: `+` keeps the planner from walking the whole history in loop_runs_loop's
+  // order to save that sort. Without one, every run is read anyway, in that index's order.
+  const groupBy = since === null ? 'GROUP BY loop_id' : 'GROUP BY +loop_id';
+  for (const r of cached<[typeof params], SumsRow>(db, `SELECT ${SUMS} FROM loop_runs WHERE ${where} ${groupBy}`).iterate(params)) {
     add(sumsOf(r.loop_id), r);
     add(total, r);
   }
-  // The agent step attempts of workflow loops: the window is their workflow run's start.
+  // The agent step attempts of workflow loops: the window is their workflow run's start (through
+  // the workflow_runs_loop_started index when there is a window).
   const stepWhere = ['r.loop_id IS NOT NULL', since === null ? null : 'r.started_at >= @since', loopId === null ? null : 'r.loop_id = @loopId']
     .filter((w) => w !== null)
     .join(' AND ');
@@ -295,7 +303,7 @@ export function runStats(db: Db, options: StatsOptions = {}): StatsReport {
        JOIN workflow_steps s ON s.wfrun_id = r.id AND s.target_type = 'agent'
        JOIN workflow_step_attempts a ON a.wfrun_id = s.wfrun_id AND a.step_id = s.step_id AND a.status IN ${TERMINAL}
       WHERE ${stepWhere}
-      GROUP BY r.loop_id`,
+      ${since === null ? 'GROUP BY r.loop_id' : 'GROUP BY +r.loop_id'}`,
   ).iterate(params)) {
     addSteps(sumsOf(r.loop_id), r);
     addSteps(total, r);
