@@ -41,7 +41,9 @@ function decision(
 export const slotDecisionsProjection = defineProjection({
   name: 'slot_decisions',
   // v2: retries scheduled for a slot; v3: dropped work.
-  version: 3,
+  // v4: the index slot_decisions_recent (no row changes): `loops why <loop>` reads a loop's newest
+  //     decisions without sorting all of them.
+  version: 4,
   ddl: [
     `CREATE TABLE IF NOT EXISTS slot_decisions (
       position  INTEGER PRIMARY KEY,
@@ -57,6 +59,8 @@ export const slotDecisionsProjection = defineProjection({
       at        TEXT NOT NULL
     )`,
     `CREATE INDEX IF NOT EXISTS slot_decisions_loop ON slot_decisions (loop_id, slot_to)`,
+    // A loop's decisions newest first (position is the rowid, so this is (loop_id, position)).
+    `CREATE INDEX IF NOT EXISTS slot_decisions_recent ON slot_decisions (loop_id)`,
   ],
   tables: [{ name: 'slot_decisions', orderBy: 'position' }],
   on: {

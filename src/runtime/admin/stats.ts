@@ -123,8 +123,8 @@ const SUMS = `
 
 /**
  * The same sums over the agent step attempts that ended, per workflow loop: its workflow runs in the
- * window (through the workflow_runs_loop index, in loop order), each run's agent steps and their
- * ended attempts (by primary key). The provider and model: the CLI's, else the step's spec's.
+ * window (through workflow_runs_loop_started, or all of them in workflow_runs_loop's order), each
+ * run's agent steps and their ended attempts (by primary key). The provider and model: the CLI's, else the step's spec's.
  */
 const STEP_SUMS = `
   r.loop_id AS loop_id,
@@ -292,7 +292,9 @@ export function runStats(db: Db, options: StatsOptions = {}): StatsReport {
     add(total, r);
   }
   // The agent step attempts of workflow loops: the window is their workflow run's start (through
-  // the workflow_runs_loop_started index when there is a window).
+  // the workflow_runs_loop_started index when there is a window). CROSS JOIN keeps the runs the
+  // outer loop (SQLite does not reorder it): else the planner may start from every step of every
+  // workflow run ever, hand-started ones included.
   const stepWhere = ['r.loop_id IS NOT NULL', since === null ? null : 'r.started_at >= @since', loopId === null ? null : 'r.loop_id = @loopId']
     .filter((w) => w !== null)
     .join(' AND ');
@@ -300,7 +302,7 @@ export function runStats(db: Db, options: StatsOptions = {}): StatsReport {
     db,
     `SELECT ${STEP_SUMS}
        FROM workflow_runs r
-       JOIN workflow_steps s ON s.wfrun_id = r.id AND s.target_type = 'agent'
+       CROSS JOIN workflow_steps s ON s.wfrun_id = r.id AND s.target_type = 'agent'
        JOIN workflow_step_attempts a ON a.wfrun_id = s.wfrun_id AND a.step_id = s.step_id AND a.status IN ${TERMINAL}
       WHERE ${stepWhere}
       ${since === null ? 'GROUP BY r.loop_id' : 'GROUP BY +r.loop_id'}`,
