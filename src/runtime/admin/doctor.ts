@@ -35,7 +35,7 @@ import { readDaemonState } from '../daemon/daemon.js';
 import { readPidFile, runningDaemon, type DaemonInfo } from '../daemon/daemon-info.js';
 import { formatDuration } from '../../events/durations.js';
 import { extendPath } from '../execution/env.js';
-import { resolveExecutable } from '../execution/executor.js';
+import { resolveExecutable } from '../execution/which.js';
 import { databaseFile } from '../paths.js';
 import { checkCommand } from '../execution/preflight.js';
 import { rebuildProjections } from './projections.js';

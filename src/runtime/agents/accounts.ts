@@ -22,7 +22,7 @@ import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { AUTH_ENV_VARS, isProviderId, PROVIDER_IDS, PROVIDERS } from './index.js';
 import { extendPath } from '../execution/env.js';
-import { resolveExecutable } from '../execution/executor.js';
+import { resolveExecutable } from '../execution/which.js';
 import { newId } from '../ids.js';
 import type { Runtime } from '../runtime.js';
 import type { Db } from '../../events/db.js';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { EventData, LoopAgentTarget } from '../../events/catalog.js';
 import { AgentOutputParser, buildInvocation, enforcedLimits, limitExceeded, parseVersionOutput, PROVIDERS, type AgentInvocation, type ProviderId } from './index.js';
 import { extendPath } from '../execution/env.js';
-import { resolveExecutable } from '../execution/executor.js';
+import { resolveExecutable } from '../execution/which.js';
 
 export interface PreparedAgent {
   invocation: AgentInvocation;

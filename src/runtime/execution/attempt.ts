@@ -35,7 +35,7 @@ import { runDir } from '../paths.js';
 import { findRun, type LoopView, type RunView } from '../queries/loops.js';
 import { findWorkflow, workflowVersion } from '../queries/workflows.js';
 import type { Runtime } from '../runtime.js';
-import { executeWorkflowRun, resolveInputs, type PinnedWorkflow, type RunWorkflowOptions } from '../workflows/runner.js';
+import type { PinnedWorkflow, RunWorkflowOptions } from '../workflows/runner.js';
 import { watchCancel } from './cancel.js';
 import { recordedDeadline, SpawnFailedError, spawnProcess, type Deadline, type ExitInfo, type SpawnSpec } from './executor.js';
 import { adoptProcess, exitFromFiles, type AdoptedProcess } from './process-watch.js';
@@ -221,6 +221,8 @@ export async function executeRun(runtime: Runtime, loop: LoopView, options: Exec
       if (context.cancelRequested) controller.abort(cancelReason(actor) ?? 'cancelled');
       let ended: EventData<'run.workflow_ended'>;
       try {
+        // The workflow runner (and the workflow language) loads only for a workflow loop's run.
+        const { executeWorkflowRun, resolveInputs } = await import('../workflows/runner.js');
         const pinned =
           options.workflowRun?.pinned ??
           (() => {

@@ -16,7 +16,7 @@ import { statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { extendPath } from './env.js';
-import { resolveExecutable } from './executor.js';
+import { resolveExecutable } from './which.js';
 
 /** Shell keywords and builtins (POSIX sh, dash and bash): a command line starting with one needs nothing but the shell. */
 const SHELL_WORDS = new Set([

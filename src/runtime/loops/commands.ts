@@ -12,7 +12,7 @@ import { isAbsolute, resolve } from 'node:path';
 import type { EventData, LoopAgentTarget, LoopPolicies, Target } from '../../events/catalog.js';
 import { buildInvocation, configIsolationMode, isProviderId, PROVIDER_IDS, PROVIDERS } from '../agents/index.js';
 import { ACCOUNT_TOOL_RE, resolveAccountEnv, targetAccount } from '../agents/accounts.js';
-import { resolveExecutable } from '../execution/executor.js';
+import { resolveExecutable } from '../execution/which.js';
 import { checkCommand, effectivePath } from '../execution/preflight.js';
 import { buildSecretRefs } from '../execution/secret-refs.js';
 import { secretByConvention } from '../execution/secrets.js';

@@ -12,7 +12,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { hasTemplate } from '../../workflow/expr.js';
 import type { WorkflowSpec } from '../../workflow/spec.js';
 import { extendPath } from '../execution/env.js';
-import { resolveExecutable } from '../execution/executor.js';
+import { resolveExecutable } from '../execution/which.js';
 import { checkCommand } from '../execution/preflight.js';
 
 export interface PreflightProblem {
