@@ -5,10 +5,11 @@
 // (`run.imported` through each run's actor, 1,000 runs per log.batch; decisions through the loop's
 // actor, recordAll of 1,000). Then, through the built CLI, medians of --reps cold processes:
 //   list --json, runs --json, stats --since 1d --json, show <loop> --json, why <loop> --json (wall ms)
-//   projections verify (wall ms and peak RSS, from /usr/bin/time, else the process's own maxRSS)
+//   projections verify (wall ms and peak RSS, from /usr/bin/time, else the process's own maxRSS;
+//   one process per size, after the others: it takes a minute at 100k runs)
 // Each figure also as a ratio to the 1k data directory's, in the same run.
 //   goals: stats --since 1d at 100k runs <= 1.2x at 1k; verify peak RSS <= 120 MiB, flat in events
-//   node bench/read-growth.mjs [--quick] [--reps N] [--json] [--root <checkout with dist/>]
+//   node bench/read-growth.mjs [--quick] [--reps N] [--sizes 1000,10000] [--json] [--root <checkout with dist/>]
 // --root measures another checkout's build (e.g. the commit before a change), data written by it.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -34,7 +35,7 @@ async function bench() {
   const json = args.includes('--json');
   const reps = Number(option('--reps', quick ? 1 : 3));
   const root = resolve(option('--root', fileURLToPath(new URL('..', import.meta.url))));
-  const sizes = quick ? [500, 1_000, 2_000] : [1_000, 10_000, 100_000];
+  const sizes = option('--sizes', null)?.split(',').map(Number) ?? (quick ? [500, 1_000, 2_000] : [1_000, 10_000, 100_000]);
   const decisionsPerRun = quick ? 1 : 3;
   const log = (line) => process.stderr.write(`${line}\n`);
   const dist = (path) => import(pathToFileURL(join(root, 'dist', path)).href);
@@ -142,9 +143,12 @@ async function bench() {
     const { dir, dataDir, events } = await build(n);
     log(`${n} runs: built ${events} events in ${Math.round(now() - t)} ms`);
     // One warm-up of every command (the page cache; not in --quick), then the repetitions, interleaved.
-    if (!quick) for (const [, argv] of commands) cli(dataDir, argv);
+    if (!quick) for (const [name, argv] of commands) if (name !== 'projections verify') cli(dataDir, argv);
+    // verify once per size (a minute at 100k runs; its peak RSS barely moves between runs).
     const samples = new Map(commands.map(([name]) => [name, []]));
-    for (let r = 0; r < reps; r++) for (const [name, argv] of commands) samples.get(name).push(cli(dataDir, argv));
+    for (let r = 0; r < reps; r++) {
+      for (const [name, argv] of commands) if (r === 0 || name !== 'projections verify') samples.get(name).push(cli(dataDir, argv));
+    }
     const row = { runs: n, events, commands: {} };
     for (const [name] of commands) {
       const s = samples.get(name);
