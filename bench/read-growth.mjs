@@ -5,6 +5,7 @@
 // (`run.imported` through each run's actor, 1,000 runs per log.batch; decisions through the loop's
 // actor, recordAll of 1,000). Then, through the built CLI, medians of --reps cold processes:
 //   list --json, runs --json, stats --since 1d --json, show <loop> --json, why <loop> --json (wall ms)
+//   runStats --since 1d in a process of its own (the query without the CLI's start-up: median of 21)
 //   projections verify (wall ms and peak RSS, from /usr/bin/time, else the process's own maxRSS;
 //   one process per size, after the others: it takes a minute at 100k runs)
 // Each figure also as a ratio to the 1k data directory's, in the same run.
@@ -25,6 +26,21 @@ if (args[0] === '--rss-child') {
   process.argv = [process.argv[0], main, ...rest];
   process.on('exit', () => writeFileSync(out, String(process.resourceUsage().maxRSS)));
   await import(pathToFileURL(main).href);
+} else if (args[0] === '--stats-child') {
+  // The query alone, in a process of its own: runStats over the last day, the median of 21 calls.
+  const [, root, dataDir] = args;
+  const { openReader } = await import(pathToFileURL(join(root, 'dist', 'runtime', 'store.js')).href);
+  const { runStats } = await import(pathToFileURL(join(root, 'dist', 'runtime', 'admin', 'stats.js')).href);
+  const reader = await openReader(dataDir);
+  const since = new Date(Date.now() - 86_400_000).toISOString();
+  const times = [];
+  for (let i = 0; i < 21; i++) {
+    const t0 = now();
+    runStats(reader.db, { since });
+    times.push(now() - t0);
+  }
+  reader.close();
+  process.stdout.write(`${median(times)}\n`);
 } else {
   await bench();
 }
@@ -149,7 +165,13 @@ async function bench() {
     for (let r = 0; r < reps; r++) {
       for (const [name, argv] of commands) if (r === 0 || name !== 'projections verify') samples.get(name).push(cli(dataDir, argv));
     }
-    const row = { runs: n, events, commands: {} };
+    const queryMs = [];
+    for (let r = 0; r < reps; r++) {
+      const q = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--stats-child', root, dataDir], { encoding: 'utf8' });
+      if (q.status !== 0) throw new Error(`stats child: ${q.stderr}`);
+      queryMs.push(Number(q.stdout));
+    }
+    const row = { runs: n, events, statsQueryMs: Math.round(median(queryMs) * 100) / 100, commands: {} };
     for (const [name] of commands) {
       const s = samples.get(name);
       row.commands[name] = { ms: Math.round(median(s.map((x) => x.ms))), msRange: minMax(s.map((x) => Math.round(x.ms))), peakRssMiB: Math.round(median(s.map((x) => x.rssMiB))) };
@@ -172,6 +194,7 @@ async function bench() {
   for (const [name] of commands) {
     log(`${pad(name, 20)}${results.map((r) => pad(`${r.commands[name].ms} ms ×${r.commands[name].msRatio}, ${r.commands[name].peakRssMiB} MiB`, 30)).join('')}`);
   }
+  log(`${pad('runStats --since 1d', 20)}${results.map((r) => pad(`${r.statsQueryMs} ms ×${ratio(r.statsQueryMs, base.statsQueryMs)} (query, in-process)`, 30)).join('')}`);
   const last = results[results.length - 1];
   const statsRatio = last.commands['stats --since 1d'].msRatio;
   const verifyRss = last.commands['projections verify'].peakRssMiB;
