@@ -9,24 +9,10 @@ import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { AmbiguousError, InvalidTransitionError, LoopsClient, LoopsError, NotFoundError, UsageError, ValidationError } from '../../src/sdk.js';
+import { sdkClient, rejection } from '../helpers/sdk-client.js';
 import { tempDir } from '../helpers/tmp.js';
 
-function client(options: { clock?: SimulatedClock } = {}): { client: LoopsClient; dataDir: string; root: string } {
-  const root = tempDir('loops-sdk-admin-');
-  const dataDir = join(root, 'data');
-  const c = new LoopsClient({ dataDir, runnerId: 'sdk-admin:1:r', ...(options.clock ? { clock: options.clock } : {}) });
-  onTestFinished(() => c.close());
-  return { client: c, dataDir, root };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<LoopsError> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as LoopsError;
-  }
-  throw new Error('expected a rejection');
-}
+const client = (options: { clock?: SimulatedClock } = {}) => sdkClient({ prefix: 'loops-sdk-admin-', runnerId: 'sdk-admin:1:r', ...options });
 
 describe('LoopsClient: everything the CLI does', () => {
   it('next: the next fires at the clock, in the loop zone; none when paused; UsageError for a bad count', async () => {

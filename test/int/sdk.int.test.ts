@@ -17,24 +17,10 @@ import {
 } from '../../src/sdk.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { openReader } from '../../src/runtime/store.js';
+import { sdkClient, rejection } from '../helpers/sdk-client.js';
 import { tempDir } from '../helpers/tmp.js';
 
-function client(options: { clock?: SimulatedClock } = {}): { client: LoopsClient; dataDir: string; root: string } {
-  const root = tempDir('loops-sdk-');
-  const dataDir = join(root, 'data');
-  const c = new LoopsClient({ dataDir, runnerId: 'sdk-test:1:r', ...(options.clock ? { clock: options.clock } : {}) });
-  onTestFinished(() => c.close());
-  return { client: c, dataDir, root };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<LoopsError> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as LoopsError;
-  }
-  throw new Error('expected a rejection');
-}
+const client = (options: { clock?: SimulatedClock } = {}) => sdkClient({ prefix: 'loops-sdk-', runnerId: 'sdk-test:1:r', ...options });
 
 describe('LoopsClient', () => {
   it('create → get → list: the predecessor Loop shape, stored in the SQLite file the CLI reads', async () => {
