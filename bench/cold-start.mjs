@@ -11,7 +11,12 @@
 // with the packages each command loads (scripts/module-trace.mjs, one traced start each, untimed).
 // Wall time is taken around the spawn; CPU and peak RSS come from /usr/bin/time when it is there.
 //
-//   node bench/cold-start.mjs [--quick] [--reps N] [--json]      (npm run bench:cold -- …)
+// With --peer, the predecessor (@hasna/loops 0.3.1 on bun, through ../shared/anchors/seed.sh or
+// $LOOPS_PEER_SEED) runs the same commands on a data directory of its own set up the same way, in
+// the same run, interleaved with loops; its figures are printed beside loops' (for users to compare:
+// bun starts in a third of Node's time, so they are not goals).
+//
+//   node bench/cold-start.mjs [--quick] [--reps N] [--json] [--peer]      (npm run bench:cold -- …)
 //   LOOPS_BENCH_CLI=path benchmarks another entry point (default dist/cli/main.js)
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
@@ -25,16 +30,19 @@ const CLI = process.env.LOOPS_BENCH_CLI ? resolve(process.env.LOOPS_BENCH_CLI) :
 const TRACE = join(ROOT, 'scripts', 'module-trace.mjs');
 const TIME = existsSync('/usr/bin/time') ? '/usr/bin/time' : null;
 
-const USAGE = `usage: node bench/cold-start.mjs [--quick] [--reps N] [--json]
+const USAGE = `usage: node bench/cold-start.mjs [--quick] [--reps N] [--json] [--peer]
   --quick    3 repetitions of 2 starts per side (also LOOPS_BENCH_QUICK=1); default 11 of 3
   --reps N   repetitions (medians of their medians)
-  --json     one JSON document on stdout (progress goes to stderr)`;
+  --json     one JSON document on stdout (progress goes to stderr)
+  --peer     also run the predecessor (@hasna/loops 0.3.1, ../shared/anchors/seed.sh or
+             $LOOPS_PEER_SEED) on the same commands, interleaved, and print it beside loops`;
 
-const opts = { quick: process.env.LOOPS_BENCH_QUICK === '1', reps: null, json: false };
+const opts = { quick: process.env.LOOPS_BENCH_QUICK === '1', reps: null, json: false, peer: false };
 for (let i = 2; i < process.argv.length; i++) {
   const arg = process.argv[i];
   if (arg === '--quick') opts.quick = true;
   else if (arg === '--json') opts.json = true;
+  else if (arg === '--peer') opts.peer = true;
   else if (arg === '--reps') opts.reps = Number(process.argv[++i]);
   else if (arg.startsWith('--reps=')) opts.reps = Number(arg.slice(7));
   else if (arg === '-h' || arg === '--help') {
@@ -81,13 +89,13 @@ delete env.LOOPS_MODULE_TRACE;
 
 // ── one cold process: wall (ms), CPU (ms) and peak RSS (MiB) ─────────────────────────────────
 const timeFile = join(dir, 'time.txt');
-function start(args, { ok = [0] } = {}) {
-  const argv = TIME ? [TIME, '-f', '%U %S %M', '-o', timeFile, process.execPath, ...args] : [process.execPath, ...args];
+function start(args, { ok = [0], bin = process.execPath, env: startEnv = env } = {}) {
+  const argv = TIME ? [TIME, '-f', '%U %S %M', '-o', timeFile, bin, ...args] : [bin, ...args];
   const t0 = now();
-  const res = spawnSync(argv[0], argv.slice(1), { env, cwd: ROOT, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const res = spawnSync(argv[0], argv.slice(1), { env: startEnv, cwd: ROOT, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   const wall = now() - t0;
   if (!ok.includes(res.status)) {
-    throw new Error(`node ${args.join(' ').slice(0, 200)} exited ${res.status}: ${(res.stderr || res.error?.message || '').trim().split('\n')[0]}`);
+    throw new Error(`${bin === process.execPath ? 'node' : bin} ${args.join(' ').slice(0, 200)} exited ${res.status}: ${(res.stderr || res.error?.message || '').trim().split('\n')[0]}`);
   }
   let cpu = NaN;
   let rss = NaN;
@@ -212,8 +220,50 @@ for (const c of commands) {
   c.packages = s.packages.filter((p) => HEAVY.includes(p));
 }
 
+// ── --peer: the predecessor on the same commands, interleaved with loops ─────────────────────
+let peer = null;
+if (opts.peer) {
+  const seed = process.env.LOOPS_PEER_SEED ?? join(ROOT, '..', 'shared', 'anchors', 'seed.sh');
+  if (!existsSync(seed)) {
+    process.stderr.write(`bench: --peer needs the predecessor's runner, ${seed} (or set LOOPS_PEER_SEED)\n`);
+    process.exit(1);
+  }
+  progress('bench:cold: --peer: installing / locating the predecessor (seed.sh --paths) …');
+  const paths = spawnSync(seed, ['--paths'], { encoding: 'utf8' });
+  if (paths.status !== 0) throw new Error(`${seed} --paths exited ${paths.status}: ${paths.stderr.trim()}`);
+  const [bun, peerCli] = paths.stdout.trim().split(' ');
+  const peerDir = makeTempDir('cold-peer');
+  const peerEnv = { ...env, LOOPS_DATA_DIR: peerDir };
+  const peerStart = (args) => start([peerCli, ...args], { bin: bun, env: peerEnv });
+  // The same shape as loops' data directory: `t` (true, no shell; daily, it never comes due here) and 99 others.
+  peerStart(['create', 'command', 't', '--cmd', 'true', '--no-shell', '--every', '24h']);
+  for (let i = 1; i < 100; i++) {
+    const schedule = i % 3 === 0 ? ['--every', '15m'] : i % 3 === 1 ? ['--cron', '0 3 * * *'] : ['--every', '24h'];
+    peerStart(['create', 'command', `bench-loop-${i}`, '--cmd', 'echo hello', ...schedule]);
+  }
+  if (JSON.parse(peerStart(['--json', 'list']).stdout).length !== 100) throw new Error('the predecessor did not list 100 loops');
+  const peerCommands = [
+    ['run-now t', ['run-now', 't'], ['run-now', 't']],
+    ['list --json', ['list', '--json'], ['--json', 'list']],
+    ['runs --json', ['runs', '--json'], ['--json', 'runs']],
+    ['show t --json', ['show', 't', '--json'], ['--json', 'show', 't']],
+    ['--help', ['--help'], ['--help']],
+  ];
+  progress(`bench:cold: --peer: ${peerCommands.length} commands, loops and the predecessor interleaved …`);
+  peer = { bun, cli: peerCli, commands: [] };
+  for (const [name, ours, theirs] of peerCommands) {
+    const s = pair(() => start([CLI, ...ours]), () => peerStart(theirs));
+    peer.commands.push({
+      command: name,
+      loops: { wall: median(perRep(s.a, 'wall')), cpu: median(perRep(s.a, 'cpu')), rss: median(perRep(s.a, 'rss')) },
+      predecessor: { wall: median(perRep(s.b, 'wall')), cpu: median(perRep(s.b, 'cpu')), rss: median(perRep(s.b, 'rss')) },
+    });
+  }
+  rmSync(peerDir, { recursive: true, force: true });
+}
+
 const machine = machineInfo();
-const report = { date: new Date().toISOString(), machine, config: { reps, startsPerRep, quick: opts.quick, cli: CLI, time: TIME }, figures, commands };
+const report = { date: new Date().toISOString(), machine, config: { reps, startsPerRep, quick: opts.quick, cli: CLI, time: TIME }, figures, commands, ...(peer ? { peer } : {}) };
 if (opts.json) {
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 } else {
@@ -244,6 +294,27 @@ if (opts.json) {
       commands.map((c) => [c.command, f2(c.wall, 'ms'), f2(c.base, 'ms'), (c.wall / c.base).toFixed(2), f2(c.rss, 'MiB'), String(c.modules), c.packages.join(' ') || '-']),
       ['', 'r', 'r', 'r', 'r', 'r', ''],
     ),
+    ...(peer
+      ? [
+          '',
+          `beside the predecessor (@hasna/loops 0.3.1 on bun, ${peer.cli}); for comparison, not goals`,
+          '',
+          table(
+            ['command', 'loops wall', 'predecessor wall', 'loops ÷ predecessor', 'loops CPU', 'predecessor CPU', 'loops RSS', 'predecessor RSS'],
+            peer.commands.map((c) => [
+              c.command,
+              f2(c.loops.wall, 'ms'),
+              f2(c.predecessor.wall, 'ms'),
+              (c.loops.wall / c.predecessor.wall).toFixed(2),
+              f2(c.loops.cpu, 'ms'),
+              f2(c.predecessor.cpu, 'ms'),
+              f2(c.loops.rss, 'MiB'),
+              f2(c.predecessor.rss, 'MiB'),
+            ]),
+            ['', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+          ),
+        ]
+      : []),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
 }

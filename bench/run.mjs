@@ -27,6 +27,8 @@ const USAGE = `usage: node bench/run.mjs [options]      (npm run bench -- [optio
   --breakdown       after the table, measure where the time goes (ablations, WAL frames,
                     statement counts); adds ~10-20 s
   --strict          exit 1 when a ratio misses its goal
+  --peer            then the cold-start bench with the predecessor beside loops (bench/cold-start.mjs
+                    --peer: @hasna/loops 0.3.1 through ../shared/anchors/seed.sh, same commands, same run)
 
   LOOPS_BENCH_CLI=path   benchmark another CLI entry point in (c) (default dist/cli/main.js)
   -h, --help        this text`;
@@ -39,6 +41,7 @@ function parseArgs(argv) {
     json: false,
     breakdown: false,
     strict: false,
+    peer: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -51,6 +54,7 @@ function parseArgs(argv) {
     else if (arg === '--json') opts.json = true;
     else if (arg === '--breakdown') opts.breakdown = true;
     else if (arg === '--strict') opts.strict = true;
+    else if (arg === '--peer') opts.peer = true;
     else if (arg === '--reps' || arg.startsWith('--reps=')) opts.reps = Number(value());
     else if (arg === '--only' || arg.startsWith('--only=')) opts.only = value().split(',').map((s) => s.trim());
     else if (arg === '-h' || arg === '--help') {
@@ -450,3 +454,11 @@ function renderTable(report) {
 }
 
 if (opts.strict && results.some((r) => r.status === 'MISS')) process.exitCode = 1;
+
+// --peer: the predecessor beside loops, on the commands users type (one mechanism: bench/cold-start.mjs).
+if (opts.peer) {
+  const peer = spawnSync(process.execPath, [join(ROOT, 'bench', 'cold-start.mjs'), '--peer', ...(opts.quick ? ['--quick'] : []), ...(opts.json ? ['--json'] : [])], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  if (peer.status !== 0) process.exitCode = peer.status ?? 1;
+}
