@@ -105,3 +105,29 @@ export function table(headers, rows, align = []) {
 export function readJsonFile(file) {
   return JSON.parse(readFileSync(file, 'utf8'));
 }
+
+/**
+ * A bench script's options checked before it starts: `-h`/`--help` prints `usage` and exits 0; an
+ * unknown option, or an option that needs a value given none, prints the error and `usage` and exits
+ * 2 (a typo must not start a long run with the defaults). `flags` take no value, `valued` take one.
+ */
+export function checkOptions(args, { flags = [], valued = [] }, usage) {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (arg === '-h' || arg === '--help') {
+      process.stdout.write(`${usage}\n`);
+      process.exit(0);
+    }
+    if (flags.includes(arg)) continue;
+    if (valued.includes(arg)) {
+      if (args[i + 1] === undefined || args[i + 1].startsWith('--')) {
+        process.stderr.write(`bench: ${arg} needs a value\n${usage}\n`);
+        process.exit(2);
+      }
+      i += 1;
+      continue;
+    }
+    process.stderr.write(`bench: unknown option ${arg}\n${usage}\n`);
+    process.exit(2);
+  }
+}

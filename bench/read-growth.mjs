@@ -16,7 +16,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { machineInfo, makeTempDir, median, minMax, now, removeTempDir } from './lib.mjs';
+import { checkOptions, machineInfo, makeTempDir, median, minMax, now, removeTempDir } from './lib.mjs';
 
 const args = process.argv.slice(2);
 
@@ -46,6 +46,7 @@ if (args[0] === '--rss-child') {
 }
 
 async function bench() {
+  checkOptions(args, { flags: ['--quick', '--json'], valued: ['--reps', '--sizes', '--root'] }, 'usage: node bench/read-growth.mjs [--quick] [--reps N] [--sizes 1000,10000] [--json] [--root <checkout with dist/>]');
   const option = (name, fallback) => (args.includes(name) ? args[args.indexOf(name) + 1] : fallback);
   const quick = args.includes('--quick');
   const json = args.includes('--json');

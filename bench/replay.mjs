@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { openSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { machineInfo, makeTempDir, median, minMax, now } from './lib.mjs';
+import { checkOptions, machineInfo, makeTempDir, median, minMax, now } from './lib.mjs';
 
 const here = fileURLToPath(import.meta.url);
 const args = process.argv.slice(2);
@@ -75,6 +75,7 @@ if (args[0] === '--child') {
   process.exit(0);
 }
 
+checkOptions(args, { flags: ['--quick', '--json'], valued: ['--reps', '--keep'] }, 'usage: node bench/replay.mjs [--quick] [--reps N] [--json] [--keep <dir>]');
 const quick = args.includes('--quick');
 const json = args.includes('--json');
 const repsArg = args.indexOf('--reps');

@@ -1,0 +1,71 @@
+/**
+ * The benchmarks still run (issue 14: "CI runs them only in --quick form to prove they still run").
+ * Each bench script is started the way `npm run bench:*` starts it, in its quick form with one
+ * repetition and `--json`, against the build `npm test` made; the test checks that it ends with exit 0
+ * and that its report holds the figures docs/PERFORMANCE.md quotes — never their values (benchmarks
+ * measure, tests do not time). A mistyped option exits 2 before anything runs.
+ * (bench/soak.mjs has its own test, soak.e2e; --peer needs the predecessor on bun and is not run here.)
+ */
+import { spawnSync } from 'node:child_process';
+import { resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const BENCH = resolve(__dirname, '..', '..', 'bench');
+
+function bench(script: string, args: string[]): { status: number | null; report: Record<string, unknown>; stderr: string } {
+  const r = spawnSync(process.execPath, [resolve(BENCH, script), ...args], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NO_COLOR: '1' } });
+  let report: Record<string, unknown> = {};
+  try {
+    report = JSON.parse(r.stdout) as Record<string, unknown>;
+  } catch {
+    // Left empty: the assertions below say what was missing, with stderr.
+  }
+  return { status: r.status, report, stderr: r.stderr };
+}
+
+describe('benchmarks, quick form', () => {
+  it('bench/run.mjs: append, run and cli figures, each a ratio against its baseline', () => {
+    const { status, report, stderr } = bench('run.mjs', ['--quick', '--reps', '1', '--json']);
+    expect(status, stderr).toBe(0);
+    const results = report.results as Array<{ id: string; ratio?: number; skipped?: string }>;
+    expect(results.map((r) => r.id)).toEqual(['append', 'run', 'cli']);
+    for (const r of results) expect(Number.isFinite(r.ratio), `${r.id}: ${r.skipped ?? ''}`).toBe(true);
+  });
+
+  it('bench/cold-start.mjs: run-now and list against bare-stack baselines, and the packages each command loads', () => {
+    const { status, report, stderr } = bench('cold-start.mjs', ['--quick', '--reps', '1', '--json']);
+    expect(status, stderr).toBe(0);
+    const figures = report.figures as Array<{ name: string; ratio: number }>;
+    expect(figures).toHaveLength(4);
+    for (const f of figures) expect(Number.isFinite(f.ratio), f.name).toBe(true);
+    const commands = report.commands as Array<{ command: string; packages: string[] }>;
+    expect(commands.find((c) => c.command === 'loops list --json')!.packages).toEqual(['better-sqlite3']);
+  });
+
+  it('bench/replay.mjs: replay (cold and warm) against a raw read of the same rows, for a loop stream and a workflow run', () => {
+    const { status, report, stderr } = bench('replay.mjs', ['--quick', '--reps', '1', '--json']);
+    expect(status, stderr).toBe(0);
+    const results = report.results as Array<{ stream: string; events: number; rawEventsPerSec: number; replayEventsPerSec: number; warmReplayEventsPerSec: number }>;
+    expect(results.map((r) => r.stream)).toEqual(['loop stream, 10k events', 'loop stream, 100k events', 'workflow run, 100 steps']);
+    for (const r of results) {
+      expect(r.events, r.stream).toBeGreaterThan(300);
+      for (const rate of [r.rawEventsPerSec, r.replayEventsPerSec, r.warmReplayEventsPerSec]) expect(rate, r.stream).toBeGreaterThan(0);
+    }
+  });
+
+  it('bench/read-growth.mjs: the read commands at three sizes, and projections verify', () => {
+    const { status, report, stderr } = bench('read-growth.mjs', ['--quick', '--json']);
+    expect(status, stderr).toBe(0);
+    const results = report.results as Array<{ runs: number; commands: Record<string, { ms: number }> }>;
+    expect(results.map((r) => r.runs)).toEqual([500, 1000, 2000]);
+    for (const r of results) expect(Object.keys(r.commands).sort()).toEqual(['list', 'projections verify', 'runs', 'show <loop>', 'stats --since 1d', 'why <loop>']);
+  });
+
+  it('a mistyped option exits 2 with the usage, before anything runs', () => {
+    for (const script of ['run.mjs', 'cold-start.mjs', 'replay.mjs', 'read-growth.mjs']) {
+      const r = spawnSync(process.execPath, [resolve(BENCH, script), '--quik'], { encoding: 'utf8' });
+      expect(r.status, script).toBe(2);
+      expect(r.stderr, script).toMatch(/unknown option --quik[\s\S]*usage/);
+    }
+  });
+});
