@@ -61,8 +61,15 @@ describe('benchmarks, quick form', () => {
     for (const r of results) expect(Object.keys(r.commands).sort()).toEqual(['list', 'projections verify', 'runs', 'show <loop>', 'stats --since 1d', 'why <loop>']);
   });
 
+  it('bench/bookkeeping.mjs: per-run bookkeeping without a process against plainjob add+claim+complete', () => {
+    const { status, report, stderr } = bench('bookkeeping.mjs', ['--quick', '--reps', '1', '--json']);
+    expect(status, stderr).toBe(0);
+    const r = report as { loops?: { runsPerSec: number; cpuUsPerRun: number }; plainjob?: { jobsPerSec: number; cpuUsPerJob: number }; ratio?: number; cpuRatio?: number };
+    for (const figure of [r.loops?.runsPerSec, r.loops?.cpuUsPerRun, r.plainjob?.jobsPerSec, r.plainjob?.cpuUsPerJob, r.ratio, r.cpuRatio]) expect(Number.isFinite(figure), stderr).toBe(true);
+  });
+
   it('a mistyped option exits 2 with the usage, before anything runs', () => {
-    for (const script of ['run.mjs', 'cold-start.mjs', 'replay.mjs', 'read-growth.mjs']) {
+    for (const script of ['run.mjs', 'cold-start.mjs', 'replay.mjs', 'read-growth.mjs', 'bookkeeping.mjs']) {
       const r = spawnSync(process.execPath, [resolve(BENCH, script), '--quik'], { encoding: 'utf8' });
       expect(r.status, script).toBe(2);
       expect(r.stderr, script).toMatch(/unknown option --quik[\s\S]*usage/);
