@@ -112,7 +112,8 @@ describe('loops daemon start / status / stop', () => {
   const s = sandbox();
 
   it('start → status running and healthy → a second start exits 2 naming the pid → scheduled runs → logs → stop → not running', async () => {
-    const pid = started(s.run(['daemon', 'start']));
+    // The helper is kept however slow this machine is (its end when idle is the next describe's).
+    const pid = started(s.run(['daemon', 'start'], { LOOPS_SPAWNER_IDLE_MS: '600000' }));
     expect(pidAlive(pid)).toBe(true);
     expect(s.daemonPid()).toBe(pid);
 
@@ -288,7 +289,7 @@ describe('kill -9 while a run is going, restart while it still runs: the run is 
     // The helper ends with its daemon (its stdin closed); the run goes on.
     await waitFor(() => !isAlive(helper!), 5000, `spawner helper ${helper} to end`);
     expect(liveGroupMembers(running.pid!).length).toBeGreaterThan(0);
-    const second = started(s.run(['daemon', 'start']));
+    const second = started(s.run(['daemon', 'start'], { LOOPS_SPAWNER_IDLE_MS: '600000' }));
     const ended = await waitForRuns(
       s,
       'adoptee',
@@ -306,6 +307,36 @@ describe('kill -9 while a run is going, restart while it still runs: the run is 
     expect(s.run(['daemon', 'stop']).code).toBe(0);
     expect(pidAlive(second)).toBe(false);
     await waitFor(() => !isAlive(secondHelper!), 5000, `spawner helper ${secondHelper} to end`);
+  });
+});
+
+describe('the spawner helper ends when the daemon is idle and starts again for a run', () => {
+  const s = sandbox();
+
+  it('no helper while nothing is pending; a due run gets one, which ends again after the run', async () => {
+    const pid = started(s.run(['daemon', 'start'], { LOOPS_SPAWNER_IDLE_MS: '200' }));
+    // Warmed at start, then ended: nothing was due.
+    await waitFor(() => spawnerHelperOf(pid) === null, 10_000, 'the idle helper to end');
+    await waitFor(() => status(s).view.spawner?.pid === null, 10_000, 'status to show no helper');
+    const idle = status(s);
+    expect(idle.view).toMatchObject({ running: true, healthy: true, spawner: { mode: 'helper', pid: null, reason: null } });
+    expect(s.run(['daemon', 'status']).stdout).toMatch(/forked by the spawner helper(?! \(pid)/);
+
+    const go = join(s.dataDir, 'go');
+    s.json(['create', 'command', 'late', '--cmd', `while [ ! -e ${go} ]; do sleep 0.05; done`, '--every', '1h', '--starts-at', new Date(Date.now() + 1500).toISOString()]);
+    const seen = await waitForRuns(s, 'late', (l) => l.some((r) => r.status === 'running' && r.pid !== null), 15_000, 'a running run');
+    const run = seen.find((r) => r.status === 'running')!;
+    const helper = spawnerHelperOf(pid);
+    expect(helper).not.toBeNull();
+    expect(procStat(run.pid!)!.ppid).toBe(helper);
+    expect(status(s).view.spawner).toMatchObject({ mode: 'helper', pid: helper });
+    writeFileSync(go, '');
+    await waitForRuns(s, 'late', (l) => l.find((r) => r.id === run.id)!.status === 'succeeded', 15_000, 'the run to succeed');
+    await waitFor(() => !isAlive(helper!), 10_000, `spawner helper ${helper} to end when idle`);
+    expect(spawnerHelperOf(pid)).toBeNull();
+    expect(s.run(['daemon', 'stop']).code).toBe(0);
+    expect(pidAlive(pid)).toBe(false);
+    expectLogHealthy(s);
   });
 });
 

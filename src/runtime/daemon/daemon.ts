@@ -259,8 +259,13 @@ export class Daemon {
       });
     }
     if ((this.options.spawner ?? 'helper') === 'helper') {
-      const why = useSpawnerHelper(runtime).unavailableReason;
+      const spawner = useSpawnerHelper(runtime);
+      const why = spawner.unavailableReason;
       if (why) this.log(`${why}; runs are forked by the daemon itself`);
+      // The helper ends when idle and starts again on demand: status shows the one running now.
+      spawner.onChange = () => {
+        if (!this.stopping) this.saveState();
+      };
     }
     this.dispatcher.keepRunnerLease();
     // Every decision this daemon records — a pass's, a retry after a run, a fixed-delay reschedule —
@@ -336,6 +341,11 @@ export class Daemon {
     return queued === null ? loop : Math.min(loop, queued);
   }
 
+  /** The spawner helper (ended when idle) started again shortly before something is due, so its start-up is not the first run's lateness. */
+  private warmAhead(due: number | null): void {
+    if (due !== null && due - this.runtime.clock.now() <= 2000) this.runtime.spawner?.warm();
+  }
+
   private async loop(): Promise<void> {
     const maxSleep = this.options.maxSleepMs ?? 30_000;
     const watch = this.options.watchMs ?? 1000;
@@ -357,6 +367,7 @@ export class Daemon {
       // someone else changed the log (then re-plan at once).
       const head = await this.runtime.log.headPosition();
       const next = this.nextDue(passMs);
+      this.warmAhead(next);
       this.state.nextFireAt = next === null ? null : new Date(next).toISOString();
       let wait = next === null ? maxSleep : Math.min(maxSleep, next - this.runtime.clock.now());
       const degraded = this.state.degraded ?? null;
@@ -400,6 +411,7 @@ export class Daemon {
         // A wall-clock jump (or suspend) can make something due early: check the due time again.
         const due = this.nextDue(passMs);
         if (due !== null && due <= this.runtime.clock.now()) break;
+        this.warmAhead(due);
       }
     }
   }

@@ -20,7 +20,7 @@
  * Every process is the leader of a new process group (`detached`). This process runs in a session
  * of its own, out of reach of a terminal's Ctrl-C, and ignores the signals that stop a runner: the
  * runner decides when runs stop and keeps reading their exits; this process ends when its stdin
- * closes. Processes
+ * closes — when the runner ends, or when the runner ends it for being idle (nothing pending). Processes
  * still running then are reparented and go on; the runner's crash recovery adopts them.
  *
  * Imports nothing but node builtins (and process-info.ts and which.ts, which use only those), so it
@@ -39,13 +39,15 @@ type SpawnRequest = SpawnerRequest & { op: 'spawn'; id: number };
 // Replies of one turn (a burst of spawns, exits reaped together) go out in one write, so the
 // runner reads them in one chunk and records them in one transaction.
 let outbox: string[] = [];
+const flush = () => {
+  if (outbox.length === 0) return;
+  const text = outbox.join('');
+  outbox = [];
+  process.stdout.write(text);
+};
 const send = (message: object) => {
   if (outbox.push(`${JSON.stringify(message)}\n`) > 1) return;
-  setImmediate(() => {
-    const text = outbox.join('');
-    outbox = [];
-    process.stdout.write(text);
-  });
+  setImmediate(flush);
 };
 
 /** The environment of a request: this process's own (the runner's when it started), minus `unset`, plus `env`. */
@@ -131,5 +133,10 @@ lines.on('line', (line) => {
   }
   if (req.op === 'spawn') start(req);
 });
-lines.on('close', () => process.exit(0));
+// The runner closed stdin: it has ended, or it ended this helper because nothing was pending
+// (spawner.ts, `retire`). Replies not yet written go out first (a pipe's writes are synchronous).
+lines.on('close', () => {
+  flush();
+  process.exit(0);
+});
 send({ ready: true, pid: process.pid });

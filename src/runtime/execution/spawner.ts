@@ -8,11 +8,16 @@
  * executor to read the real outcome from the run's status file — as crash recovery does.
  *
  * The helper is kept referenced only while a spawn or a process is pending, so it never holds a
- * finished runner open.
+ * finished runner open; and it is ended once nothing has been pending for `idleMs` (default 5 s,
+ * `LOOPS_SPAWNER_IDLE_MS`), so an idle runner does not keep a second Node process in memory. The
+ * next spawn starts a new one. The runner decides, not the helper: "nothing pending" is known here,
+ * on the one thread that also sends every request, so no request can reach a helper that is
+ * ending, and none is ever sent twice (see `retire`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { type Clock, systemClock, type TimerHandle } from '../clock.js';
 import { identityNow, type ProcessIdentity, processRunning } from './process-info.js';
 
 export interface SpawnerRequest {
@@ -71,6 +76,31 @@ interface Pending {
   startTime: string | null;
 }
 
+/** One helper process and what it owes its runner: each helper answers only for its own requests. */
+interface Helper {
+  child: ChildProcess;
+  /** Requests sent to this helper not yet finished: unanswered spawns, and processes not yet reported ended. */
+  pending: Map<number, Pending>;
+  /** The environment it was started with. */
+  base: Record<string, string>;
+  buffer: string;
+  isReady: boolean;
+  ready: Promise<void>;
+  resolveReady: () => void;
+  /** Ended by the runner because it was idle (its exit is then no start failure). */
+  retired: boolean;
+  gone: boolean;
+}
+
+/** How long a helper with nothing pending is kept before it is ended. */
+export const DEFAULT_SPAWNER_IDLE_MS = 5000;
+
+function idleFromEnv(): number {
+  const raw = process.env.LOOPS_SPAWNER_IDLE_MS;
+  if (raw === undefined || !/^\d+$/.test(raw.trim())) return DEFAULT_SPAWNER_IDLE_MS;
+  return Number(raw);
+}
+
 /** The helper's script: next to this module when built; from the build when this runs from source (tests). */
 const HELPER: string | undefined = [new URL('./spawner-process.js', import.meta.url), new URL('../../../dist/runtime/execution/spawner-process.js', import.meta.url)]
   .map((url) => fileURLToPath(url))
@@ -95,23 +125,37 @@ export function whenGone(id: ProcessIdentity): Promise<void> {
 /** A helper that dies this many times in a row before it is ready is given up on. */
 const MAX_START_FAILURES = 3;
 
-export class Spawner {
-  private child: ChildProcess | null = null;
-  private readonly script: string | undefined;
-  private startFailures = 0;
-  private readonly gone = new WeakSet<ChildProcess>();
-  private isReady = false;
-  private unavailable: string | null = null;
-  private buffer = '';
-  private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
-  private closed = false;
-  private readyPromise: Promise<void> | null = null;
-  private readyResolve: (() => void) | null = null;
+export interface SpawnerOptions {
+  /** The helper's entry point (tests); by default spawner-process.js from the build. */
+  script?: string;
+  /**
+   * How long a helper with no spawn pending and no process to report on is kept before it is
+   * ended (the next spawn starts another). Default `LOOPS_SPAWNER_IDLE_MS`, else 5000.
+   */
+  idleMs?: number;
+  /** The idle timer's clock (tests inject one). */
+  clock?: Clock;
+}
 
-  /** `script`: the helper's entry point (tests); by default spawner-process.js from the build. */
-  constructor(options: { script?: string } = {}) {
+export class Spawner {
+  private current: Helper | null = null;
+  private readonly script: string | undefined;
+  private readonly idleMs: number;
+  private readonly clock: Clock;
+  private idleTimer: TimerHandle | null = null;
+  private startFailures = 0;
+  private unavailable: string | null = null;
+  private nextId = 1;
+  private closed = false;
+  private started = 0;
+  private retiredCount = 0;
+  /** Called when a helper starts or ends (a daemon shows its pid). */
+  onChange: (() => void) | null = null;
+
+  constructor(options: SpawnerOptions = {}) {
     this.script = options.script ?? HELPER;
+    this.idleMs = options.idleMs ?? idleFromEnv();
+    this.clock = options.clock ?? systemClock;
     if (this.script === undefined || !existsSync(this.script)) {
       this.unavailable = 'the spawner helper script (dist/runtime/execution/spawner-process.js) is missing: run npm run build';
     }
@@ -125,107 +169,105 @@ export class Spawner {
     return this.unavailable;
   }
 
-  /** The helper's pid while it runs. */
+  /** The helper's pid while it runs (null while none runs: not started yet, or ended when idle). */
   get pid(): number | null {
-    return this.child?.pid ?? null;
+    return this.current?.child.pid ?? null;
   }
 
-  /** Starts the helper now rather than on the first spawn (a daemon warms it at start). */
+  /** Helpers started so far, and how many of them were ended for being idle. */
+  get stats(): { started: number; retired: number } {
+    return { started: this.started, retired: this.retiredCount };
+  }
+
+  /**
+   * Starts the helper now rather than on the first spawn (a daemon warms it at start, and before a
+   * loop is due). A helper that gets no work is ended again after the idle time.
+   */
   warm(): void {
-    if (this.unavailable === null) this.helper();
+    if (this.unavailable === null && !this.closed) this.helper();
   }
 
   /** Resolves once the helper runs with its signal handlers in place (it is started if need be). */
   ready(): Promise<void> {
-    this.helper();
-    return this.readyPromise!;
+    return this.helper().ready;
   }
 
   spawn(request: SpawnerRequest): Promise<Spawned> {
     if (this.closed) return Promise.reject(new SpawnerError('the spawner is closed', null));
-    let child: ChildProcess;
+    let h: Helper;
     try {
-      child = this.helper();
+      h = this.helper();
     } catch (error) {
       return Promise.reject(error);
     }
+    this.cancelIdle();
     const id = this.nextId++;
     // The helper holds the environment it was started with; what changed here since goes along.
     const unset = new Set(request.unset ?? []);
-    const drift = this.drift();
+    const drift = drifted(h.base);
     for (const name of drift.unset) unset.add(name);
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries(drift.set)) if (!unset.has(k)) env[k] = v;
     Object.assign(env, request.env);
     const message = { op: 'spawn', id, ...request, env, ...(unset.size ? { unset: [...unset] } : {}) };
     return new Promise<Spawned>((started, failed) => {
-      this.pending.set(id, { started, failed, exited: null, pid: null, startTime: null });
-      this.hold(true);
+      h.pending.set(id, { started, failed, exited: null, pid: null, startTime: null });
+      hold(h, true);
+      const stdin = h.child.stdin!;
       // Requests made in one turn (steps that became ready together) go out in one write.
-      if (!child.stdin!.writableCorked) {
-        child.stdin!.cork();
-        process.nextTick(() => child.stdin!.uncork());
+      if (!stdin.writableCorked) {
+        stdin.cork();
+        process.nextTick(() => stdin.uncork());
       }
-      child.stdin!.write(`${JSON.stringify(message)}\n`);
+      stdin.write(`${JSON.stringify(message)}\n`);
     });
   }
 
   /** Ends the helper (processes it started go on). */
   close(): void {
     this.closed = true;
-    this.child?.stdin?.end();
-    this.child = null;
+    this.cancelIdle();
+    const h = this.current;
+    this.current = null;
+    h?.child.stdin?.end();
   }
 
-  /** The environment the running helper was started with. */
-  private base: Record<string, string> = {};
-
-  /** How this process's environment differs from the helper's. */
-  private drift(): { set: Record<string, string>; unset: string[] } {
-    const set: Record<string, string> = {};
-    const unset: string[] = [];
-    const env = process.env;
-    for (const k in env) {
-      const v = env[k];
-      if (v !== undefined && this.base[k] !== v) set[k] = v;
-    }
-    for (const k in this.base) if (env[k] === undefined) unset.push(k);
-    return { set, unset };
-  }
-
-  private helper(): ChildProcess {
-    if (this.child) return this.child;
+  private helper(): Helper {
+    if (this.current) return this.current;
+    if (this.unavailable !== null) throw new SpawnerError(this.unavailable, 'EHELPER');
     const base: Record<string, string> = {};
     for (const k in process.env) if (process.env[k] !== undefined) base[k] = process.env[k]!;
-    this.base = base;
-    if (this.unavailable !== null) throw new SpawnerError(this.unavailable, 'EHELPER');
     // Small heaps: the point of this process is that forking it is cheap.
     // Detached: a session of its own, so a terminal's Ctrl-C reaches the runner (which then stops
     // its runs in order and still needs their exits) but not the helper.
-    this.isReady = false;
     const child = spawn(process.execPath, ['--max-semi-space-size=1', this.script!], {
       stdio: ['pipe', 'pipe', 'inherit'],
       env: base,
       detached: true,
       windowsHide: true,
     });
-    this.child = child;
-    this.readyPromise = new Promise((resolve) => (this.readyResolve = resolve));
+    let resolveReady!: () => void;
+    const ready = new Promise<void>((resolve) => (resolveReady = resolve));
+    const h: Helper = { child, pending: new Map(), base, buffer: '', isReady: false, ready, resolveReady, retired: false, gone: false };
+    this.current = h;
+    this.started += 1;
     child.stdout!.setEncoding('utf8');
-    child.stdout!.on('data', (text: string) => this.read(text));
+    child.stdout!.on('data', (text: string) => this.read(h, text));
     child.stdin!.on('error', () => undefined); // its death is handled on 'exit'
-    child.once('exit', () => this.died(child));
-    child.once('error', () => this.died(child));
-    this.hold(false);
-    return child;
+    child.once('exit', () => this.died(h));
+    child.once('error', () => this.died(h));
+    hold(h, false);
+    this.armIdle();
+    this.onChange?.();
+    return h;
   }
 
-  private read(text: string): void {
-    this.buffer += text;
+  private read(h: Helper, text: string): void {
+    h.buffer += text;
     let nl: number;
-    while ((nl = this.buffer.indexOf('\n')) >= 0) {
-      const line = this.buffer.slice(0, nl);
-      this.buffer = this.buffer.slice(nl + 1);
+    while ((nl = h.buffer.indexOf('\n')) >= 0) {
+      const line = h.buffer.slice(0, nl);
+      h.buffer = h.buffer.slice(nl + 1);
       let msg: { id: number; pid?: number; startTime?: string | null; error?: string; code?: string | null; exit?: { code: number | null; signal: string | null } };
       try {
         msg = JSON.parse(line);
@@ -233,41 +275,46 @@ export class Spawner {
         continue;
       }
       if ((msg as { ready?: boolean }).ready) {
-        this.isReady = true;
+        h.isReady = true;
         this.startFailures = 0;
-        this.readyResolve?.();
+        h.resolveReady();
         continue;
       }
-      const p = this.pending.get(msg.id);
+      const p = h.pending.get(msg.id);
       if (!p) continue;
       if (msg.exit) {
-        this.pending.delete(msg.id);
+        h.pending.delete(msg.id);
         p.exited?.({ code: msg.exit.code, signal: msg.exit.signal, lost: false });
       } else if (msg.pid !== undefined) {
         p.pid = msg.pid;
         p.startTime = msg.startTime ?? null;
         p.started({ pid: msg.pid, startTime: p.startTime, exit: new Promise((resolve) => (p.exited = resolve)) });
       } else {
-        this.pending.delete(msg.id);
+        h.pending.delete(msg.id);
         p.failed(new SpawnerError(msg.error ?? 'spawn failed', msg.code ?? null));
       }
     }
-    this.unrefWhenIdle();
+    if (h.pending.size === 0) {
+      hold(h, false);
+      if (h === this.current) this.armIdle();
+    }
   }
 
   /** The helper ended: unanswered spawns fail; started processes are watched until they end. */
-  private died(child: ChildProcess): void {
-    if (this.gone.has(child)) return; // 'error' then 'exit'
-    this.gone.add(child);
-    const current = this.child === child;
-    if (current) this.child = null;
-    if (current && !this.closed && !this.isReady && ++this.startFailures >= MAX_START_FAILURES) {
-      this.unavailable = `the spawner helper failed to start ${MAX_START_FAILURES} times in a row`;
+  private died(h: Helper): void {
+    if (h.gone) return; // 'error' then 'exit'
+    h.gone = true;
+    if (this.current === h) {
+      this.current = null;
+      this.cancelIdle();
+      if (!this.closed && !h.isReady && ++this.startFailures >= MAX_START_FAILURES) {
+        this.unavailable = `the spawner helper failed to start ${MAX_START_FAILURES} times in a row`;
+      }
     }
     // A ready() waiting on this helper is answered: the next call starts another.
-    this.readyResolve?.();
-    const pending = [...this.pending.values()];
-    this.pending.clear();
+    h.resolveReady();
+    const pending = [...h.pending.values()];
+    h.pending.clear();
     for (const p of pending) {
       if (p.pid === null) {
         p.failed(new SpawnerError('the spawner helper process ended before it answered', 'EHELPERGONE'));
@@ -275,18 +322,62 @@ export class Spawner {
       }
       void whenGone(identityNow(p.pid, p.startTime)).then(() => p.exited?.({ code: null, signal: null, lost: true }));
     }
+    this.onChange?.();
   }
 
-  /** Whether the helper (its process handle and pipes) keeps this process's event loop alive. */
-  private hold(on: boolean): void {
-    const child = this.child;
-    if (!child) return;
-    const how = on ? 'ref' : 'unref';
-    child[how]();
-    for (const pipe of [child.stdout, child.stdin]) (pipe as unknown as Partial<Record<'ref' | 'unref', () => void>>)[how]?.();
+  /** (Re)starts the idle countdown of the current helper, if nothing is pending on it. */
+  private armIdle(): void {
+    this.cancelIdle();
+    const h = this.current;
+    if (!h || h.pending.size > 0 || this.closed) return;
+    const timer = this.clock.setTimeout(() => {
+      if (this.idleTimer !== timer) return;
+      this.idleTimer = null;
+      this.retire(h);
+    }, this.idleMs);
+    // Never what keeps a finished runner alive.
+    (timer as { unref?: () => void }).unref?.();
+    this.idleTimer = timer;
   }
 
-  private unrefWhenIdle(): void {
-    if (this.pending.size === 0) this.hold(false);
+  private cancelIdle(): void {
+    if (this.idleTimer === null) return;
+    this.clock.clearTimeout(this.idleTimer);
+    this.idleTimer = null;
   }
+
+  /**
+   * Ends an idle helper. It is detached first — the next spawn starts a new helper — then its stdin
+   * is closed, on which it exits. Nothing is lost or doubled: it has no request unanswered and no
+   * process whose exit it has not reported (its `pending` is empty, checked here on the thread
+   * that sends requests, so none can be sent to it in between), and after this no request goes to it.
+   */
+  private retire(h: Helper): void {
+    if (this.current !== h || h.pending.size > 0) return;
+    this.current = null;
+    h.retired = true;
+    this.retiredCount += 1;
+    h.child.stdin!.end();
+    this.onChange?.();
+  }
+}
+
+/** How this process's environment differs from `base` (the helper's). */
+function drifted(base: Record<string, string>): { set: Record<string, string>; unset: string[] } {
+  const set: Record<string, string> = {};
+  const unset: string[] = [];
+  const env = process.env;
+  for (const k in env) {
+    const v = env[k];
+    if (v !== undefined && base[k] !== v) set[k] = v;
+  }
+  for (const k in base) if (env[k] === undefined) unset.push(k);
+  return { set, unset };
+}
+
+/** Whether the helper (its process handle and pipes) keeps this process's event loop alive. */
+function hold(h: Helper, on: boolean): void {
+  const how = on ? 'ref' : 'unref';
+  h.child[how]();
+  for (const pipe of [h.child.stdout, h.child.stdin]) (pipe as unknown as Partial<Record<'ref' | 'unref', () => void>>)[how]?.();
 }
