@@ -58,6 +58,28 @@ export function extendPath(path: string | undefined, env: Record<string, string 
   return parts.join(delimiter);
 }
 
+let runnerPathMemo: { key: string; at: number; value: string } | null = null;
+
+/** How long {@link runnerPath} trusts what it found of the user bin directories. */
+export const RUNNER_PATH_TTL_MS = 1000;
+
+/**
+ * `extendPath(path)` for a process started now from this runner's environment, as the executor
+ * needs it for every run: the same value, but the user bin directories are looked at (~10 stats,
+ * ~75 µs) at most once a second for the same PATH and HOME — a directory created since (a CLI just
+ * installed) is on the PATH of the runs that start a second later at the latest.
+ */
+export function runnerPath(path: string | undefined): string {
+  const env = process.env;
+  const key = `${path ?? ''}\0${env.HOME ?? ''}\0${env.BUN_INSTALL ?? ''}\0${env.PNPM_HOME ?? ''}\0${env.NPM_CONFIG_PREFIX ?? ''}`;
+  const now = performance.now();
+  const memo = runnerPathMemo;
+  if (memo !== null && memo.key === key && now - memo.at < RUNNER_PATH_TTL_MS) return memo.value;
+  const value = extendPath(path, env);
+  runnerPathMemo = { key, at: now, value };
+  return value;
+}
+
 /**
  * The names of the environment a process starts with — what is recorded with its spawn
  * (`process.spawned`, `step.spawned`): its environment is the runner's (`runner`) without
@@ -78,8 +100,11 @@ export function spawnEnvNames(
   for (const name of Object.keys(applied)) (secrets.has(name) ? secret : set).push(name);
   const inherited: string[] = [];
   const removed: string[] = [];
-  for (const [name, value] of Object.entries(runner)) {
-    if (value === undefined || name in applied) continue;
+  // Names only: every variable of process.env has a value, and reading them all (a call into the
+  // environment each) is most of what this cost; another record's undefined entries are skipped.
+  const live = runner === process.env;
+  for (const name of Object.keys(runner)) {
+    if (name in applied || (!live && runner[name] === undefined)) continue;
     (unset.has(name) ? removed : inherited).push(name);
   }
   const sort = (names: string[]) => names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));

@@ -13,14 +13,14 @@
  * running, stopping, exited, streams drained) and its exit wrapper; the pieces that stand alone
  * (plan, watch, terminate) already live beside it.
  */
-import { existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
-import { delimiter, dirname, resolve } from 'node:path';
+import { delimiter, dirname, join, resolve } from 'node:path';
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from '../clock.js';
 import { formatDuration } from '../../events/durations.js';
 import type { SpawnEnv } from '../../events/catalog.js';
-import { extendPath, spawnEnvNames } from './env.js';
+import { runnerPath, spawnEnvNames } from './env.js';
 import { maskFiles, OutputFile, TailBuffer } from './output.js';
 import { SecretMasker, StreamMasker } from './secrets.js';
 import { type Spawned, type Spawner, SpawnerError, whenGone } from './spawner.js';
@@ -224,6 +224,28 @@ function signalName(token: string): string {
 
 export { resolveExecutable };
 
+/**
+ * `resolveExecutable`, without the exception its check builds for every PATH directory that lacks
+ * the command (~10-20 µs each; `true` is found in the 8th directory of a usual PATH): a directory's
+ * entry is looked at first with a stat that does not throw when it is missing, and only an entry
+ * that exists is checked the way `resolveExecutable` checks it (executable, a file).
+ */
+function findExecutable(command: string, path: string, cwd: string | null): string | null {
+  if (command.includes('/')) return resolveExecutable(command, path, cwd);
+  for (const dir of path.split(delimiter)) {
+    if (!dir) continue;
+    const file = join(dir, command);
+    let found;
+    try {
+      found = statSync(file, { throwIfNoEntry: false });
+    } catch {
+      continue; // ENOTDIR, EACCES: not there for us
+    }
+    if (found !== undefined && resolveExecutable(file, path, cwd) !== null) return file;
+  }
+  return null;
+}
+
 export interface Deadline {
   /** ISO instant (wall clock), as recorded in the intent event. */
   at: string;
@@ -307,7 +329,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
   const viaHelper = !!spawner && spawner.unavailableReason === null && spec.statusFile !== undefined && spec.stdoutFile !== undefined && spec.stderrFile !== undefined;
   // The effective PATH: the inherited one (or the run's own) plus the user bin directories, so a
   // daemon started by systemd finds the CLIs the user's shell finds.
-  const path = extendPath(spec.env.PATH ?? process.env.PATH);
+  const path = runnerPath(spec.env.PATH ?? process.env.PATH);
   const unset = new Set(spec.unsetEnv ?? []);
   // The helper applies `unset` to the environment it inherited; here a filtered copy is built.
   const inherited =
@@ -324,7 +346,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
     // helper checks on its side, off this thread).
     if (!viaHelper) {
       if (spec.cwd && !existsSync(spec.cwd)) throw new SpawnFailedError(`working directory ${spec.cwd} does not exist`, 'ENOENT');
-      if (!spec.shell && resolveExecutable(spec.command, path, spec.cwd) === null) {
+      if (!spec.shell && findExecutable(spec.command, path, spec.cwd) === null) {
         throw new SpawnFailedError(explainSpawnError(spec, 'ENOENT', '', path), 'ENOENT');
       }
     }

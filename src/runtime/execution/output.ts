@@ -87,8 +87,8 @@ export class TailBuffer {
  * session id and model, what a command was starting to do).
  */
 export class OutputFile {
-  /** The descriptor to hand to the child (`O_APPEND`); the runner closes its copy after spawn.
-   *  -1 when opened without a writer (another process opens the file to write). */
+  /** The descriptor to hand to the child (`O_APPEND`): the runner's read descriptor, which it
+   *  keeps until `close()`. -1 when opened without a writer (another process opens the file to write). */
   readonly writeFd: number;
   private readFd: number;
   private offset = 0;
@@ -114,8 +114,10 @@ export class OutputFile {
       this.writerOpen = false;
       this.readFd = openSync(path, 'a+', 0o600);
     } else {
-      this.writeFd = openSync(path, 'a', 0o600);
-      this.readFd = openSync(path, 'r');
+      // One descriptor for both: the child appends through it (O_APPEND), the runner reads at its
+      // own positions (pread), so neither moves the other — two opens and two closes fewer per file.
+      this.readFd = openSync(path, 'a+', 0o600);
+      this.writeFd = this.readFd;
     }
   }
 
@@ -145,7 +147,8 @@ export class OutputFile {
   releaseWriter(): void {
     if (!this.writerOpen) return;
     this.writerOpen = false;
-    closeSync(this.writeFd);
+    // The runner's copy is its read descriptor too (see the constructor): closed with it.
+    if (this.writeFd !== this.readFd) closeSync(this.writeFd);
   }
 
   /** Bytes the process wrote so far (including rotated ones). */
