@@ -1,27 +1,49 @@
-// Scheduler/daemon benchmarks (issue 3): the cost of one scheduling pass as the number of loops
-// that are NOT due grows, the idle daemon's CPU with 10,000 loops defined, and firing lateness
-// (scheduled instant → process spawned) for 100 loops due in the same second.
-//   node bench/daemon.mjs [--quick]
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Daemon, createCommandLoop, openRuntime } from '../dist/index.js';
+// Scheduler/daemon benchmarks (issues 3 and 14), each against a baseline measured in the same run:
+//   - one scheduling pass with nothing due, 100 vs 10,000 loops defined (in-process Daemon);
+//   - idle CPU of a running daemon with 10,000 loops defined (in-process Daemon);
+//   - idle memory: the real `loops daemon run` (the built CLI) with 10,000 loops defined, none due —
+//     its RSS plus its spawner helper's, if one runs — against an idle bare `node` process started
+//     beside it; sampled every second, "just after start" (the helper is warmed at start) and
+//     "settled" (the median of the last samples: the helper has ended, and V8 has shrunk the young
+//     generation it grew while starting). Goal: settled ratio <= 1.8;
+//   - firing lateness: the real daemon at --concurrency 4, 16 and 100, 100 loops due in the same
+//     second (created while it runs, as the CLI would; --quick: 20): slot instant -> `process.spawned` (the `at`
+//     the daemon stamps when it learns the process runs), p50 / p99; against 100 bare spawns of
+//     `true` (child_process.spawn) from one timer in a plain node process, each from the timer's
+//     scheduled instant to its 'spawn' event, run just before each row. Goal: p99 ratio <= 1.5 at
+//     concurrency 100.
+//   node bench/daemon.mjs [--quick] [--json]
+import { spawn } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { checkOptions, machineInfo, makeTempDir, median, removeTempDir } from './lib.mjs';
 
-const quick = process.argv.includes('--quick');
-// Runs are forked by the daemon's spawner helper (its default); LOOPS_BENCH_SPAWNER=inline compares.
-const spawner = process.env.LOOPS_BENCH_SPAWNER === 'inline' ? 'inline' : 'helper';
-const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+const USAGE = [
+  'usage: node bench/daemon.mjs [--quick] [--json]',
+  '  --quick  fewer loops and shorter windows (CI proves the bench runs; its figures are not the goals\')',
+  '  --json   print one JSON report instead of the table',
+].join('\n');
+const args = process.argv.slice(2);
+checkOptions(args, { flags: ['--quick', '--json'] }, USAGE);
+const quick = args.includes('--quick');
+const asJson = args.includes('--json');
+
+const root = resolve(fileURLToPath(import.meta.url), '..', '..');
+const BIN = join(root, 'dist', 'cli', 'main.js');
+const { Daemon, createCommandLoop, openRuntime } = await import(pathToFileURL(join(root, 'dist', 'index.js')).href);
+const { default: Database } = await import('better-sqlite3');
+
 const pct = (a, p) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.floor((a.length * p) / 100))];
-const dirs = [];
-const tmp = (name) => {
-  const d = mkdtempSync(join(tmpdir(), `loops-bench-${name}-`));
-  dirs.push(d);
-  return d;
-};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const quiet = () => {};
+const t0 = performance.now();
+const say = (line) => {
+  if (!asJson) process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(1)} s] ${line}\n`);
+};
 
-async function withLoops(n, name, schedule) {
-  const rt = await openRuntime({ dataDir: tmp(name) });
+async function withLoops(dir, n, schedule) {
+  const rt = await openRuntime({ dataDir: dir });
   // Setup only, in one transaction (one fsync for 10,000 loops): the SQLite store writes an append
   // during the call, so the creates land inside it; their promises are awaited after the commit.
   const created = [];
@@ -32,60 +54,213 @@ async function withLoops(n, name, schedule) {
   return rt;
 }
 
-// 1. One pass with nothing due: 100 vs 10,000 loops defined.
+// ── processes ──────────────────────────────────────────────────────────────────────────────────
+function rssMiB(pid) {
+  try {
+    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+  } catch {
+    return 0;
+  }
+}
+
+/** The spawner helpers running under `pid` (children running spawner-process.js). */
+function helpersOf(pid) {
+  const found = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== pid) continue;
+      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('spawner-process.js')) found.push(Number(name));
+    } catch {
+      // gone
+    }
+  }
+  return found;
+}
+
+/** `loops daemon run` from the built CLI, in the foreground; resolves once it says it started. */
+async function startDaemon(dataDir, extra = []) {
+  const child = spawn(process.execPath, [BIN, 'daemon', 'run', ...extra], { env: { ...process.env, LOOPS_DATA_DIR: dataDir, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr.setEncoding('utf8').on('data', (t) => (err += t));
+  await new Promise((resolvePromise, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the daemon did not start within 30 s: ${err}`)), 30_000);
+    child.stdout.setEncoding('utf8').on('data', (t) => {
+      out += t;
+      if (out.includes('daemon started')) {
+        clearTimeout(timer);
+        resolvePromise();
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`the daemon exited ${code}: ${err}`)));
+  });
+  child.stdout.resume();
+  return child;
+}
+
+async function stopDaemon(child) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+// ── 1. One pass with nothing due: 100 vs 10,000 loops defined ─────────────────────────────────
+say('pass cost …');
 const passCost = {};
-for (const n of quick ? [100, 2000] : [100, 10_000]) {
-  const rt = await withLoops(n, `pass${n}`, () => ({ every: '1h', tz: 'UTC' }));
-  const d = new Daemon(rt, { log: quiet });
+for (const n of quick ? [100, 1000] : [100, 10_000]) {
+  const dir = makeTempDir(`daemon-pass${n}`);
+  const rt = await withLoops(dir, n, () => ({ every: '1h', tz: 'UTC' }));
+  const d = new Daemon(rt, { log: quiet, spawner: 'inline' });
   const samples = [];
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < (quick ? 50 : 200); i++) {
     const t = performance.now();
     await d.pass();
     samples.push(performance.now() - t);
   }
   passCost[n] = median(samples);
   rt.close();
+  removeTempDir(dir);
 }
 const [small, large] = Object.keys(passCost).map(Number);
 
-// 2. Idle CPU of a running daemon with 10,000 loops, none due during the measurement.
-const idleLoops = quick ? 2000 : 10_000;
-const idleRt = await withLoops(idleLoops, 'idle', () => ({ every: '1d', tz: 'UTC' }));
-const idle = new Daemon(idleRt, { log: quiet });
-await idle.start();
-await new Promise((r) => setTimeout(r, 1500));
-const cpu0 = process.cpuUsage();
-const wall0 = performance.now();
-await new Promise((r) => setTimeout(r, quick ? 3000 : 10_000));
-const cpu = process.cpuUsage(cpu0);
-const idlePct = ((cpu.user + cpu.system) / 1000 / (performance.now() - wall0)) * 100;
-await idle.stop();
-idleRt.close();
-
-// 3. Lateness: 100 loops due in the same second; scheduled instant → process.spawned recorded.
-const lateness = {};
-for (const concurrency of [4, 16]) {
-  const startsAt = new Date(Math.ceil((Date.now() + 3000) / 1000) * 1000).toISOString();
-  const rt = await withLoops(100, `late${concurrency}`, () => ({ every: '1h', tz: 'UTC', startsAt }));
-  const spawned = [];
-  const sub = rt.log.events$.subscribe((e) => {
-    if (e.type === 'process.spawned') spawned.push(performance.now() + performance.timeOrigin - Date.parse(startsAt));
-  });
-  const d = new Daemon(rt, { log: quiet, concurrency, spawner });
-  await d.start();
-  const deadline = Date.now() + 30_000;
-  while (spawned.length < 100 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  sub.unsubscribe();
-  await d.stop();
+// ── 2. Idle CPU of a running daemon with 10,000 loops, none due during the measurement ─────────
+say('idle CPU …');
+const idleLoops = quick ? 1000 : 10_000;
+let idlePct;
+{
+  const dir = makeTempDir('daemon-idlecpu');
+  const rt = await withLoops(dir, idleLoops, () => ({ every: '1d', tz: 'UTC' }));
+  const idle = new Daemon(rt, { log: quiet });
+  await idle.start();
+  await sleep(quick ? 500 : 1500);
+  const cpu0 = process.cpuUsage();
+  const wall0 = performance.now();
+  await sleep(quick ? 1500 : 10_000);
+  const cpu = process.cpuUsage(cpu0);
+  idlePct = ((cpu.user + cpu.system) / 1000 / (performance.now() - wall0)) * 100;
+  await idle.stop();
   rt.close();
-  lateness[concurrency] = { p50: pct(spawned, 50), p99: pct(spawned, 99), n: spawned.length };
+  removeTempDir(dir);
 }
 
-for (const d of dirs) rmSync(d, { recursive: true, force: true });
-const row = (name, value, goal, ok) => console.log(`${name.padEnd(58)} ${value.padStart(18)}  ${goal.padEnd(22)} ${ok ? 'PASS' : 'MISS'}`);
-console.log(`\nloops daemon benchmarks — ${new Date().toISOString()}, node ${process.version}, runs forked ${spawner === "helper" ? "by the spawner helper" : "inline"}\n`);
-row(`pass, nothing due: ${small} vs ${large} loops (median)`, `${passCost[small].toFixed(3)} / ${passCost[large].toFixed(3)} ms`, 'independent of loops', passCost[large] < passCost[small] * 3);
-row(`idle daemon CPU with ${idleLoops} loops`, `${idlePct.toFixed(2)} % of a core`, '< 1 %', idlePct < 1);
-for (const [c, l] of Object.entries(lateness)) {
-  row(`lateness, 100 loops due at once, concurrency ${c} (p50 / p99)`, `${l.p50.toFixed(0)} / ${l.p99.toFixed(0)} ms`, 'p99 < 100 ms', l.p99 < 100 && l.n === 100);
+// ── 3. Idle memory of the real daemon, helper included, against an idle bare node ─────────────
+say('idle memory …');
+let idleRss;
+{
+  const dir = makeTempDir('daemon-idlerss');
+  (await withLoops(dir, idleLoops, () => ({ every: '1d', tz: 'UTC' }))).close();
+  const bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' });
+  const daemon = await startDaemon(dir);
+  const windowS = quick ? 4 : 45;
+  const samples = [];
+  for (let s = 1; s <= windowS; s++) {
+    await sleep(1000);
+    const helpers = helpersOf(daemon.pid);
+    samples.push({ s, daemon: rssMiB(daemon.pid), helper: helpers.reduce((sum, pid) => sum + rssMiB(pid), 0), helpers: helpers.length, bare: rssMiB(bare.pid) });
+  }
+  await stopDaemon(daemon);
+  bare.kill();
+  removeTempDir(dir);
+  const figure = (list) => {
+    const daemonMiB = median(list.map((x) => x.daemon));
+    const helperMiB = median(list.map((x) => x.helper));
+    const bareMiB = median(list.map((x) => x.bare));
+    return { daemonMiB, helperMiB, helpers: Math.max(...list.map((x) => x.helpers)), bareMiB, ratio: (daemonMiB + helperMiB) / bareMiB };
+  };
+  const early = samples.slice(0, 3);
+  const settled = samples.slice(-Math.min(5, samples.length));
+  idleRss = { loops: idleLoops, windowS, early: { ...figure(early), atS: early.map((x) => x.s) }, settled: { ...figure(settled), atS: settled.map((x) => x.s) }, samples };
+}
+
+// ── 4. Lateness: 100 loops due in the same second, against 100 bare spawns from one timer ──────
+/** 100 spawns of `true` from one timer in a plain node process: scheduled instant → 'spawn', ms. */
+async function bareSpawns(n) {
+  const script = `
+    const { spawn } = require('node:child_process');
+    const now = () => performance.timeOrigin + performance.now();
+    const at = Math.ceil((Date.now() + 700) / 100) * 100;
+    const late = [];
+    let exited = 0;
+    setTimeout(() => {
+      for (let i = 0; i < ${n}; i++) {
+        const c = spawn('true', [], { stdio: 'ignore' });
+        c.once('spawn', () => late.push(now() - at));
+        c.once('exit', () => { if (++exited === ${n}) process.stdout.write(JSON.stringify(late)); });
+      }
+    }, at - Date.now());`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (t) => (out += t));
+  await new Promise((r) => child.once('exit', r));
+  return JSON.parse(out);
+}
+
+async function daemonLateness(concurrency, n) {
+  const dir = makeTempDir(`daemon-late${concurrency}`);
+  (await openRuntime({ dataDir: dir })).close();
+  const daemon = await startDaemon(dir, ['--concurrency', String(concurrency)]);
+  // Created while the daemon runs (as `loops create` would): it sees them within its watch interval.
+  const startsAt = new Date(Math.ceil((Date.now() + (quick ? 2000 : 3000)) / 1000) * 1000).toISOString();
+  (await withLoops(dir, n, () => ({ every: '1h', tz: 'UTC', startsAt }))).close();
+  const slot = Date.parse(startsAt);
+  const db = new Database(join(dir, 'loops.db'), { readonly: true, fileMustExist: true });
+  const query = db.prepare("SELECT at FROM events WHERE type = 'process.spawned'");
+  let rows = [];
+  await sleep(Math.max(0, slot - Date.now()));
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    rows = query.all();
+    if (rows.length >= n) break;
+    await sleep(250);
+  }
+  db.close();
+  await stopDaemon(daemon);
+  removeTempDir(dir);
+  const late = rows.map((r) => Date.parse(r.at) - slot);
+  return { n: late.length, p50: pct(late, 50), p99: pct(late, 99) };
+}
+
+// --quick: 20 loops (and 20 bare spawns) a row.
+const due = quick ? 20 : 100;
+const lateness = [];
+for (const concurrency of [4, 16, 100]) {
+  say(`lateness, concurrency ${concurrency} …`);
+  const base = await bareSpawns(due);
+  const loops = await daemonLateness(concurrency, due);
+  lateness.push({ concurrency, due, ...loops, baseline: { p50: pct(base, 50), p99: pct(base, 99) }, ratio: loops.p99 / pct(base, 99) });
+}
+
+// ── report ─────────────────────────────────────────────────────────────────────────────────────
+const report = {
+  when: new Date().toISOString(),
+  quick,
+  machine: machineInfo(),
+  passCostMs: { loops: [small, large], median: [passCost[small], passCost[large]] },
+  idleCpuPct: { loops: idleLoops, pct: idlePct },
+  idleRss,
+  lateness,
+};
+if (asJson) {
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+} else {
+  const row = (name, value, goal, ok) => console.log(`${name.padEnd(64)} ${value.padStart(30)}  ${goal.padEnd(24)} ${ok === null ? '' : ok ? 'PASS' : 'MISS'}`);
+  const m = report.machine;
+  console.log(`\nloops daemon benchmarks — ${report.when}, node ${m.node}, ${m.cpus} cpus, load ${m.loadavg.join(' ')}${quick ? ', --quick' : ''}\n`);
+  row(`pass, nothing due: ${small} vs ${large} loops (median)`, `${passCost[small].toFixed(3)} / ${passCost[large].toFixed(3)} ms`, 'independent of loops', passCost[large] < passCost[small] * 3);
+  row(`idle daemon CPU with ${idleLoops} loops (in-process)`, `${idlePct.toFixed(2)} % of a core`, '< 1 %', idlePct < 1);
+  const mem = (f) => `${f.daemonMiB.toFixed(1)} + ${f.helperMiB.toFixed(1)} vs ${f.bareMiB.toFixed(1)} MiB = ${f.ratio.toFixed(2)}x`;
+  row(`idle RSS, ${idleLoops} loops, daemon + helper vs bare node, at ${idleRss.early.atS[0]}-${idleRss.early.atS.at(-1)} s`, mem(idleRss.early), 'info', null);
+  row(`idle RSS, ${idleLoops} loops, daemon + helper vs bare node, at ${idleRss.settled.atS[0]}-${idleRss.settled.atS.at(-1)} s`, mem(idleRss.settled), '<= 1.8x', idleRss.settled.ratio <= 1.8);
+  for (const l of lateness) {
+    row(
+      `lateness, ${l.due} due at once, concurrency ${l.concurrency}: p50 / p99 (bare p50 / p99)`,
+      `${l.p50.toFixed(0)} / ${l.p99.toFixed(0)} (${l.baseline.p50.toFixed(0)} / ${l.baseline.p99.toFixed(0)}) ms = ${l.ratio.toFixed(2)}x`,
+      l.concurrency === 100 ? 'p99 <= 1.5x bare' : 'info',
+      l.n !== l.due ? false : l.concurrency === 100 ? l.ratio <= 1.5 : null,
+    );
+    if (l.n !== l.due) console.log(`  (only ${l.n} of ${l.due} runs spawned within 30 s)`);
+  }
 }

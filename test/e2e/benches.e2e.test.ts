@@ -68,6 +68,35 @@ describe('benchmarks, quick form', () => {
     for (const figure of [r.loops?.runsPerSec, r.loops?.cpuUsPerRun, r.plainjob?.jobsPerSec, r.plainjob?.cpuUsPerJob, r.ratio, r.cpuRatio]) expect(Number.isFinite(figure), stderr).toBe(true);
   });
 
+  it('bench/daemon.mjs: pass cost, idle CPU, the real daemon\'s idle RSS against a bare node, lateness against bare spawns', () => {
+    const { status, report, stderr } = bench('daemon.mjs', ['--quick', '--json']);
+    expect(status, stderr).toBe(0);
+    const r = report as {
+      passCostMs?: { median: number[] };
+      idleCpuPct?: { pct: number };
+      idleRss?: Record<'early' | 'settled', { daemonMiB: number; helperMiB: number; bareMiB: number; ratio: number }>;
+      lateness?: Array<{ concurrency: number; p50: number; p99: number; baseline: { p50: number; p99: number }; ratio: number }>;
+    };
+    expect(r.passCostMs?.median).toHaveLength(2);
+    const figures = [...(r.passCostMs?.median ?? []), r.idleCpuPct?.pct];
+    for (const when of ['early', 'settled'] as const) {
+      const f = r.idleRss?.[when];
+      figures.push(f?.daemonMiB, f?.helperMiB, f?.bareMiB, f?.ratio);
+    }
+    expect(r.lateness?.map((l) => l.concurrency)).toEqual([4, 16, 100]);
+    for (const l of r.lateness ?? []) figures.push(l.p50, l.p99, l.baseline.p50, l.baseline.p99, l.ratio);
+    for (const figure of figures) expect(Number.isFinite(figure), stderr).toBe(true);
+  }, 120_000); // real daemons, idle windows and timed slots: ~20 s on a quiet machine, 40 s on a loaded one
+
+  it('bench/daemon.mjs: --help prints the usage; a mistyped option exits 2 before anything runs', () => {
+    const help = spawnSync(process.execPath, [resolve(BENCH, 'daemon.mjs'), '--help'], { encoding: 'utf8' });
+    expect(help.status).toBe(0);
+    expect(help.stdout).toMatch(/^usage: node bench\/daemon.mjs/);
+    const r = spawnSync(process.execPath, [resolve(BENCH, 'daemon.mjs'), '--quik'], { encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/unknown option --quik[\s\S]*usage/);
+  });
+
   it('a mistyped option exits 2 with the usage, before anything runs', () => {
     for (const script of ['run.mjs', 'cold-start.mjs', 'replay.mjs', 'read-growth.mjs', 'bookkeeping.mjs']) {
       const r = spawnSync(process.execPath, [resolve(BENCH, script), '--quik'], { encoding: 'utf8' });
