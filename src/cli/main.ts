@@ -29,7 +29,7 @@ const entries: Entry[] = [
   { name: 'create command', summary: 'create a loop that runs a command on a schedule', load: () => import('./commands/create.js').then((m) => m.commands) },
   { name: 'create workflow', summary: 'create a loop that runs a stored workflow on a schedule', load: () => import('./commands/create.js').then((m) => m.commands) },
   { name: 'create agent', summary: 'create a loop that runs an AI coding-agent CLI on a schedule', load: () => import('./commands/create.js').then((m) => m.commands) },
-  { name: 'list', summary: 'list loops', load: loopsCmds },
+  { name: 'list', summary: 'list loops', load: () => import('./commands/list.js').then((m) => m.commands) },
   { name: 'show', summary: 'show one loop', load: loopsCmds },
   { name: 'pause', summary: 'pause a loop (it stops firing until resumed)', load: loopsCmds },
   { name: 'resume', summary: 'resume a paused or stopped loop', load: loopsCmds },

@@ -4,7 +4,7 @@ import { formatDuration } from '../../events/durations.js';
 import { UsageError } from '../../events/errors.js';
 import type { LoopNotify, SecretRef } from '../../events/catalog.js';
 import { loopNotify, noticeOfHookRun, runNotices } from '../../runtime/queries/notices.js';
-import { findLoop, findRun, listLoops, listRuns, type LoopView } from '../../runtime/queries/loops.js';
+import { findLoop, findRun, listRuns, type LoopView } from '../../runtime/queries/loops.js';
 import { runTarget, workflowRunOfLoopRun } from '../../runtime/queries/run-files.js';
 import { isRunId, runDetail } from '../run-view.js';
 import { runSpawnRecord } from '../../runtime/queries/spawn-record.js';
@@ -13,69 +13,6 @@ import { JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
 import { agentUsage, durationText, paint, printJson, statusColor, table, when } from '../render.js';
-
-/** Every status a loop can be in (the loop machine's states, src/machines/loop.ts). */
-const LOOP_STATUSES = ['active', 'paused', 'stopped', 'expired', 'archived', 'removed'] as const;
-
-const listSpec: CommandSpec = {
-  name: 'list',
-  summary: 'List loops with their status, schedule, next and last run.',
-  positionals: [],
-  options: {
-    all: { type: 'boolean', short: 'a', description: 'include removed loops' },
-    status: { type: 'string', value: '<status>', description: `only loops in this status: ${LOOP_STATUSES.join(', ')} (several: active,paused)` },
-    json: JSON_OPTION,
-  },
-};
-
-/** `--status active,paused` → the statuses, each checked. */
-function statusFilter(value: unknown): Set<string> | null {
-  if (typeof value !== 'string') return null;
-  const wanted = value.split(',').map((s) => s.trim().toLowerCase());
-  for (const status of wanted) {
-    if (!(LOOP_STATUSES as readonly string[]).includes(status)) {
-      throw new UsageError(`loops list: --status ${JSON.stringify(status)} is not a loop status`, { hint: `use one of ${LOOP_STATUSES.join(', ')} (several separated by commas)` });
-    }
-  }
-  return new Set(wanted);
-}
-
-const list: CliCommand = {
-  spec: listSpec,
-  async run({ values }, ctx) {
-    const reader = await openReader(ctx.dataDir);
-    try {
-      const statuses = statusFilter(values.status);
-      const loops = listLoops(reader.db, { all: values.all === true || statuses?.has('removed') === true }).filter(
-        (l) => statuses === null || statuses.has(l.status),
-      );
-      if (ctx.json) {
-        printJson(ctx, loops);
-        return EXIT.ok;
-      }
-      if (loops.length === 0 && statuses !== null) {
-        ctx.err.write(`No ${[...statuses].join(' or ')} loops.\n`);
-        return EXIT.ok;
-      }
-      if (loops.length === 0) {
-        ctx.err.write("No loops yet. Create one with: loops create command <name> --cmd '<command>' --every 1h\n");
-        return EXIT.ok;
-      }
-      const rows = loops.map((l) => [
-        paint(ctx.color, 'bold', l.name),
-        paint(ctx.color, statusColor(l.status), l.status),
-        describeSchedule(l.schedule),
-        when(l.nextRunAt, ctx),
-        l.lastRun ? `${paint(ctx.color, statusColor(l.lastRun.status), l.lastRun.status ?? '-')} ${when(l.lastRun.at, ctx)}` : '-',
-        paint(ctx.color, 'gray', l.id),
-      ]);
-      ctx.out.write(table(['NAME', 'STATUS', 'SCHEDULE', 'NEXT RUN', 'LAST RUN', 'ID'], rows, ctx.color));
-      return EXIT.ok;
-    } finally {
-      reader.close();
-    }
-  },
-};
 
 const showSpec: CommandSpec = {
   name: 'show',
@@ -282,8 +219,8 @@ function stateCommand(command: StateCommand): CliCommand {
   };
 }
 
+/** `list` is ./list.ts, a module of its own (main.ts loads it alone). */
 export const commands: Record<string, CliCommand> = {
-  list,
   show,
   pause: stateCommand('pause'),
   resume: stateCommand('resume'),
