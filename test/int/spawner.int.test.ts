@@ -207,7 +207,10 @@ describe('spawnProcess through the spawner', () => {
 
   it('timeout: SIGTERM to the group, SIGKILL after the grace for a process that ignores it, descendants too', async () => {
     const dir = tempDir();
-    const handle = await start(useSpawner(), fileSpec(dir, { command: fixture('ignore-term.sh'), args: [join(dir, 'child.pid')], shell: false, deadline: deadlineAfter(Date.now(), 300), killGraceMs: 300 }));
+    const spawner = useSpawner();
+    // The helper's start-up (hundreds of ms on a loaded machine) is not counted in the 300 ms.
+    await spawner.ready();
+    const handle = await start(spawner, fileSpec(dir, { command: fixture('ignore-term.sh'), args: [join(dir, 'child.pid')], shell: false, deadline: deadlineAfter(Date.now(), 300), killGraceMs: 300 }));
     await waitFor(() => liveGroupMembers(handle.pgid).length >= 2, 5000, 'the fixture and its child');
     const exit = await handle.exited;
     expect(exit.timedOut).toBe(true);
