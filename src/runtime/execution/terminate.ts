@@ -20,7 +20,6 @@
  * record that only says the process was killed.
  */
 import { readFileSync } from 'node:fs';
-import { constants as osConstants } from 'node:os';
 import type { Clock, TimerHandle } from '../clock.js';
 import { descendants, identityNow, isSameProcessAlive, liveGroupMembers, processGroup, processStartTime, groupAlive, type ProcessIdentity, signalGroup } from './process-info.js';
 
@@ -132,7 +131,6 @@ export class GroupTerminator {
    * Without /proc (not Linux), any member counts.
    */
   private groupIsOurs(): boolean {
-    if (noSuchGroup(this.leader)) return false;
     if (!groupAlive(this.leader)) return false;
     if (process.platform !== 'linux') return true;
     const members = liveGroupMembers(this.leader);
@@ -185,27 +183,6 @@ export class GroupTerminator {
   private dropLate(): void {
     if (this.lateTerm !== null) this.clock.clearTimeout(this.lateTerm);
     this.lateTerm = null;
-  }
-}
-
-/**
- * Node's own non-throwing kill (what `process.kill` calls: it returns the error as a negative
- * errno), when this Node has it; `process.kill` builds an exception for every ESRCH.
- */
-const rawKill = (process as unknown as { _kill?: (pid: number, signal: number) => number })._kill;
-const ESRCH = osConstants.errno.ESRCH;
-
-/**
- * True when no process is in group `pgid` — the usual answer once a run's leader exited — told
- * without building an exception (a run's end asks this once, ~20 µs with `process.kill`'s ESRCH).
- * False when there may be one: then `groupAlive` says for certain.
- */
-function noSuchGroup(pgid: number): boolean {
-  if (typeof rawKill !== 'function' || pgid <= 1) return false;
-  try {
-    return rawKill.call(process, -pgid, 0) === -ESRCH;
-  } catch {
-    return false;
   }
 }
 
