@@ -4,8 +4,16 @@
  * Append = one `BEGIN IMMEDIATE` transaction: compare-and-set the stream version, insert the
  * events, run every inline projection, commit. Only after the commit are the events published on
  * `events$`. The store's interface is asynchronous (a PostgreSQL store implements the same one);
- * inside, the work is synchronous — the fast path: an append outside a batch is committed before
- * its promise is returned, so an actor's state and the log never drift apart between two turns.
+ * inside, the work is synchronous.
+ *
+ * Group commit: appends made outside a batch in the same turn of the event loop — the claims,
+ * spawns and exits of runs that start or end together, whichever actors make them — are committed
+ * together at the end of that turn, in one transaction, each in its own savepoint: one that fails
+ * (a conflict, a guard) undoes only itself and rejects only its own promise. Every append's
+ * promise settles after the commit that made it durable, so an effect that waits for its event
+ * still runs only once the event is in the log; a crash before that commit loses only appends
+ * nobody was told about yet (docs/architecture.md, *Group commit*).
+ *
  * A batch is a transaction held open across its callback's awaits; `WriteGate` makes every write
  * that does not belong to it wait for its end, so nothing joins it by accident.
  */
@@ -96,6 +104,20 @@ export interface SqliteEventLogOptions {
   handlers?: ReadonlyArray<InlineHandler>;
   /** Validate payloads against the catalogue before appending (default true). */
   validate?: boolean;
+  /**
+   * Commit the appends of one event-loop turn together (default true). Off, an append outside a
+   * batch is committed before its promise is returned, one transaction each.
+   */
+  groupCommit?: boolean;
+}
+
+/** An append waiting for its turn's group commit. */
+interface PendingAppend {
+  streamId: string;
+  prepared: PreparedEvent[];
+  options: AppendOptions;
+  resolve: (result: AppendResult) => void;
+  reject: (error: unknown) => void;
 }
 
 export class SqliteEventLog implements EventStore {
@@ -104,6 +126,14 @@ export class SqliteEventLog implements EventStore {
   readonly db: Db;
   private readonly handlers: ReadonlyArray<InlineHandler>;
   private readonly validate: boolean;
+  private readonly groupCommit: boolean;
+  /** Appends of this turn, committed together by `commitPending` (group commit). */
+  private pending: PendingAppend[] = [];
+  private flushScheduled = false;
+  /** Settles when the group waiting now is committed (`settled`). */
+  private groupDone: { promise: Promise<void>; resolve: () => void } | null = null;
+  /** Commits and appends per commit since this log was opened (group commit's effect, for benches and `daemon status`). */
+  readonly commitStats = { commits: 0, appends: 0 };
   private readonly subject = new Subject<StoredEvent>();
   readonly events$ = this.subject.asObservable();
 
@@ -122,6 +152,7 @@ export class SqliteEventLog implements EventStore {
     this.gate = gateFor(db);
     this.handlers = options.handlers ?? [];
     this.validate = options.validate ?? true;
+    this.groupCommit = options.groupCommit ?? true;
     this.selectStream = db.prepare<[string], StreamRow>('SELECT * FROM streams WHERE stream_id = ?');
     this.insertStream = db.prepare(
       `INSERT INTO streams (stream_id, kind, version, machine_id, machine_version, created_at, updated_at)
@@ -147,14 +178,45 @@ export class SqliteEventLog implements EventStore {
   }
 
   append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
-    return this.gate.run(options.batch, () => this.appendSync(streamId, events, options));
+    if (options.batch !== undefined || !this.groupCommit) {
+      return this.gate.run(options.batch, () => this.appendSync(streamId, events, options));
+    }
+    let prepared: PreparedEvent[];
+    try {
+      prepared = this.prepare(streamId, events);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return new Promise<AppendResult>((resolve, reject) => {
+      this.pending.push({ streamId, prepared, options, resolve, reject });
+      if (this.flushScheduled) return;
+      this.flushScheduled = true;
+      let resolveGroup!: () => void;
+      this.groupDone = { promise: new Promise<void>((r) => (resolveGroup = r)), resolve: resolveGroup };
+      // After every microtask of this turn: the appends its callbacks make join the group.
+      setImmediate(() => {
+        void this.gate.run(undefined, () => this.commitPending());
+      });
+    });
   }
 
   /** `append`, synchronously: the SQLite fast path (for tools that hold this store itself). */
   appendSync(streamId: string, events: NewEvent[], options: AppendOptions): AppendResult {
     if (this.gate.blocks(options.batch)) throw new Error(`append to ${streamId} while another batch is open`);
+    const prepared = this.prepare(streamId, events);
+    // Appends of this turn still waiting for their group go first: the log keeps the order they were made in.
+    if (options.batch === undefined) this.commitPending();
+    faultPoint('before-append');
+    const result = this.appendPrepared(streamId, prepared, options, () => this.appendTx.immediate(streamId, prepared, options));
+    if (!this.batched) this.commitStats.commits++;
+    this.commitStats.appends++;
+    this.published(result, options);
+    return result;
+  }
+
+  private prepare(streamId: string, events: NewEvent[]): PreparedEvent[] {
     if (events.length === 0) throw new ValidationError(`nothing to append to ${streamId}`);
-    const prepared = events.map((event): PreparedEvent => ({
+    return events.map((event): PreparedEvent => ({
       type: event.type,
       v: schemaVersion(event.type),
       data: this.validate ? validateEventData(event.type, event.data) : event.data,
@@ -162,10 +224,12 @@ export class SqliteEventLog implements EventStore {
       at: event.at,
       state: event.state === undefined ? null : event.state,
     }));
-    let result: AppendResult;
-    faultPoint('before-append');
+  }
+
+  /** Runs one append's transaction (or savepoint), translating SQLite's errors into the log's. */
+  private appendPrepared(streamId: string, prepared: PreparedEvent[], options: AppendOptions, run: () => AppendResult): AppendResult {
     try {
-      result = this.appendTx.immediate(streamId, prepared, options);
+      return run();
     } catch (error) {
       if (isBusy(error)) throw busyError(error);
       if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && /events/.test(String(error))) {
@@ -174,10 +238,95 @@ export class SqliteEventLog implements EventStore {
       }
       throw error;
     }
+  }
+
+  /** An append is durable (or joined the open batch): its leases to the caller, its events to `events$` (at the batch's commit). */
+  private published(result: AppendResult, options: AppendOptions): void {
     if (options.onLeases && Object.keys(result.leases).length) options.onLeases(result.leases);
     if (this.batched) this.batched.push(...result.events);
     else for (const event of result.events) this.subject.next(event);
-    return result;
+  }
+
+  /**
+   * Commits the appends waiting for this turn's group: one transaction, a savepoint each. A failed
+   * append (conflict, guard, constraint) rolls back its savepoint and rejects its own promise; a
+   * failure of the transaction itself (the lock not granted, the commit failing) rejects them all
+   * and writes none. Promises settle, and events are published, in the order the appends were made.
+   */
+  private commitPending(): void {
+    this.flushScheduled = false;
+    const group = this.pending;
+    const done = this.groupDone;
+    this.groupDone = null;
+    if (group.length === 0) return done?.resolve();
+    this.pending = [];
+    try {
+      this.commitGroup(group);
+    } finally {
+      done?.resolve();
+    }
+  }
+
+  /**
+   * Resolves once every append made before the call is committed (or has failed): the end of the
+   * turn's group commit. For callers that move a simulated clock, or read the database directly,
+   * after appends they did not await.
+   */
+  settled(): Promise<void> {
+    return this.groupDone?.promise ?? Promise.resolve();
+  }
+
+  private commitGroup(group: PendingAppend[]): void {
+    if (group.length === 1) {
+      const item = group[0]!;
+      let result: AppendResult;
+      try {
+        faultPoint('before-append');
+        result = this.appendPrepared(item.streamId, item.prepared, item.options, () => this.appendTx.immediate(item.streamId, item.prepared, item.options));
+      } catch (error) {
+        item.reject(error);
+        return;
+      }
+      this.commitStats.commits++;
+      this.commitStats.appends++;
+      this.published(result, item.options);
+      item.resolve(result);
+      return;
+    }
+    const outcomes: Array<{ ok: true; result: AppendResult } | { ok: false; error: unknown }> = [];
+    try {
+      try {
+        this.db.exec('BEGIN IMMEDIATE');
+      } catch (error) {
+        throw isBusy(error) ? busyError(error) : error;
+      }
+      try {
+        for (const item of group) {
+          faultPoint('before-append');
+          try {
+            // Inside the open transaction, better-sqlite3 runs the transaction function as a savepoint.
+            outcomes.push({ ok: true, result: this.appendPrepared(item.streamId, item.prepared, item.options, () => this.appendTx(item.streamId, item.prepared, item.options)) });
+          } catch (error) {
+            outcomes.push({ ok: false, error });
+          }
+        }
+        this.db.exec('COMMIT');
+      } catch (error) {
+        if (this.db.inTransaction) this.db.exec('ROLLBACK');
+        throw isBusy(error) ? busyError(error) : error;
+      }
+    } catch (error) {
+      for (const item of group) item.reject(error);
+      return;
+    }
+    this.commitStats.commits++;
+    group.forEach((item, i) => {
+      const outcome = outcomes[i]!;
+      if (!outcome.ok) return item.reject(outcome.error);
+      this.commitStats.appends++;
+      this.published(outcome.result, item.options);
+      item.resolve(outcome.result);
+    });
   }
 
   /** Callbacks waiting for the open `batch()` to commit (dropped if it fails). */
@@ -205,6 +354,8 @@ export class SqliteEventLog implements EventStore {
   async batch<T>(fn: (batch: Batch) => Promise<T>, within?: Batch): Promise<T> {
     if (within !== undefined && this.gate.open?.batch === within) return fn(within);
     const { batch, end } = await this.gate.begin();
+    // Appends of this turn made before the batch began are committed first, in their own group.
+    this.commitPending();
     this.batched = [];
     this.committed = [];
     let events: StoredEvent[] = [];
@@ -221,6 +372,7 @@ export class SqliteEventLog implements EventStore {
         result = await fn(batch);
         faultPoint('mid-batch');
         this.db.exec('COMMIT');
+        this.commitStats.commits++;
       } catch (error) {
         if (this.db.inTransaction) this.db.exec('ROLLBACK');
         throw isBusy(error) ? busyError(error) : error;

@@ -163,8 +163,8 @@ export interface ReadAllOptions {
 /**
  * The event store: the one way the runtime and the CLI reach the log. Asynchronous, so that a store
  * on a networked database (PostgreSQL, for fleets) implements it without changing callers; the
- * SQLite store does its work synchronously inside (an append outside a batch is written by the time
- * the call returns its promise).
+ * SQLite store does its work synchronously inside: the appends made outside a batch in one turn of
+ * the event loop are committed together at its end (group commit), a batch's at the batch's end.
  */
 export interface EventStore {
   /** Compare-and-set on the stream's version, the guards, the events and their projections: one transaction. */
@@ -177,6 +177,12 @@ export interface EventStore {
   batch<T>(fn: (batch: Batch) => Promise<T>, within?: Batch): Promise<T>;
   /** Runs `fn` once what was appended is committed: at once, or after the commit of `batch` when it is open (never if it fails). */
   afterCommit(fn: () => void, batch?: Batch): void;
+  /**
+   * Resolves once every append made before the call is committed or has failed. Appends made
+   * outside a batch in one turn of the event loop are committed together at its end (group
+   * commit); an append's own promise already settles after its commit.
+   */
+  settled(): Promise<void>;
   readStream(streamId: string, fromVersion?: number): Promise<StoredEvent[]>;
   /** Up to `limit` events of a stream from `fromVersion` on, in version order: one page, for reads whose memory must not grow with the stream (replay). */
   readStreamPage(streamId: string, fromVersion: number, limit: number): Promise<StoredEvent[]>;

@@ -87,6 +87,12 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
   /** Settles when the machine reaches a final state, or rejects when an effect fails. */
   readonly done: Promise<AnyMachineSnapshot>;
   private failed = false;
+  /**
+   * Counts the appends of this actor that failed and moved it back. A record started before such a
+   * move was built on the state it undid (group commit: both were waiting for the same commit), so
+   * it does not move the actor back to its own starting point when it fails too.
+   */
+  private rollbacks = 0;
 
   private constructor(
     readonly runtime: Runtime,
@@ -258,10 +264,10 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
       next = queue.shift() ?? null;
     }
     // Move first: the log publishes on events$ inside append (after the commit), and a listener
-    // may record the next event on this actor at once; it must see this state and version. (The
-    // SQLite store commits before append returns its promise; a store that commits later gets
-    // the same order from the compare-and-set: a second record made meanwhile expects this version.)
-    const before = { snapshot: this.snapshot, version: this.version };
+    // may record the next event on this actor at once; it must see this state and version. A
+    // second record made before this one is committed (group commit: both wait for the end of the
+    // turn) expects this version, so the compare-and-set keeps their order.
+    const before = { snapshot: this.snapshot, version: this.version, rollbacks: this.rollbacks };
     this.snapshot = snapshot;
     this.version = before.version + batch.length;
     let appended;
@@ -278,8 +284,13 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
         ...(options.archive ? { archivedThrough: before.version } : {}),
       });
     } catch (error) {
-      this.snapshot = before.snapshot;
-      this.version = before.version;
+      // Undo the move — unless an earlier record this one was built on already failed and undid
+      // both (its events are not in the log, so neither are these).
+      if (this.rollbacks === before.rollbacks) {
+        this.snapshot = before.snapshot;
+        this.version = before.version;
+        this.rollbacks++;
+      }
       throw error;
     }
     this.share(options.batch);

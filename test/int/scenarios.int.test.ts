@@ -359,12 +359,14 @@ class Flight {
   private wakeUp: (() => void) | null = null;
   released = false;
   private readonly sub: { unsubscribe(): void };
+  private readonly log: Runtime['log'];
 
   constructor(
     runtime: Runtime,
     private readonly gatedSlot: string | null,
     private readonly context: () => string = () => '',
   ) {
+    this.log = runtime.log;
     this.sub = runtime.log.events$.subscribe((e) => {
       if (!e.streamId.startsWith('run:')) return;
       const id = e.streamId.slice('run:'.length);
@@ -391,8 +393,11 @@ class Flight {
 
   async settle(): Promise<void> {
     for (;;) {
+      // Each turn's appends are committed at its end (group commit): wait for those too.
       await flush();
+      await this.log.settled();
       await flush();
+      await this.log.settled();
       const busy = this.busy();
       if (busy.length === 0) return;
       await new Promise<void>((resolve, reject) => {
