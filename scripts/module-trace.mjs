@@ -35,8 +35,9 @@ if (isMainThread && target && !globalThis.__loopsModuleTrace) {
 
 /**
  * The distinct package names (`execa`, `@scope/x`) among traced URLs, and the project's own files (relative to `root`).
- * A file of the bundled CLI (dist/cli/main.js and its chunks) stands for the sources esbuild put in it, as
- * dist/cli/bundle-inputs.json lists them (scripts/postbuild.mjs).
+ * A file of the bundled CLI (dist/cli/loops.js, the only-<command>/ builds and their chunks) stands for the
+ * sources esbuild put in it, as dist/cli/bundle-inputs.json lists them (scripts/postbuild.mjs); the
+ * launcher dist/cli/main.js holds none. `bundleFiles` are the files of the bundled CLI that were loaded.
  */
 export function summarize(text, root) {
   const urls = [...new Set(text.split('\n').filter(Boolean))];
@@ -61,5 +62,6 @@ export function summarize(text, root) {
       packages.add(parts[0].startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]);
     } else if (url.startsWith(rootUrl)) own.add(url.slice(rootUrl.length));
   }
-  return { urls, files: [...new Set(files)], packages: [...packages].sort(), own: [...own].sort() };
+  const bundleFiles = urls.filter((url) => url.startsWith(cliUrl) && url.endsWith('.js')).map((url) => url.slice(cliUrl.length));
+  return { urls, files: [...new Set(files)], packages: [...packages].sort(), own: [...own].sort(), bundleFiles };
 }

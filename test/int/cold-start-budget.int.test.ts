@@ -22,6 +22,8 @@ interface Loaded {
   /** The project's own files (src/… when bundled, dist/… when not), without extension. */
   own: string[];
   files: string[];
+  /** Files of the bundled CLI loaded (relative to dist/cli). */
+  bundleFiles: string[];
 }
 
 let dataDir = '';
@@ -111,6 +113,22 @@ describe('cold start: what each command of the built CLI loads', () => {
     expect(ownMatching(l, /\/runtime\/workflows\//)).toEqual([]);
     expect(ownMatching(l, EXECUTOR)).toEqual([]);
     expect(rxjsBeyondSubject(l)).toEqual([]);
+  });
+
+  it.each([
+    ['run-now', ['run-now', 't'], 'only-run-now/'],
+    ['list', ['list', '--json'], 'only-list/'],
+    ['ls (its alias)', ['ls'], 'only-list/'],
+  ])('%s runs from its own build (scripts/postbuild.mjs): a handful of files, none of loops.js', (_name, args, dir) => {
+    const l = loaded(args);
+    expect(l.bundleFiles.filter((f) => f !== 'main.js' && !f.startsWith(dir))).toEqual([]);
+    expect(l.bundleFiles.length).toBeLessThanOrEqual(8);
+  });
+
+  it('every other command runs from loops.js and its chunks', () => {
+    const l = loaded(['show', 't', '--json']);
+    expect(l.bundleFiles).toContain('loops.js');
+    expect(l.bundleFiles.filter((f) => f.startsWith('only-'))).toEqual([]);
   });
 
   it('run-now of a command loads the executor, but not the workflow runner, yaml or rxjs beyond Subject', () => {
