@@ -15,6 +15,7 @@ import { verifyProjections } from '../../src/runtime/admin/projections.js';
 import { runStats } from '../../src/runtime/admin/stats.js';
 import { recentDecisions } from '../../src/runtime/admin/why.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
+import { decide } from '../../src/runtime/daemon/pass.js';
 import { createCommandLoop } from '../../src/runtime/loops/commands.js';
 import { findLoop, listLoops, listRuns } from '../../src/runtime/queries/loops.js';
 import { loopNotify } from '../../src/runtime/queries/notices.js';
@@ -138,6 +139,24 @@ describe('read paths use indexes, not the whole history', () => {
       expect(recentDecisions(db, loopId, 2).map((d) => d.from)).toEqual(['2026-01-01T00:02:00.000Z', '2026-01-01T00:01:00.000Z']);
     } finally {
       reader.close();
+    }
+  });
+});
+
+describe('a scheduling pass with nothing due', () => {
+  it('finds due loops through the (status, next_run_at) index, never by scanning every loop', async () => {
+    const runtime = await useRuntime();
+    for (const name of ['a', 'b', 'c']) await createCommandLoop(runtime, { name, command: 'true', schedule: { every: '1h', tz: 'UTC' } });
+    await createCommandLoop(runtime, { name: 'boot', command: 'true', schedule: { cron: '@reboot', tz: 'UTC' } });
+    const seen = capture(runtime.db);
+    await decide(runtime, Date.now());
+    const plans = seen.filter((q) => /\bFROM loops\b/.test(q.sql)).map((q) => ({ sql: q.sql, plan: planOf(runtime.db, q) }));
+    expect(plans.length).toBeGreaterThan(0);
+    for (const { sql, plan } of plans) {
+      const why = `${sql}\n${plan.join('\n')}`;
+      expect(plan.filter((l) => /^SCAN loops\b/.test(l)), why).toEqual([]);
+      // The index's range, not only its status prefix (which is every active loop).
+      for (const line of plan.filter((l) => /^SEARCH loops USING INDEX loops_due/.test(l))) expect(line, why).toMatch(/\(status=\? AND next_run_at[<=]\?\)/);
     }
   });
 });

@@ -80,8 +80,10 @@ export async function decide(runtime: Runtime, nowMs: number, options: DecideOpt
   const due = cached<[string], { id: string; name: string }>(
       runtime.db,
       // An @reboot loop has no due time until a boot is decided: every pass asks it (the planner finds the boot, once).
-      `SELECT id, name FROM loops WHERE status = 'active'
-         AND ((next_run_at IS NOT NULL AND next_run_at <= ?) OR (next_run_at IS NULL AND lower(json_extract(schedule, '$.expr')) = '@reboot'))
+      // Two index ranges of (status, next_run_at), not one OR: an OR across them made SQLite scan every loop.
+      `SELECT id, name, next_run_at FROM loops WHERE status = 'active' AND next_run_at <= ?
+       UNION ALL
+       SELECT id, name, next_run_at FROM loops WHERE status = 'active' AND next_run_at IS NULL AND lower(json_extract(schedule, '$.expr')) = '@reboot'
        ORDER BY next_run_at`,
     )
     .all(new Date(nowMs).toISOString());
