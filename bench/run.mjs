@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { fmt, machineInfo, makeTempDir, median, minMax, now, removeTempDir, table } from './lib.mjs';
+import { fmt, machineInfo, makeTempDir, median, minMax, now, removeTempDir, table, walStats } from './lib.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist', 'index.js');
@@ -22,7 +22,7 @@ const USAGE = `usage: node bench/run.mjs [options]      (npm run bench -- [optio
 
   --quick           fewer repetitions and smaller batches (also LOOPS_BENCH_QUICK=1)
   --reps N          repetitions per benchmark (also LOOPS_BENCH_REPS=N; default 11, quick 3)
-  --only LIST       comma-separated subset of: append, run, cli
+  --only LIST       comma-separated subset of: append, appendcpu, run, cli
   --json            print one JSON document on stdout (progress goes to stderr)
   --breakdown       after the table, measure where the time goes (ablations, WAL frames,
                     statement counts); adds ~10-20 s
@@ -64,7 +64,7 @@ function parseArgs(argv) {
   }
   if (opts.reps !== null && (!Number.isInteger(opts.reps) || opts.reps < 1)) usageError('--reps must be a positive integer');
   for (const id of opts.only ?? []) {
-    if (!['append', 'run', 'cli'].includes(id)) usageError(`--only: unknown benchmark ${id} (append, run, cli)`);
+    if (!['append', 'appendcpu', 'run', 'cli'].includes(id)) usageError(`--only: unknown benchmark ${id} (append, appendcpu, run, cli)`);
   }
   return opts;
 }
@@ -189,6 +189,93 @@ async function benchAppend() {
       base,
       detail: `${cfg.appendBatch} appends/rep/side, alternating in chunks of ${cfg.appendChunk}; ${payloadBytes} B payload; journal=${journal}, synchronous=${synchronousName(synchronous)}; baseline: raw better-sqlite3 INSERT, 1 row/tx`,
     });
+  } finally {
+    raw?.close();
+    rt.close();
+    removeTempDir(dir);
+  }
+}
+
+// ── (a2) CPU per append at synchronous=OFF, and WAL frames per append commit ────────────────────
+// What loops adds to an append in CPU once the disk is out of the picture (no fsync on either side):
+// the same appends as (a), the same raw insert, both databases at synchronous=OFF; CPU time
+// (user + system) of the process per operation, alternated in chunks. Then the WAL frames one
+// append's commit writes (loops and raw), counted from the WAL file with checkpoints held off.
+async function benchAppendCpu() {
+  const dir = makeTempDir('appendcpu');
+  const rt = await L.openRuntime({ dataDir: dir });
+  let raw;
+  try {
+    rt.db.pragma('synchronous = OFF');
+    const loop = await L.createCommandLoop(rt, { name: 'bench-append-cpu', command: 'true', shell: false, schedule: { manual: true } });
+    const streamId = `loop:${loop.id}`;
+    let version = (await rt.log.streamInfo(streamId)).version;
+    let paused = false;
+    const appendOne = async () => {
+      const event = paused
+        ? { type: 'loop.resumed', data: { reason: null, nextRunAt: null }, state: 'active' }
+        : { type: 'loop.paused', data: { reason: null }, state: 'paused' };
+      version = (await rt.log.append(streamId, [{ ...event, at: L.isoNow(rt.clock), meta: { runnerId: rt.runnerId } }], { expectedVersion: version })).version;
+      paused = !paused;
+    };
+    raw = new Database(join(dir, 'raw.db'));
+    raw.pragma('journal_mode = WAL');
+    raw.pragma('synchronous = OFF');
+    raw.exec('CREATE TABLE raw_events (id INTEGER PRIMARY KEY, payload TEXT NOT NULL)');
+    const insert = raw.prepare('INSERT INTO raw_events (payload) VALUES (?)');
+    for (let i = 0; i < 50; i++) await appendOne();
+    const { bytes } = rt.db.prepare('SELECT AVG(length(stream_id) + length(type) + length(data) + length(meta) + length(at) + COALESCE(length(state), 0)) AS bytes FROM events WHERE stream_id = ?').get(streamId);
+    const payload = 'x'.repeat(Math.round(bytes));
+    const rawOne = async () => void insert.run(payload);
+    for (let i = 0; i < 200; i++) {
+      await appendOne();
+      await rawOne();
+    }
+    const perRep = cfg.appendBatch * 4;
+    const loops = [];
+    const base = [];
+    for (let r = 0; r < cfg.reps; r++) {
+      let cLoops = 0;
+      let cBase = 0;
+      for (let done = 0; done < perRep; done += 100) {
+        for (const side of (r + done / 100) % 2 === 0 ? ['loops', 'base'] : ['base', 'loops']) {
+          const fn = side === 'loops' ? appendOne : rawOne;
+          const c0 = process.cpuUsage();
+          for (let i = 0; i < 100; i++) await fn();
+          const c = process.cpuUsage(c0);
+          if (side === 'loops') cLoops += c.user + c.system;
+          else cBase += c.user + c.system;
+        }
+      }
+      loops.push(cLoops / perRep);
+      base.push(cBase / perRep);
+    }
+    const frames = async (db, file, fn) => {
+      const pageSize = db.pragma('page_size', { simple: true });
+      const auto = db.pragma('wal_autocheckpoint', { simple: true });
+      db.pragma('wal_autocheckpoint = 0');
+      db.pragma('wal_checkpoint(TRUNCATE)');
+      const n = 200;
+      for (let i = 0; i < n; i++) await fn();
+      const stats = walStats(file, pageSize);
+      db.pragma(`wal_autocheckpoint = ${auto}`);
+      return { frames: stats.frames / n, commits: stats.commits / n };
+    };
+    const walLoops = await frames(rt.db, join(dir, 'loops.db-wal'), appendOne);
+    const walRaw = await frames(raw, join(dir, 'raw.db-wal'), rawOne);
+    return {
+      ...result({
+        id: 'appendcpu',
+        name: '(a2) CPU per append, synchronous=OFF',
+        unit: 'µs',
+        higherIsBetter: false,
+        goal: { op: '<=', value: 2.5 },
+        loops,
+        base,
+        detail: `${perRep} appends/rep/side, CPU (user + system) per op, alternating in chunks of 100; both databases synchronous=OFF; WAL frames per append commit: loops ${walLoops.frames.toFixed(2)}, raw ${walRaw.frames.toFixed(2)} (goal <= 3)`,
+      }),
+      walFrames: { loops: walLoops.frames, raw: walRaw.frames, goal: 3 },
+    };
   } finally {
     raw?.close();
     rt.close();
@@ -377,7 +464,7 @@ function result({ id, name, unit, higherIsBetter, goal, loops, base, detail }) {
   };
 }
 
-const benches = { append: benchAppend, run: benchRun, cli: benchCli };
+const benches = { append: benchAppend, appendcpu: benchAppendCpu, run: benchRun, cli: benchCli };
 const selected = opts.only ?? Object.keys(benches);
 const machine = machineInfo();
 {
@@ -441,11 +528,12 @@ function renderTable(report) {
   out.push('');
   for (const r of report.results) {
     if (r.skipped) continue;
-    const extra = r.overhead.unit === 'µs/event' ? `${r.overhead.value.toFixed(0)} µs per event` : `${r.overhead.value.toFixed(2)} ms per ${r.id === 'cli' ? 'start' : 'run'}`;
+    const extra =
+      r.overhead.unit === 'µs/event' ? `${r.overhead.value.toFixed(0)} µs per event` : r.unit === 'µs' ? `${r.overhead.value.toFixed(1)} µs of CPU per append` : `${r.overhead.value.toFixed(2)} ms per ${r.id === 'cli' ? 'start' : 'run'}`;
     out.push(`${r.name}: loops costs ${r.overhead.value >= 0 ? '+' : ''}${extra} over the baseline`);
     out.push(`    ${r.detail}`);
   }
-  out.push('ratio = loops median / baseline median (a: throughput, higher is better; b, c: time, lower is better)');
+  out.push('ratio = loops median / baseline median (a: throughput, higher is better; a2: CPU, b, c: time, lower is better)');
   const missed = report.results.filter((r) => r.status === 'MISS');
   if (missed.length > 0 && !opts.breakdown) {
     out.push(`missed: ${missed.map((r) => r.id).join(', ')} — \`node bench/run.mjs --breakdown\` shows where the time goes`);

@@ -24,12 +24,15 @@ function bench(script: string, args: string[]): { status: number | null; report:
 }
 
 describe('benchmarks, quick form', () => {
-  it('bench/run.mjs: append, run and cli figures, each a ratio against its baseline', () => {
+  it('bench/run.mjs: append, append CPU (with WAL frames per commit), run and cli figures, each a ratio against its baseline', () => {
     const { status, report, stderr } = bench('run.mjs', ['--quick', '--reps', '1', '--json']);
     expect(status, stderr).toBe(0);
-    const results = report.results as Array<{ id: string; ratio?: number; skipped?: string }>;
-    expect(results.map((r) => r.id)).toEqual(['append', 'run', 'cli']);
+    const results = report.results as Array<{ id: string; ratio?: number; skipped?: string; walFrames?: { loops: number; raw: number } }>;
+    expect(results.map((r) => r.id)).toEqual(['append', 'appendcpu', 'run', 'cli']);
     for (const r of results) expect(Number.isFinite(r.ratio), `${r.id}: ${r.skipped ?? ''}`).toBe(true);
+    const wal = results.find((r) => r.id === 'appendcpu')!.walFrames!;
+    expect(wal.loops).toBeGreaterThan(0);
+    expect(wal.raw).toBeGreaterThan(0);
   });
 
   it('bench/cold-start.mjs: run-now and list against bare-stack baselines, and the packages each command loads', () => {
