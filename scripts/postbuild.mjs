@@ -6,14 +6,14 @@
 //   command loads a handful of files instead of ~600 modules, and rxjs comes from its ES module build,
 //   of which only what is imported (Subject) is kept — its package entry for Node is the whole
 //   CommonJS bundle; zod is imported as a namespace so that only what is used is kept (below).
-// - dist/cli/only-<command>/: for the commands scripts call most (ONLY below: run-now, list), a
-//   build of main.ts with that command's module imported statically: its entry holds the command
-//   with everything it always runs, and its own chunks what it may load later (a workflow loop's
-//   runner, a projection rebuild). `run-now` loads 6 files instead of ~50, `list` 4 instead of ~20;
-//   the cold time of the two went down by ~15% (docs/PERFORMANCE.md); they are minified (not their
-//   names), ~3% more. Each is a graph of its own: a process loads one of them or loops.js, never
-//   two, so no module exists twice in a process.
-// - dist/cli/main.js (the `loops` binary): a launcher that imports only-<command>/index.js when the
+// - dist/cli/only-<module>/: for the commands scripts call most (ONLY below: run-now, list, tick,
+//   runs, logs, show and the loop state commands), a build of main.ts with that command's module
+//   imported statically: its entry holds the command with everything it always runs, and its own
+//   chunks what it may load later (a workflow loop's runner, a projection rebuild). `run-now` loads
+//   6 files instead of ~50, `list` 4 instead of ~20; the cold time of the two went down by ~15%
+//   (docs/PERFORMANCE.md). They are minified (not their names), ~3% more. Each is a graph of its
+//   own: a process loads one of them or loops.js, never two, so no module exists twice in it.
+// - dist/cli/main.js (the `loops` binary): a launcher that imports only-<module>/index.js when the
 //   first argument is such a command, else loops.js. main.ts runs itself when process.argv[1] is
 //   main.js, so whichever it imports runs the command, with the same parsing, output and exit codes.
 // better-sqlite3 (a native addon) stays external. Everything else in dist/ (the library entries, the
@@ -28,7 +28,21 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 /** Commands (as typed, aliases included) with a build of their own, and the module under src/cli/commands/ that holds each. */
-const ONLY = { 'run-now': 'run-now', list: 'list', ls: 'list' };
+const ONLY = {
+  'run-now': 'run-now',
+  list: 'list',
+  ls: 'list',
+  tick: 'tick',
+  runs: 'runs',
+  logs: 'logs',
+  show: 'loops',
+  pause: 'loops',
+  resume: 'loops',
+  stop: 'loops',
+  archive: 'loops',
+  remove: 'loops',
+  rm: 'loops',
+};
 
 const ZOD_NAMED_Z = /^import \{ z \} from 'zod';$/m;
 const root = fileURLToPath(new URL('..', import.meta.url));

@@ -119,6 +119,9 @@ describe('cold start: what each command of the built CLI loads', () => {
     ['run-now', ['run-now', 't'], 'only-run-now/'],
     ['list', ['list', '--json'], 'only-list/'],
     ['ls (its alias)', ['ls'], 'only-list/'],
+    ['show', ['show', 't', '--json'], 'only-loops/'],
+    ['runs', ['runs', '--json'], 'only-runs/'],
+    ['tick', ['tick', '--json'], 'only-tick/'],
   ])('%s runs from its own build (scripts/postbuild.mjs): a handful of files, none of loops.js', (_name, args, dir) => {
     const l = loaded(args);
     expect(l.bundleFiles.filter((f) => f !== 'main.js' && !f.startsWith(dir))).toEqual([]);
@@ -126,7 +129,7 @@ describe('cold start: what each command of the built CLI loads', () => {
   });
 
   it('every other command runs from loops.js and its chunks', () => {
-    const l = loaded(['show', 't', '--json']);
+    const l = loaded(['stats', '--json']);
     expect(l.bundleFiles).toContain('loops.js');
     expect(l.bundleFiles.filter((f) => f.startsWith('only-'))).toEqual([]);
   });
