@@ -336,6 +336,8 @@ describe('Daemon: concurrency', () => {
     expect(done[0]!.id).toBe(spawned!.streamId.slice('run:'.length));
     const [first, second] = await Promise.all(done.map((r) => processSpan(runtime, r.id)));
     expect(second!.spawned).toBeGreaterThan(first!.exited);
+    // The status file is written once at the end of the turn in which runs start or end.
+    await flush();
     expect(readDaemonState(runtime.dataDir)).toMatchObject({ activeRuns: 0, queuedRuns: 0 });
     await daemon.stop();
     expectLogConsistent(runtime);

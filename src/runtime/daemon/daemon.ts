@@ -167,12 +167,12 @@ export class Daemon {
       onStart: (item) => {
         if (item.kind === 'retry') this.log(`${item.loopName}: retry ${item.runId} (attempt ${item.attempt} of slot ${item.slot}) is due`);
         else if (item.kind === 'buffered') this.log(`${item.loopName}: buffered slot ${item.slot} starts as run ${item.runId} (the run it waited for has ended)`);
-        this.saveState();
+        this.saveStateSoon();
       },
       onRun: (run, item) => {
         // item null: a run taken over from a runner that stopped (adopted, or its workflow resumed).
         this.log(`${run.loopName}: run ${run.id} ${run.status}${run.error ? ` (${run.error})` : ''} in ${run.durationMs ?? 0}ms${item ? '' : ' (taken over from a runner that stopped)'}`);
-        this.saveState();
+        this.saveStateSoon();
         this.options.onRun?.(run);
       },
       onError: (item, error) => {
@@ -182,7 +182,7 @@ export class Daemon {
       },
       // A run ended: its loop's next work, or a buffered slot, may start now.
       onSettled: () => {
-        this.saveState();
+        this.saveStateSoon();
         this.wake?.();
       },
     });
@@ -264,7 +264,7 @@ export class Daemon {
       if (why) this.log(`${why}; runs are forked by the daemon itself`);
       // The helper ends when idle and starts again on demand: status shows the one running now.
       spawner.onChange = () => {
-        if (!this.stopping) this.saveState();
+        if (!this.stopping) this.saveStateSoon();
       };
     }
     this.dispatcher.keepRunnerLease();
@@ -494,6 +494,21 @@ export class Daemon {
     }
     this.saveState();
     return true;
+  }
+
+  private stateSoon = false;
+
+  /**
+   * `saveState` once at the end of this turn: a burst of runs starting or ending together (100 loops
+   * due in one second) writes the status file once, not once per run, before their claims.
+   */
+  private saveStateSoon(): void {
+    if (this.stateSoon) return;
+    this.stateSoon = true;
+    setImmediate(() => {
+      this.stateSoon = false;
+      this.saveState();
+    });
   }
 
   private saveState(): void {
