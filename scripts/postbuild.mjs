@@ -93,13 +93,25 @@ function sources(transform) {
   };
 }
 
+/**
+ * better-sqlite3 (CommonJS, external) through the bundle's \`require\` (the banner): imported as an ES
+ * module, Node would first scan it for named exports (cjs-module-lexer). The same module.exports.
+ */
+const sqliteByRequire = {
+  name: 'better-sqlite3-require',
+  setup(b) {
+    b.onResolve({ filter: /^better-sqlite3$/ }, (args) => (args.kind === 'import-statement' ? { path: 'better-sqlite3', namespace: 'sqlite-require' } : undefined));
+    b.onLoad({ filter: /.*/, namespace: 'sqlite-require' }, () => ({ contents: "export default require('better-sqlite3');", loader: 'js' }));
+  },
+};
+
 const outputs = [];
 const general = await build({
   ...common,
   entryPoints: [{ in: 'src/cli/main.ts', out: 'loops' }],
   outdir,
   chunkNames: 'chunks/[name]-[hash]',
-  plugins: [rxjsEsm, sources()],
+  plugins: [rxjsEsm, sqliteByRequire, sources()],
 });
 outputs.push(general.metafile.outputs);
 
@@ -118,6 +130,7 @@ for (const module of new Set(Object.values(ONLY))) {
     chunkNames: '[name]-[hash]',
     plugins: [
       rxjsEsm,
+      sqliteByRequire,
       sources((path, source) => {
         if (path !== MAIN) return undefined;
         if (!source.includes(lazy)) throw new Error(`postbuild: src/cli/main.ts no longer loads ${module} with ${lazy}`);
