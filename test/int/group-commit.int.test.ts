@@ -112,7 +112,9 @@ describe('group commit', () => {
   it('a transaction that cannot start (the lock held elsewhere) rejects the whole group, writes nothing, and works once released', async () => {
     const { log, file } = openLog({ busyTimeoutMs: 50 });
     const other = new Database(file);
-    onTestFinished(() => other.close());
+    onTestFinished(() => {
+      other.close();
+    });
     other.exec('BEGIN EXCLUSIVE');
     const a = log.append('loop:a', [paused('a')], { expectedVersion: 0, kind: 'loop' });
     const b = log.append('loop:b', [paused('b')], { expectedVersion: 0, kind: 'loop' });
