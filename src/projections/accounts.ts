@@ -1,12 +1,13 @@
 /** `accounts`: the credentials profiles agent loops can run under (`loops accounts add`). */
 import type { StoredEvent } from '../events/types.js';
 import { defineProjection, sql, streamKey } from './types.js';
+import { PROJECTION_VERSIONS } from './versions.js';
 
 const accountIdOf = (event: StoredEvent) => streamKey(event, 'account');
 
 export const accountsProjection = defineProjection({
   name: 'accounts',
-  version: 1,
+  version: PROJECTION_VERSIONS.accounts,
   ddl: [
     `CREATE TABLE IF NOT EXISTS accounts (
       id         TEXT PRIMARY KEY,

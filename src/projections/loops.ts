@@ -5,6 +5,7 @@
  */
 import type { StoredEvent } from '../events/types.js';
 import { defineProjection, sql, stateName, streamKey, type ProjectionEvent } from './types.js';
+import { PROJECTION_VERSIONS } from './versions.js';
 
 const loopIdOf = (event: StoredEvent) => streamKey(event, 'loop');
 
@@ -43,7 +44,7 @@ export const loopsProjection = defineProjection({
   // v7: an index on (status, next_run_at): finding due loops costs the same with 10 or 10,000 loops.
   // v8: no run_count / last_run_*: readers compute them from loop_runs, which an archived run
   //     (its run.claimed gone from the log) still has a row in.
-  version: 8,
+  version: PROJECTION_VERSIONS.loops,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loops (
       id              TEXT PRIMARY KEY,

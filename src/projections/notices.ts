@@ -6,12 +6,13 @@
  */
 import type { StoredEvent } from '../events/types.js';
 import { defineProjection, sql, stateName, streamKey } from './types.js';
+import { PROJECTION_VERSIONS } from './versions.js';
 
 const noticeIdOf = (event: StoredEvent) => streamKey(event, 'notice');
 
 export const noticesProjection = defineProjection({
   name: 'notices',
-  version: 1,
+  version: PROJECTION_VERSIONS.notices,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loop_notify (
       loop_id    TEXT PRIMARY KEY,

@@ -20,14 +20,7 @@ export const projections: ReadonlyArray<Projection> = [
   noticesProjection,
 ];
 
-/**
- * Projections that no longer exist, with their tables: dropped (and forgotten) the next time the
- * projections are rebuilt. `pending_retries` and `buffered_slots` became `run_queue`.
- */
-export const retiredProjections: ReadonlyArray<{ name: string; tables: ReadonlyArray<string> }> = [
-  { name: 'pending_retries', tables: ['pending_retries'] },
-  { name: 'buffered_slots', tables: ['buffered_slots'] },
-];
+export { retiredProjections } from './versions.js';
 
 /** One inline handler applying every projection that handles the event. */
 export function inlineHandler(list: ReadonlyArray<Projection> = projections): InlineHandler {

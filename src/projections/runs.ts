@@ -4,6 +4,7 @@
  */
 import type { StoredEvent } from '../events/types.js';
 import { defineProjection, sql, stateName, streamKey } from './types.js';
+import { PROJECTION_VERSIONS } from './versions.js';
 
 const durationSql = `CAST(ROUND((julianday(?) - julianday(started_at)) * 86400000) AS INTEGER)`;
 
@@ -38,7 +39,7 @@ export const runsProjection = defineProjection({
   // v7: forked_from, a fork's or rerun's parent and fork point (run.claimed's forkedFrom, JSON).
   // v8: the index loop_runs_time on a run's time for a window (no row changes): `loops stats --since`
   //     reads the window's runs, not the whole history.
-  version: 8,
+  version: PROJECTION_VERSIONS.loop_runs,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loop_runs (
       -- Position of the run.claimed event: unique, in claim order, and the rowid.

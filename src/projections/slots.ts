@@ -6,6 +6,7 @@
 import { OVERLAP } from '../events/policies.js';
 import type { StoredEvent } from '../events/types.js';
 import { defineProjection, sql, streamKey } from './types.js';
+import { PROJECTION_VERSIONS } from './versions.js';
 
 const loopIdOf = (event: StoredEvent) => streamKey(event, 'loop');
 
@@ -43,7 +44,7 @@ export const slotDecisionsProjection = defineProjection({
   // v2: retries scheduled for a slot; v3: dropped work.
   // v4: the index slot_decisions_recent (no row changes): `loops why <loop>` reads a loop's newest
   //     decisions without sorting all of them.
-  version: 4,
+  version: PROJECTION_VERSIONS.slot_decisions,
   ddl: [
     `CREATE TABLE IF NOT EXISTS slot_decisions (
       position  INTEGER PRIMARY KEY,
@@ -102,7 +103,7 @@ export const slotDecisionsProjection = defineProjection({
  */
 export const runQueueProjection = defineProjection({
   name: 'run_queue',
-  version: 1,
+  version: PROJECTION_VERSIONS.run_queue,
   ddl: [
     `CREATE TABLE IF NOT EXISTS run_queue (
       run_id     TEXT PRIMARY KEY,

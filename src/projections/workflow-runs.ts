@@ -40,6 +40,7 @@ import { formatDuration } from '../events/durations.js';
 import type { StoredEvent } from '../events/types.js';
 import type { WorkflowSpec } from '../events/workflow-model.js';
 import { defineProjection, sql, stateName, streamKey } from './types.js';
+import { PROJECTION_VERSIONS } from './versions.js';
 
 /** The final states of a workflow run (the machine's final state values). */
 const RUN_FINAL_STATUSES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled', 'timed_out']);
@@ -62,7 +63,7 @@ export const workflowRunsProjection = defineProjection({
   //     and step.reused (a fork's reused step takes its recorded result).
   // v7: the index workflow_runs_loop_started on a loop's workflow runs by start (no row changes):
   //     `loops stats --since` reads the window's runs, not the whole history.
-  version: 7,
+  version: PROJECTION_VERSIONS.workflow_runs,
   ddl: [
     `CREATE TABLE IF NOT EXISTS workflow_runs (
       -- Position of the wfrun.started event: unique, in start order, and the rowid.

@@ -10,6 +10,7 @@
  */
 import type { StoredEvent } from '../events/types.js';
 import { defineProjection, sql, stateName, streamKey, type ProjectionEvent } from './types.js';
+import { PROJECTION_VERSIONS } from './versions.js';
 
 export { workflowRunsProjection } from './workflow-runs.js';
 
@@ -19,7 +20,7 @@ export const workflowsProjection = defineProjection({
   name: 'workflows',
   // v2: no run_count / last_run_*: readers compute them from workflow_runs, which an archived
   //     workflow run (its wfrun.started gone from the log) still has a row in.
-  version: 2,
+  version: PROJECTION_VERSIONS.workflows,
   ddl: [
     `CREATE TABLE IF NOT EXISTS workflows (
       id           TEXT PRIMARY KEY,
@@ -90,7 +91,7 @@ export const workflowsProjection = defineProjection({
 
 export const workflowVersionsProjection = defineProjection({
   name: 'workflow_versions',
-  version: 1,
+  version: PROJECTION_VERSIONS.workflow_versions,
   ddl: [
     `CREATE TABLE IF NOT EXISTS workflow_versions (
       workflow_id  TEXT NOT NULL,

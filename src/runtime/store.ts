@@ -5,7 +5,7 @@
  */
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { openDatabase, type Db } from '../events/db.js';
-import { projections, retiredProjections } from '../projections/registry.js';
+import { PROJECTION_VERSIONS, retiredProjections } from '../projections/versions.js';
 import { databaseFile, resolveDataDir } from './paths.js';
 
 export interface Reader {
@@ -44,8 +44,10 @@ export async function openReader(dataDir: string = resolveDataDir()): Promise<Re
 export function staleProjections(db: Db): string[] {
   const rows = db.prepare<[], { name: string; version: number }>('SELECT name, version FROM projections').all();
   const built = new Map(rows.map((r) => [r.name, r.version]));
-  const stale = projections.filter((p) => built.get(p.name) !== p.version).map((p) => p.name);
+  const stale = Object.entries(PROJECTION_VERSIONS)
+    .filter(([name, version]) => built.get(name) !== version)
+    .map(([name]) => name);
   // A retired projection still recorded: the rebuild drops its tables.
-  if (stale.length === 0 && retiredProjections.some((r) => built.has(r.name))) stale.push(projections[0]!.name);
+  if (stale.length === 0 && retiredProjections.some((r) => built.has(r.name))) stale.push(Object.keys(PROJECTION_VERSIONS)[0]!);
   return stale;
 }

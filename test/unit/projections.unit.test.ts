@@ -290,3 +290,11 @@ describe('projection definitions', () => {
     expect(db.prepare("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: projections.flatMap((p) => p.tables).length });
   });
 });
+
+describe('projection versions (src/projections/versions.ts)', () => {
+  it('name every projection of the registry, in the order they are applied, with its version', async () => {
+    const { projections } = await import('../../src/projections/registry.js');
+    const { PROJECTION_VERSIONS } = await import('../../src/projections/versions.js');
+    expect(projections.map((p) => [p.name, p.version])).toEqual(Object.entries(PROJECTION_VERSIONS));
+  });
+});
