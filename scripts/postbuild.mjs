@@ -21,7 +21,7 @@
 // only-*/), so that the URLs the runtime builds from import.meta.url (the spawner helper, the daemon's
 // binary) resolve alike. dist/cli/bundle-inputs.json lists the sources in each output file, for
 // scripts/module-trace.mjs. Measured with `npm run bench:cold` (docs/PERFORMANCE.md, "Cold start").
-import { chmodSync, existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -163,6 +163,15 @@ const command = process.argv[2];
 await import(command !== undefined && Object.hasOwn(only, command) ? only[command] : './loops.js');
 `;
 writeFileSync(new URL('../dist/cli/main.js', import.meta.url), launcher);
+
+// The `loops-daemon` binary (tsc's output) takes `main` from the full build: the launcher exports nothing.
+{
+  const daemonMain = new URL('../dist/cli/daemon-main.js', import.meta.url);
+  const text = readFileSync(daemonMain, 'utf8');
+  const from = "from './main.js';";
+  if (!text.includes(from)) throw new Error(`postbuild: dist/cli/daemon-main.js no longer imports ${from}`);
+  writeFileSync(daemonMain, text.replace(from, "from './loops.js';"));
+}
 
 const inputs = { 'main.js': [] };
 for (const built of outputs) {

@@ -299,7 +299,7 @@ describe('tick: racing passes decide each slot once', () => {
           if (prop === 'prepare') {
             return (sql: string) => {
               const stmt = target.prepare(sql);
-              if (!(sql.includes("FROM loops WHERE status = 'active'") && sql.includes('next_run_at IS NOT NULL AND next_run_at <= ?'))) return stmt; // the due loops
+              if (!sql.includes("FROM loops WHERE status = 'active' AND next_run_at <= ?")) return stmt; // the due loops
               return new Proxy(stmt, {
                 get(s, p) {
                   if (p === 'all') {
