@@ -99,6 +99,23 @@ const L = await import(pathToFileURL(DIST).href);
 const { default: Database } = await import('better-sqlite3');
 const { execa } = await import('execa');
 
+/**
+ * Exactly what `loops pause` / `loops resume` append (minus the machine step, which is not part of
+ * the log): one event per append, one append per transaction, projections inline — through the
+ * store's asynchronous interface, as the runtime appends. `state` follows the stream.
+ */
+async function pauseResume(rt, streamId) {
+  const state = { version: (await rt.log.streamInfo(streamId)).version, paused: false };
+  const appendOne = async () => {
+    const event = state.paused
+      ? { type: 'loop.resumed', data: { reason: null, nextRunAt: null }, state: 'active' }
+      : { type: 'loop.paused', data: { reason: null }, state: 'paused' };
+    state.version = (await rt.log.append(streamId, [{ ...event, at: L.isoNow(rt.clock), meta: { runnerId: rt.runnerId } }], { expectedVersion: state.version })).version;
+    state.paused = !state.paused;
+  };
+  return { appendOne, state };
+}
+
 // ── (a) event appends with projections vs raw single-row inserts ─────────────────────────────
 async function benchAppend() {
   const dir = makeTempDir('append');
@@ -114,23 +131,7 @@ async function benchAppend() {
       schedule: { manual: true },
     });
     const streamId = `loop:${loop.id}`;
-    let version = (await rt.log.streamInfo(streamId)).version;
-    let paused = false;
-    // Exactly what `loops pause` / `loops resume` append (minus the machine step, which is not
-    // part of the log): one event per append, one append per transaction, projections inline —
-    // through the store's asynchronous interface, as the runtime appends.
-    const appendOne = async () => {
-      const event = paused
-        ? { type: 'loop.resumed', data: { reason: null, nextRunAt: null }, state: 'active' }
-        : { type: 'loop.paused', data: { reason: null }, state: 'paused' };
-      const result = await rt.log.append(
-        streamId,
-        [{ ...event, at: L.isoNow(rt.clock), meta: { runnerId: rt.runnerId } }],
-        { expectedVersion: version },
-      );
-      version = result.version;
-      paused = !paused;
-    };
+    const { appendOne, state } = await pauseResume(rt, streamId);
 
     // Warm up, then size the raw payload like the stored rows (all text columns of the event).
     for (let i = 0; i < 50; i++) await appendOne();
@@ -176,8 +177,8 @@ async function benchAppend() {
     }
     // Sanity: every append landed, and the projection followed the stream.
     const status = L.findLoop(rt.db, loop.id).status;
-    if ((await rt.log.streamInfo(streamId)).version !== version || status !== (paused ? 'paused' : 'active')) {
-      throw new Error(`append benchmark: log/projection out of step (version ${version}, loop ${status})`);
+    if ((await rt.log.streamInfo(streamId)).version !== state.version || status !== (state.paused ? 'paused' : 'active')) {
+      throw new Error(`append benchmark: log/projection out of step (version ${state.version}, loop ${status})`);
     }
     return result({
       id: 'append',
@@ -209,15 +210,7 @@ async function benchAppendCpu() {
     rt.db.pragma('synchronous = OFF');
     const loop = await L.createCommandLoop(rt, { name: 'bench-append-cpu', command: 'true', shell: false, schedule: { manual: true } });
     const streamId = `loop:${loop.id}`;
-    let version = (await rt.log.streamInfo(streamId)).version;
-    let paused = false;
-    const appendOne = async () => {
-      const event = paused
-        ? { type: 'loop.resumed', data: { reason: null, nextRunAt: null }, state: 'active' }
-        : { type: 'loop.paused', data: { reason: null }, state: 'paused' };
-      version = (await rt.log.append(streamId, [{ ...event, at: L.isoNow(rt.clock), meta: { runnerId: rt.runnerId } }], { expectedVersion: version })).version;
-      paused = !paused;
-    };
+    const { appendOne } = await pauseResume(rt, streamId);
     raw = new Database(join(dir, 'raw.db'));
     raw.pragma('journal_mode = WAL');
     raw.pragma('synchronous = OFF');

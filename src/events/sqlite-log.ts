@@ -295,11 +295,7 @@ export class SqliteEventLog implements EventStore {
     }
     const outcomes: Array<{ ok: true; result: AppendResult } | { ok: false; error: unknown }> = [];
     try {
-      try {
-        this.db.exec('BEGIN IMMEDIATE');
-      } catch (error) {
-        throw isBusy(error) ? busyError(error) : error;
-      }
+      this.beginImmediate();
       try {
         for (const item of group) {
           faultPoint('before-append');
@@ -327,6 +323,15 @@ export class SqliteEventLog implements EventStore {
       this.published(outcome.result, item.options);
       item.resolve(outcome.result);
     });
+  }
+
+  /** `BEGIN IMMEDIATE`; one that waited out busy_timeout for another connection's lock is the log's busy error. */
+  private beginImmediate(): void {
+    try {
+      this.db.exec('BEGIN IMMEDIATE');
+    } catch (error) {
+      throw isBusy(error) ? busyError(error) : error;
+    }
   }
 
   /** Callbacks waiting for the open `batch()` to commit (dropped if it fails). */
@@ -362,12 +367,7 @@ export class SqliteEventLog implements EventStore {
     let after: Array<() => void> = [];
     let result: T;
     try {
-      try {
-        this.db.exec('BEGIN IMMEDIATE');
-      } catch (error) {
-        // BEGIN IMMEDIATE waited out busy_timeout for another connection's lock.
-        throw isBusy(error) ? busyError(error) : error;
-      }
+      this.beginImmediate();
       try {
         result = await fn(batch);
         faultPoint('mid-batch');
