@@ -78,6 +78,10 @@ export const runsProjection = defineProjection({
       UNIQUE (loop_id, slot, attempt)
     )`,
     `CREATE INDEX IF NOT EXISTS loop_runs_loop ON loop_runs (loop_id, claimed_position)`,
+    // The runs still going, and only them: a loop's decision (overlap) and recovery find them
+    // without reading the loop's history (decisions.ts runningRuns, recovery.ts staleRuns; the
+    // status list must stay the one those queries filter on, for SQLite to use this index).
+    `CREATE INDEX IF NOT EXISTS loop_runs_live ON loop_runs (loop_id, claimed_position) WHERE status IN ('claimed', 'spawning', 'running')`,
     // A run's time for a window (when it started, or was claimed if it never started): the
     // expression must stay the one \`loops stats --since\` filters on (admin/stats.ts RUN_TIME).
     `CREATE INDEX IF NOT EXISTS loop_runs_time ON loop_runs (COALESCE(started_at, claimed_at))`,

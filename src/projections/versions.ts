@@ -8,7 +8,7 @@
  */
 export const PROJECTION_VERSIONS = {
   loops: 8,
-  loop_runs: 8,
+  loop_runs: 9,
   slot_decisions: 4,
   run_queue: 1,
   workflows: 2,

@@ -28,7 +28,7 @@ import { workflowRunOutputOf, type WorkflowRunContext, type WorkflowRunOutput } 
 import { DurableActor } from './actor.js';
 import { executeRun } from './execution/attempt.js';
 import { newId } from './ids.js';
-import { findLoop } from './queries/loops.js';
+import { findLoopRecord } from './queries/loops.js';
 import type { Runtime } from './runtime.js';
 import { resumeWorkflowRun, runWorkflow } from './workflows/runner.js';
 
@@ -126,7 +126,7 @@ function attachRun(runtime: Runtime, input: DurableRunInput, streamId: string, o
     const known = await recorded(runtime, streamId, outputOf);
     if (known.output) return known.output;
     if (!known.exists) {
-      const loop = findLoop(runtime.db, input.loop);
+      const loop = findLoopRecord(runtime.db, input.loop);
       await executeRun(runtime, loop, {
         runId,
         slot: `manual:${runId}`,

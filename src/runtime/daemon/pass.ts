@@ -26,7 +26,7 @@ import { strandedVerdict } from '../../scheduling/planner.js';
 import { adoptRun } from '../execution/attempt.js';
 import { afterScheduledRun } from '../loops/decisions.js';
 import { deliverNotice, pendingNotices, requestNotices, type RunHook } from '../loops/notify.js';
-import { findLoop, findRun, type RunView } from '../queries/loops.js';
+import { findLoopRecord, findRun, type RunView } from '../queries/loops.js';
 import { recoverWorkflowLoopRun } from '../workflows/runner.js';
 import { recoverRuns, type RecoveryReport } from './recovery.js';
 import { claimableWork, QUEUE_COLUMNS, type QueueItem } from './run-queue.js';
@@ -75,7 +75,7 @@ export async function decide(runtime: Runtime, nowMs: number, options: DecideOpt
   };
   for (const event of await repairFixedDelay(runtime, nowMs)) {
     const loopId = event.streamId.slice('loop:'.length);
-    note(loopId, findLoop(runtime.db, loopId, { includeRemoved: true }).name, [event]);
+    note(loopId, findLoopRecord(runtime.db, loopId, { includeRemoved: true }).name, [event]);
   }
   const due = cached<[string], { id: string; name: string }>(
       runtime.db,
@@ -297,7 +297,7 @@ export class Dispatcher {
     const { runtime, options } = this;
     let loop;
     try {
-      loop = findLoop(runtime.db, item.loopId, { includeRemoved: true });
+      loop = findLoopRecord(runtime.db, item.loopId, { includeRemoved: true });
     } catch (error) {
       options.onError?.(item, error as Error);
       return false;

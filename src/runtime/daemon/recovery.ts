@@ -52,6 +52,8 @@ interface StaleRow {
  * end on a full disk) — whose leases are expired now, as a daemon starting expires a dead
  * predecessor's, instead of holding the run `running` until they run out. `skip`: runs the caller
  * executes itself (a daemon's runs whose lease ran out while it retried a write are still its own).
+ * Every pass asks: the runs still going are read from their own index (loop_runs_live), and sorted
+ * (`+`: not in the rowid's order, which would walk the whole history to keep the few live ones).
  */
 async function staleRuns(runtime: Runtime, nowMs: number, skip: (runId: string) => boolean): Promise<string[]> {
   const nowIso = new Date(nowMs).toISOString();
@@ -59,7 +61,7 @@ async function staleRuns(runtime: Runtime, nowMs: number, skip: (runId: string) 
     runtime.db,
     `SELECT r.id, l.holder, l.expires_at FROM loop_runs r LEFT JOIN leases l ON l.name = 'run:' || r.id
      WHERE r.status IN ('claimed', 'spawning', 'running')
-     ORDER BY r.claimed_position`,
+     ORDER BY +r.claimed_position`,
   ).all();
   const dead = new Set<string>();
   const out: string[] = [];

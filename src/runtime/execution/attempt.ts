@@ -32,7 +32,7 @@ import { HeldLease } from '../leases.js';
 import { afterScheduledRun } from '../loops/decisions.js';
 import { isHookSlot, requestNotices, tellRunEnded } from '../loops/notify.js';
 import { runDir } from '../paths.js';
-import { findRun, type LoopView, type RunView } from '../queries/loops.js';
+import { findRun, type LoopRecord, type RunView } from '../queries/loops.js';
 import { findWorkflow, workflowVersion } from '../queries/workflows.js';
 import type { Runtime } from '../runtime.js';
 import type { PinnedWorkflow, RunWorkflowOptions } from '../workflows/runner.js';
@@ -157,7 +157,7 @@ function recordExit(actor: DurableActor<typeof runMachine>, lease: HeldLease, ex
  * Executes one run of `loop` in this process, claim to follow-up (see the module comment). A claim
  * that loses to another runner rejects with a `ClaimLostError` and records nothing.
  */
-export async function executeRun(runtime: Runtime, loop: LoopView, options: ExecuteRunOptions): Promise<RunView> {
+export async function executeRun(runtime: Runtime, loop: LoopRecord, options: ExecuteRunOptions): Promise<RunView> {
   const { db, clock } = runtime;
   const runId = options.runId;
   const streamId = `run:${runId}`;

@@ -7,14 +7,14 @@ import { ClaimLostError, InvalidTransitionError } from '../../events/errors.js';
 import { newId } from '../ids.js';
 import { holdRunnerLease, RUNNER_LEASE_TTL_MS } from '../leases.js';
 import { decideLoop } from '../loops/decisions.js';
-import { findLoop, type RunView } from '../queries/loops.js';
+import { findLoopRecord, type RunView } from '../queries/loops.js';
 import type { Runtime } from '../runtime.js';
 import { executeRun, type RunNowOptions } from './attempt.js';
 
 export { DEFAULT_LEASE_TTL_MS, executeRun, type ExecuteRunOptions, type RunNowOptions } from './attempt.js';
 
 export async function runNow(runtime: Runtime, idOrName: string, options: RunNowOptions = {}): Promise<RunView> {
-  const loop = findLoop(runtime.db, idOrName);
+  const loop = findLoopRecord(runtime.db, idOrName);
   if (loop.status === 'archived' || loop.status === 'expired') {
     throw new InvalidTransitionError(`loop ${loop.name} is ${loop.status} and cannot run`, {
       hint: `${loop.status} loops keep their history only; create a new loop to run this again`,

@@ -29,7 +29,7 @@ import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { newId } from '../ids.js';
 import { HeldLease } from '../leases.js';
-import { findLoop, findRun, type LoopView, type RunView } from '../queries/loops.js';
+import { findLoopRecord, findRun, type LoopRecord, type RunView } from '../queries/loops.js';
 import { loopNotify } from '../queries/notices.js';
 import type { Runtime } from '../runtime.js';
 
@@ -117,7 +117,7 @@ export function isHookSlot(slot: string | null | undefined): boolean {
 
 /** How a hook's run is executed: the attempt path's `executeRun`, handed in by its caller. */
 export type RunHook = (
-  loop: LoopView,
+  loop: LoopRecord,
   options: { runId: string; slot: string; scheduledFor: string; trigger: 'manual' },
 ) => Promise<RunView>;
 
@@ -237,9 +237,9 @@ export async function requestNotices(runtime: Runtime, run: RunView, followUp: R
   return out;
 }
 
-function safeLoop(runtime: Runtime, loopId: string): LoopView | null {
+function safeLoop(runtime: Runtime, loopId: string): LoopRecord | null {
   try {
-    return findLoop(runtime.db, loopId, { includeRemoved: true });
+    return findLoopRecord(runtime.db, loopId, { includeRemoved: true });
   } catch {
     return null;
   }

@@ -7,7 +7,8 @@ import { cached, type Db } from '../../events/db.js';
 import { AmbiguousError, NotFoundError } from '../../events/errors.js';
 import { containsPattern, prefixPattern, shownRef } from './refs.js';
 
-export interface LoopView {
+/** A loop's definition and state, as its projection row holds them: what running it needs. */
+export interface LoopRecord {
   id: string;
   name: string;
   description: string | null;
@@ -21,9 +22,13 @@ export interface LoopView {
   reason: string | null;
   createdAt: string;
   updatedAt: string;
-  runCount: number;
   /** Runs of scheduled slots (run-now excluded): what max-runs counts. */
   scheduledRuns: number;
+}
+
+/** A loop as `list` and `show` present it: its record, with its run count and last run. */
+export interface LoopView extends LoopRecord {
+  runCount: number;
   lastRun: { id: string; status: string | null; at: string | null } | null;
 }
 
@@ -76,8 +81,11 @@ interface LoopRow {
   reason: string | null;
   created_at: string;
   updated_at: string;
-  run_count: number;
   scheduled_runs: number;
+}
+
+interface LoopViewRow extends LoopRow {
+  run_count: number;
   last_run_id: string | null;
   last_run_status: string | null;
   last_run_at: string | null;
@@ -124,7 +132,13 @@ const LOOP_SELECT = `SELECT l.*, (SELECT COUNT(*) FROM loop_runs c WHERE c.loop_
     r.id AS last_run_id, r.claimed_at AS last_run_at, r.status AS last_run_status
   FROM loops l LEFT JOIN loop_runs r ON r.claimed_position = (SELECT MAX(m.claimed_position) FROM loop_runs m WHERE m.loop_id = l.id AND m.slot NOT LIKE 'hook:%')`;
 
-export function toLoopView(row: LoopRow): LoopView {
+/**
+ * A loop row alone: the record the run path reads (run-now, the daemon's claims, notices). It does
+ * not count the loop's runs, which costs in proportion to them.
+ */
+const LOOP_RECORD_SELECT = 'SELECT l.* FROM loops l';
+
+function toLoopRecord(row: LoopRow): LoopRecord {
   const policies = JSON.parse(row.policies) as LoopPolicies;
   return {
     id: row.id,
@@ -140,8 +154,14 @@ export function toLoopView(row: LoopRow): LoopView {
     reason: row.reason,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
-    runCount: row.run_count,
     scheduledRuns: row.scheduled_runs,
+  };
+}
+
+export function toLoopView(row: LoopViewRow): LoopView {
+  return {
+    ...toLoopRecord(row),
+    runCount: row.run_count,
     lastRun: row.last_run_id ? { id: row.last_run_id, status: row.last_run_status, at: row.last_run_at } : null,
   };
 }
@@ -183,7 +203,7 @@ export interface ListLoopsOptions {
 }
 
 export function listLoops(db: Db, options: ListLoopsOptions = {}): LoopView[] {
-  const rows = cached<[], LoopRow>(
+  const rows = cached<[], LoopViewRow>(
     db,
     `${LOOP_SELECT} ${options.all ? '' : "WHERE l.status <> 'removed'"} ORDER BY l.name COLLATE NOCASE, l.created_at`,
     )
@@ -196,17 +216,26 @@ export function listLoops(db: Db, options: ListLoopsOptions = {}): LoopView[] {
  * Unknown → NotFoundError; several matches → AmbiguousError listing them.
  */
 export function findLoop(db: Db, idOrName: string, options: { includeRemoved?: boolean } = {}): LoopView {
-  const byId = cached<[string], LoopRow>(db, `${LOOP_SELECT} WHERE l.id = ?`).get(idOrName);
-  if (byId && (options.includeRemoved || byId.status !== 'removed')) return toLoopView(byId);
-  const byName = cached<[string], LoopRow>(db, `${LOOP_SELECT} WHERE l.live_name = ?`).all(idOrName);
-  if (byName.length === 1) return toLoopView(byName[0]!);
+  return resolveLoop(db, idOrName, options, LOOP_SELECT, toLoopView);
+}
+
+/** {@link findLoop}'s resolution, returning the loop's record without its run statistics. */
+export function findLoopRecord(db: Db, idOrName: string, options: { includeRemoved?: boolean } = {}): LoopRecord {
+  return resolveLoop(db, idOrName, options, LOOP_RECORD_SELECT, toLoopRecord);
+}
+
+function resolveLoop<R extends LoopRow, T>(db: Db, idOrName: string, options: { includeRemoved?: boolean }, select: string, map: (row: R) => T): T {
+  const byId = cached<[string], R>(db, `${select} WHERE l.id = ?`).get(idOrName);
+  if (byId && (options.includeRemoved || byId.status !== 'removed')) return map(byId);
+  const byName = cached<[string], R>(db, `${select} WHERE l.live_name = ?`).all(idOrName);
+  if (byName.length === 1) return map(byName[0]!);
   const pattern = prefixPattern(idOrName);
   if (pattern !== null) {
-    const byPrefix = cached<[string], LoopRow>(
-        db, `${LOOP_SELECT} WHERE l.id LIKE ? ESCAPE '\\' ${options.includeRemoved ? '' : "AND l.status <> 'removed'"} LIMIT 11`,
+    const byPrefix = cached<[string], R>(
+        db, `${select} WHERE l.id LIKE ? ESCAPE '\\' ${options.includeRemoved ? '' : "AND l.status <> 'removed'"} LIMIT 11`,
       )
       .all(pattern);
-    if (byPrefix.length === 1) return toLoopView(byPrefix[0]!);
+    if (byPrefix.length === 1) return map(byPrefix[0]!);
     if (byPrefix.length > 1) {
       throw new AmbiguousError(`${shownRef(idOrName)} matches ${byPrefix.length} loops: ${byPrefix.map((r) => `${r.name} (${r.id})`).join(', ')}`, {
         hint: 'give the full id or the name',
