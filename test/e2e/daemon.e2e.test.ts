@@ -286,8 +286,8 @@ describe('kill -9 while a run is going, restart while it still runs: the run is 
     expect(procStat(running.pid!)!.ppid).toBe(helper);
     process.kill(first, 'SIGKILL');
     await waitFor(() => !pidAlive(first), 5000, `daemon ${first} to die`);
-    // The helper ends with its daemon (its stdin closed); the run goes on.
-    await waitFor(() => !isAlive(helper!), 5000, `spawner helper ${helper} to end`);
+    // The helper outlives its daemon (its stdin closed) to reap the run, which goes on.
+    expect(isAlive(helper!)).toBe(true);
     expect(liveGroupMembers(running.pid!).length).toBeGreaterThan(0);
     const second = started(s.run(['daemon', 'start'], { LOOPS_SPAWNER_IDLE_MS: '600000' }));
     const ended = await waitForRuns(
@@ -298,6 +298,8 @@ describe('kill -9 while a run is going, restart while it still runs: the run is 
       'the adopted run to end',
     );
     expect(ended.find((r) => r.id === running.id)).toMatchObject({ status: 'failed', exitCode: 7 });
+    // The old helper wrote that exit status when it reaped the run, and then ended.
+    await waitFor(() => !isAlive(helper!), 5000, `spawner helper ${helper} to end`);
     // Output written while no runner was alive is all in the run's file.
     expect(readFileSync(join(s.dataDir, 'runs', running.id, 'stdout.log'), 'utf8')).toBe('before\nafter\n');
     expect(s.run(['daemon', 'logs', '-n', '1000']).stdout).toContain(`adopted run ${running.id}`);

@@ -5,11 +5,12 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { systemClock } from '../../src/runtime/clock.js';
-import { deadlineAfter, SpawnFailedError, spawnProcess, WRAPPER_NAME, type SpawnSpec } from '../../src/runtime/execution/executor.js';
-import { findWrapperProcess, processGroup, processStartTime } from '../../src/runtime/execution/process-info.js';
+import { deadlineAfter, findRunProcess, SpawnFailedError, spawnProcess, type SpawnSpec } from '../../src/runtime/execution/executor.js';
+import { processGroup, processStartTime } from '../../src/runtime/execution/process-info.js';
 import { Spawner, SpawnerError } from '../../src/runtime/execution/spawner.js';
 import { fixture } from '../helpers/fixtures.js';
 import { isAlive, killGroupIfAlive, liveGroupMembers, waitForGroupGone } from '../helpers/proc.js';
@@ -227,7 +228,7 @@ describe('spawnProcess through the spawner', () => {
     expect(isAlive(handle.pid)).toBe(false);
   });
 
-  it('the helper dies mid-run: the process goes on, and its real exit status is read from the status file', async () => {
+  it('the helper dies mid-run: the process goes on, its output is kept, and its exit status is unknown (the helper reaped it)', async () => {
     const dir = tempDir();
     const spawner = useSpawner();
     const handle = await start(spawner, fileSpec(dir, { command: `while [ ! -e ${join(dir, 'go')} ]; do sleep 0.05; done; echo done; exit 7` }));
@@ -237,7 +238,8 @@ describe('spawnProcess through the spawner', () => {
     expect(isAlive(handle.pid)).toBe(true);
     writeFileSync(join(dir, 'go'), '');
     const exit = await handle.exited;
-    expect(exit).toMatchObject({ exitCode: 7, signal: null, stdout: 'done\n', error: 'exited with code 7' });
+    expect(exit).toMatchObject({ exitCode: null, signal: null, stdout: 'done\n' });
+    expect(exit.error).toMatch(/spawner helper process, which reaps it, was gone: its exit status is unknown/);
     // The next spawn starts a new helper.
     const again = await start(spawner, fileSpec(tempDir(), { command: 'exit 0' }));
     expect((await again.exited).exitCode).toBe(0);
@@ -245,21 +247,42 @@ describe('spawnProcess through the spawner', () => {
   });
 });
 
+describe('the runner ends while its runs go on (a crash, kill -9: the helper sees its stdin close)', () => {
+  it('the helper stays, reaps each process, writes its exact end in its status file, and only then ends', async () => {
+    const dir = tempDir();
+    const spawner = useSpawner();
+    const go = join(dir, 'go');
+    // Killed by a signal after an exit code above 128 would say the same to a shell: the status says which.
+    const handle = await start(spawner, fileSpec(dir, { command: `while [ ! -e ${go} ]; do sleep 0.05; done; echo done; kill -USR1 $$` }));
+    const helper = spawner.pid!;
+    const statusFile = join(dir, 'exit-status');
+    expect(readFileSync(statusFile, 'utf8')).toBe(`running\npid ${handle.pid}\nstart ${handle.startTime}\n`);
+    expect(findRunProcess(statusFile)).toMatchObject({ pid: handle.pid, startTime: handle.startTime });
+    spawner.close();
+    writeFileSync(go, '');
+    await waitFor(() => readFileSync(statusFile, 'utf8').startsWith('signal'), 10_000, 'the helper to write the status');
+    expect(readFileSync(statusFile, 'utf8')).toBe(`signal ${osConstants.signals.SIGUSR1}\npid ${handle.pid}\n`);
+    await waitFor(() => !isAlive(helper), 10_000, 'the helper to end once nothing is left to reap');
+    expect(readFileSync(join(dir, 'stdout.log'), 'utf8')).toBe('done\n');
+  });
+});
+
 describe('spawnProcess: the helper dies before it answers', () => {
-  it('a spawn it carried out is found by its wrapper and followed to its real exit, output and all', async () => {
+  it('a spawn it carried out is found by its status file and followed to its end, output and all', async () => {
     const dir = tempDir();
     const spawner = new Spawner({ script: fixture('spawner-silent.mjs') });
     onTestFinished(() => spawner.close());
     const go = join(dir, 'go');
     const pending = spawnProcess(fileSpec(dir, { command: `while [ ! -e ${go} ]; do sleep 0.05; done; echo done; exit 6` }), systemClock, spawner);
-    await waitFor(() => findWrapperProcess(join(dir, 'exit-status'), WRAPPER_NAME) !== null, 10_000, 'the process');
-    const { pid } = findWrapperProcess(join(dir, 'exit-status'), WRAPPER_NAME)!;
+    await waitFor(() => findRunProcess(join(dir, 'exit-status')) !== null, 10_000, 'the process');
+    const { pid } = findRunProcess(join(dir, 'exit-status'))!;
     onTestFinished(() => killGroupIfAlive(pid));
     process.kill(spawner.pid!, 'SIGKILL');
     const handle = await pending;
     expect(handle.pid).toBe(pid);
     writeFileSync(go, '');
-    expect(await handle.exited).toMatchObject({ exitCode: 6, stdout: 'done\n', error: 'exited with code 6' });
+    // The helper that would have reaped it is gone: what it printed is known, its exit status is not.
+    expect(await handle.exited).toMatchObject({ exitCode: null, stdout: 'done\n', error: expect.stringMatching(/its exit status is unknown/) });
   });
 });
 

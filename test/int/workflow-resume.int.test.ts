@@ -5,13 +5,13 @@
  * a fixture that starts processes and never answers (test/fixtures/spawner-silent.mjs).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { filter, firstValueFrom, timeout } from 'rxjs';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { DurableActor } from '../../src/runtime/actor.js';
-import { WRAPPER_NAME } from '../../src/runtime/execution/executor.js';
-import { findWrapperProcess, processStartTime } from '../../src/runtime/execution/process-info.js';
+import { findRunProcess, readStatusFile } from '../../src/runtime/execution/executor.js';
+import { processStartTime } from '../../src/runtime/execution/process-info.js';
 import { openRuntime } from '../../src/runtime/runtime.js';
 import { Spawner } from '../../src/runtime/execution/spawner.js';
 import { resumeWorkflowRun, runWorkflow } from '../../src/runtime/workflows/runner.js';
@@ -23,7 +23,7 @@ import { tempDir, useRuntime } from '../helpers/tmp.js';
 import { waitFor } from '../helpers/wait.js';
 
 describe('resumeWorkflowRun: a step forked but never recorded', () => {
-  it('is found by its wrapper, recorded as spawned by the new runner, adopted, and its real exit recorded', async () => {
+  it('is found by its status file, recorded as spawned by the new runner, adopted, and its real exit recorded', async () => {
     const runtime = await useRuntime({ runnerId: 'new-host:2:resumer' });
     const dir = tempDir();
     const go = join(dir, 'go');
@@ -48,8 +48,8 @@ describe('resumeWorkflowRun: a step forked but never recorded', () => {
     started.catch(() => undefined);
     const wfRunId = (await intent).streamId.slice('wfrun:'.length);
     const statusFile = join(runtime.dataDir, 'runs', wfRunId, 'wait', '1', 'exit-status');
-    await waitFor(() => findWrapperProcess(statusFile, WRAPPER_NAME) !== null, 10_000, "the step's process");
-    const { pid } = findWrapperProcess(statusFile, WRAPPER_NAME)!;
+    await waitFor(() => findRunProcess(statusFile) !== null, 10_000, "the step's process");
+    const { pid } = findRunProcess(statusFile)!;
     onTestFinished(() => killGroupIfAlive(pid));
 
     // The old runner dies with the step unrecorded; its lease is over.
@@ -99,11 +99,14 @@ describe('resumeWorkflowRun: a step whose recorded process cannot be confirmed',
     runWorkflow(old, 'held').catch(() => undefined);
     const wfRunId = (await intent).streamId.slice('wfrun:'.length);
     const statusFile = join(runtime.dataDir, 'runs', wfRunId, 'wait', '1', 'exit-status');
-    await waitFor(() => findWrapperProcess(statusFile, WRAPPER_NAME) !== null, 10_000, "the step's process");
-    const { pid } = findWrapperProcess(statusFile, WRAPPER_NAME)!;
+    await waitFor(() => findRunProcess(statusFile) !== null, 10_000, "the step's process");
+    const { pid } = findRunProcess(statusFile)!;
     onTestFinished(() => killGroupIfAlive(pid));
     process.kill(-pid, 'SIGKILL');
     await waitForGroupGone(pid);
+    // Its end left nothing behind: the status its helper wrote once it reaped it is removed.
+    await waitFor(() => readStatusFile(statusFile) !== null, 10_000, 'the helper to write the status');
+    rmSync(statusFile);
     die();
 
     // What the log says of the step: a process with the pid and start time of a process alive

@@ -11,10 +11,10 @@ import { cached } from '../../events/db.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { finishStaleRun } from '../execution/attempt.js';
-import { WRAPPER_NAME } from '../execution/executor.js';
+import { findRunProcess } from '../execution/executor.js';
 import { HeldLease } from '../leases.js';
 import { runDir } from '../paths.js';
-import { findWrapperProcess, type ProcessIdentity, processState, runnerGone } from '../execution/process-info.js';
+import { type ProcessIdentity, processState, runnerGone } from '../execution/process-info.js';
 import type { Runtime } from '../runtime.js';
 
 export interface RecoveryReport {
@@ -107,7 +107,7 @@ export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000, skip: (
     if (context.pid === null && actor.state === 'spawning') {
       // Its runner died after the fork but before it recorded the pid: the process may be running
       // all the same. Found by its wrapper's argv, it is recorded now and adopted, never run twice.
-      const found = findWrapperProcess(join(runDir(runtime.dataDir, runId), 'exit-status'), WRAPPER_NAME);
+      const found = findRunProcess(join(runDir(runtime.dataDir, runId), 'exit-status'));
       if (found) {
         // Under the run's lease, taken over (fencing the dead runner) and given back: the adopter takes it next.
         const lease = new HeldLease(runtime, `run:${runId}`, leaseTtlMs);

@@ -14,7 +14,6 @@
  * (plan, watch, terminate) already live beside it.
  */
 import { existsSync, mkdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
-import { constants as osConstants } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { execa } from 'execa';
 import type { Clock, TimerHandle } from '../clock.js';
@@ -25,7 +24,8 @@ import { maskFiles, OutputFile, TailBuffer } from './output.js';
 import { SecretMasker, StreamMasker } from './secrets.js';
 import { type Spawned, type Spawner, SpawnerError, whenGone } from './spawner.js';
 import { resolveExecutable } from './which.js';
-import { bootId, findWrapperProcess, processStartTime } from './process-info.js';
+import { bootId, findWrapperProcess, identityNow, processGroup, processRunning, processStartTime, type ProcessIdentity } from './process-info.js';
+import { readStartedStatus, readStatusFile } from './status-file.js';
 import { DEFAULT_GRACE_MS, GroupTerminator } from './terminate.js';
 
 export interface SpawnSpec {
@@ -190,37 +190,7 @@ export function wrapperArgv(
   return perl ? { file: perl, args: ['-e', PERL_WRAPPER, ...rest] } : { file: '/bin/sh', args: ['-c', SH_WRAPPER, ...rest] };
 }
 
-/**
- * What a status file says: the exit code, or the signal that ended the command (`signal 9` from the
- * perl wrapper, `signal KILL` from the sh wrapper and from files written before the perl one), and
- * the wrapper's pid (null in files written before it was added).
- */
-export function readStatusFile(file: string): { exitCode: number | null; signal: string | null; pid: number | null } | null {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8').trim();
-  } catch {
-    return null;
-  }
-  const [first, second] = text.split('\n');
-  const pidMatch = second !== undefined ? /^pid (\d+)$/.exec(second) : null;
-  const pid = pidMatch ? Number(pidMatch[1]) : null;
-  const exit = /^exit (\d+)$/.exec(first ?? '');
-  if (exit) return { exitCode: Number(exit[1]), signal: null, pid };
-  const sig = /^signal (\w+)$/.exec(first ?? '');
-  if (sig) return { exitCode: null, signal: signalName(sig[1]!), pid };
-  return null;
-}
-
-/** `9` → `SIGKILL`, `KILL` / `SIGKILL` → `SIGKILL` (numbers as this OS numbers them, as node names them). */
-function signalName(token: string): string {
-  if (/^\d+$/.test(token)) {
-    const n = Number(token);
-    const named = Object.entries(osConstants.signals).find(([, value]) => value === n);
-    return named ? named[0] : `SIG${n}`;
-  }
-  return `SIG${token.replace(/^SIG/, '')}`;
-}
+export { readStatusFile };
 
 export { resolveExecutable };
 
@@ -352,13 +322,19 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
     }
     // The run's directories: made here, or by the helper (off this thread) before it opens the files.
     if (!viaHelper) for (const dir of runDirs) mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const kind = wrapperKind();
-    ({ file, args } = wrapperArgv(spec.statusFile, spec.command, spec.args, spec.shell, kind));
-    // perl warns on stderr of a locale it lacks (a LANG forwarded by ssh): an empty PERL_BADLANG
-    // silences it, and the wrapper removes it again before the command starts (a run's own is kept,
-    // unless it is the empty string).
-    if (kind === 'perl' && spec.env.PERL_BADLANG === undefined && (unset.has('PERL_BADLANG') || process.env.PERL_BADLANG === undefined)) {
-      env.PERL_BADLANG = '';
+    if (viaHelper) {
+      // The helper reaps the process and writes its status file itself (status-file.ts): no
+      // wrapper, so no interpreter starts and no second fork per run.
+      if (spec.shell) ({ file, args } = { file: '/bin/sh', args: ['-c', spec.command] });
+    } else {
+      const kind = wrapperKind();
+      ({ file, args } = wrapperArgv(spec.statusFile, spec.command, spec.args, spec.shell, kind));
+      // perl warns on stderr of a locale it lacks (a LANG forwarded by ssh): an empty PERL_BADLANG
+      // silences it, and the wrapper removes it again before the command starts (a run's own is kept,
+      // unless it is the empty string).
+      if (kind === 'perl' && spec.env.PERL_BADLANG === undefined && (unset.has('PERL_BADLANG') || process.env.PERL_BADLANG === undefined)) {
+        env.PERL_BADLANG = '';
+      }
     }
     shell = false;
   }
@@ -544,9 +520,26 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
   };
 }
 
+/**
+ * The running process of a run (or step attempt) whose pid went unrecorded, found by its status
+ * file: the one the spawner helper recorded as started there, or the exit-status wrapper whose argv
+ * names it (runs started inline, or by an older loops). Null when neither runs.
+ */
+export function findRunProcess(statusFile: string): ProcessIdentity | null {
+  const started = readStartedStatus(statusFile);
+  if (started !== null && started.startTime !== null) {
+    const startTime = processStartTime(started.pid);
+    if (startTime === started.startTime && processGroup(started.pid) === started.pid) {
+      const id = identityNow(started.pid, startTime);
+      if (processRunning(id)) return id;
+    }
+  }
+  return findWrapperProcess(statusFile, WRAPPER_NAME);
+}
+
 /** The process of a spawn the helper never answered, if it was started after all. */
 function unansweredSpawn(statusFile: string): Spawned | null {
-  const running = findWrapperProcess(statusFile, WRAPPER_NAME);
+  const running = findRunProcess(statusFile);
   if (running) {
     return { pid: running.pid, startTime: running.startTime, exit: whenGone(running).then(() => ({ code: null, signal: null, lost: true })) };
   }
@@ -644,12 +637,13 @@ async function launchViaSpawner(
       dirs,
       stdout: spec.stdoutFile!,
       stderr: spec.stderrFile!,
+      ...(spec.statusFile ? { status: spec.statusFile } : {}),
     });
   } catch (error) {
     const code = error instanceof SpawnerError ? error.code : null;
     // The helper died before it answered, maybe right after the fork: the process is then found
-    // by its wrapper's argv (or, already ended, by the pid in its status file) and followed like
-    // one the helper lost — never reported as not started while it runs.
+    // by what its status file says (started, or already ended) and followed like one the helper
+    // lost — never reported as not started while it runs.
     const found = code === 'EHELPERGONE' && spec.statusFile ? unansweredSpawn(spec.statusFile) : null;
     if (!found) throw new SpawnFailedError(explainSpawnError(spec, code, (error as Error).message, path), code);
     spawned = found;
@@ -657,10 +651,11 @@ async function launchViaSpawner(
   const statusFile = spec.statusFile;
   const exit = spawned.exit.then((e) => {
     if (!e.lost) return { code: e.code, signal: e.signal };
-    // The helper died while the process ran: its wrapper's status file has the real outcome.
+    // The helper died while the process ran: the helper reaps its processes and writes their
+    // status files, so the outcome is unknown unless it wrote it before it died.
     const status = statusFile ? readStatusFile(statusFile) : null;
     if (status) return { code: status.exitCode, signal: status.signal };
-    return { code: null, signal: null, unknown: 'it ended while the spawner helper process was gone, without writing its exit status' };
+    return { code: null, signal: null, unknown: 'it ended while the spawner helper process, which reaps it, was gone: its exit status is unknown' };
   });
   return { pid: spawned.pid, startTime: spawned.startTime, exit, streamsClosed: () => Promise.resolve() };
 }

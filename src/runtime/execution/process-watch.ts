@@ -11,7 +11,8 @@ import { formatDuration } from '../../events/durations.js';
 import type { Clock, TimerHandle } from '../clock.js';
 import { agentReport, cliVersion, withAgentError } from '../agents/run.js';
 import type { ProviderId } from '../agents/index.js';
-import { msLeft, readStatusFile, type Deadline, type ExitInfo } from './executor.js';
+import { msLeft, type Deadline, type ExitInfo } from './executor.js';
+import { readStartedStatus, readStatusFile } from './status-file.js';
 import { maskFiles, tailOfOutput } from './output.js';
 import { processRunning, type ProcessIdentity } from './process-info.js';
 import { SecretMasker } from './secrets.js';
@@ -100,6 +101,10 @@ export interface AdoptOptions extends Omit<FileExitOptions, 'timedOut' | 'cancel
   pollMs?: number;
 }
 
+/** How long an adopter waits for the status a spawner helper writes once it reaped the process: 40 × 50 ms. */
+const STATUS_WAITS = 40;
+const STATUS_WAIT_MS = 50;
+
 /** What became of an adopted process: its outcome from its files, or why it is unknown. */
 export type AdoptedEnd = { kind: 'exited'; end: FileExit } | { kind: 'unknown'; reason: string };
 
@@ -155,11 +160,18 @@ export function adoptProcess(clock: Clock, o: AdoptOptions): AdoptedProcess {
       // The end is read (and recorded) once the group's leftovers are gone too (see leaderExited).
       void terminator.leaderExited().then(() => settleEnd());
     });
+  let statusWaits = 0;
   const settleEnd = () => {
     const stopped = { timedOut: timedOut ? { timeoutMs: o.deadline?.timeoutMs ?? 0 } : null, cancelled };
     // A member this runner could not signal (EPERM: another user's) is said, as for a live run.
     const denied = terminator.deniedNote();
     const end = exitFromFiles(o.dir, { ...o, ...stopped });
+    // Started by a spawner helper, which writes the status a moment after it reaped the process:
+    // looked at again for a while (the helper may also be gone, and never write it).
+    if (!end && statusWaits < STATUS_WAITS && readStartedStatus(join(o.dir, 'exit-status')) !== null) {
+      statusWaits += 1;
+      return later(STATUS_WAIT_MS, settleEnd);
+    }
     if (end) return resolveEnded({ kind: 'exited', end: denied ? { ...end, exit: { ...end.exit, error: end.exit.error ? `${end.exit.error}; ${denied}` : denied } } : end });
     const unknown = `its process (pid ${identity.pid}) ended and left no exit status${denied ? `; ${denied}` : ''}`;
     // Stopped by loops (a deadline, a cancel) and killed before its wrapper could write: what

@@ -17,11 +17,15 @@
  *   {"id":N,"error":"…","code":"ENOENT"|null}          not started
  *   {"id":N,"exit":{"code":C|null,"signal":S|null}}   the process ended (reaped here)
  *   {"ready":true,"pid":P}                            once, when its signal handlers are in place
+ * A request with `status` names the run's status file: this process writes there that the process
+ * started (pid, start time), and how it ended once reaped (exit code, or the signal: exact), before
+ * it reports the exit. That is what lets a run go without an exit-status wrapper of its own.
  * Every process is the leader of a new process group (`detached`). This process runs in a session
  * of its own, out of reach of a terminal's Ctrl-C, and ignores the signals that stop a runner: the
- * runner decides when runs stop and keeps reading their exits; this process ends when its stdin
- * closes — when the runner ends, or when the runner ends it for being idle (nothing pending). Processes
- * still running then are reparented and go on; the runner's crash recovery adopts them.
+ * runner decides when runs stop and keeps reading their exits. When its stdin closes — the runner
+ * ended, or ended it for being idle (nothing pending) — it ends once the processes it started have
+ * ended and their status files are written: after a runner's crash it stays to reap them, and the
+ * next runner's recovery adopts them (watching by pid) and reads their ends from those files.
  *
  * Imports nothing but node builtins (and process-info.ts and which.ts, which use only those), so it
  * starts in tens of milliseconds.
@@ -31,6 +35,7 @@ import { closeSync, existsSync, mkdirSync, openSync, unlinkSync } from 'node:fs'
 import { createInterface } from 'node:readline';
 import { processStartTime } from './process-info.js';
 import type { SpawnerRequest } from './spawner.js';
+import { writeExitStatus, writeStartedStatus } from './status-file.js';
 import { resolveExecutable } from './which.js';
 
 /** A request as the runner writes it (spawner.ts). */
@@ -39,15 +44,25 @@ type SpawnRequest = SpawnerRequest & { op: 'spawn'; id: number };
 // Replies of one turn (a burst of spawns, exits reaped together) go out in one write, so the
 // runner reads them in one chunk and records them in one transaction.
 let outbox: string[] = [];
+/** The runner is gone (stdin closed, or stdout broken): nothing is sent any more. */
+let runnerGone = false;
+/** Processes started here and not yet reaped. */
+let live = 0;
 const flush = () => {
   if (outbox.length === 0) return;
   const text = outbox.join('');
   outbox = [];
-  process.stdout.write(text);
+  if (!runnerGone) process.stdout.write(text);
 };
 const send = (message: object) => {
+  if (runnerGone) return;
   if (outbox.push(`${JSON.stringify(message)}\n`) > 1) return;
   setImmediate(flush);
+};
+/** Ends this process once its runner is gone and nothing it started is left to reap. */
+const endIfDone = () => {
+  if (!runnerGone || live > 0) return;
+  process.exit(0);
 };
 
 /** The environment of a request: this process's own (the runner's when it started), minus `unset`, plus `env`. */
@@ -101,14 +116,24 @@ function start(req: SpawnRequest): void {
       child.once('error', (e: NodeJS.ErrnoException) => send({ id: req.id, error: e.message, code: e.code ?? null }));
       return;
     }
-    send({ id: req.id, pid: child.pid, startTime: processStartTime(child.pid) });
+    const pid = child.pid;
+    const startTime = processStartTime(pid);
+    live += 1;
+    if (req.status !== undefined) writeStartedStatus(req.status, pid, startTime);
+    send({ id: req.id, pid, startTime });
     if (req.stdin !== undefined && child.stdin) {
       // A CLI that exits without reading its stdin makes this write fail (EPIPE): not an error.
       child.stdin.on('error', () => undefined);
       child.stdin.end(req.stdin);
     }
     child.on('error', () => undefined);
-    child.once('exit', (code, signal) => send({ id: req.id, exit: { code, signal } }));
+    child.once('exit', (code, signal) => {
+      live -= 1;
+      // Written before the exit is reported: whoever learns of the end can read it there.
+      if (req.status !== undefined) writeExitStatus(req.status, pid, code, signal);
+      send({ id: req.id, exit: { code, signal } });
+      endIfDone();
+    });
   } catch (e) {
     const error = e as NodeJS.ErrnoException;
     removeCreated(created);
@@ -121,7 +146,11 @@ function start(req: SpawnRequest): void {
 }
 
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGUSR2'] as const) process.on(signal, () => undefined);
-process.stdout.on('error', () => process.exit(0)); // the runner is gone
+process.stdout.on('error', () => {
+  // The runner is gone: its processes are still reaped here, and their status files written.
+  runnerGone = true;
+  endIfDone();
+});
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 lines.on('line', (line) => {
   if (!line) return;
@@ -134,9 +163,11 @@ lines.on('line', (line) => {
   if (req.op === 'spawn') start(req);
 });
 // The runner closed stdin: it has ended, or it ended this helper because nothing was pending
-// (spawner.ts, `retire`). Replies not yet written go out first (a pipe's writes are synchronous).
+// (spawner.ts, `retire`). Replies not yet written go out first (a pipe's writes are synchronous);
+// processes still running are reaped first (their status files written), then this ends.
 lines.on('close', () => {
   flush();
-  process.exit(0);
+  runnerGone = true;
+  endIfDone();
 });
 send({ ready: true, pid: process.pid });

@@ -2,10 +2,13 @@
  * The runner's side of the spawner helper (spawner-process.ts): starts it on first use, sends it
  * spawn requests and hands back each process's pid, start time and exit.
  *
- * If the helper dies, the processes it started live on (each leads its own process group, writes
- * its own files and status file). A spawn not yet answered fails; a process already started is
- * then watched by pid and start time until it ends, and its exit is reported as `lost`, for the
- * executor to read the real outcome from the run's status file — as crash recovery does.
+ * The helper reaps the processes it starts and writes their status files (status-file.ts), and it
+ * outlives its runner: when the runner ends (a crash, `kill -9`) it stays until the last of its
+ * processes ended and its status is written, which is where the next runner's recovery reads it.
+ * If the helper itself dies, its processes live on (each leads its own process group and writes
+ * its own output files): a spawn not yet answered fails; a process already started is watched by
+ * pid and start time until it ends, and its exit is reported as `lost` — its status unknown,
+ * unless the helper wrote it before it died.
  *
  * The helper is kept referenced only while a spawn or a process is pending, so it never holds a
  * finished runner open; and it is ended once nothing has been pending for `idleMs` (default 5 s,
@@ -43,6 +46,12 @@ export interface SpawnerRequest {
   /** Paths the process's stdout and stderr are appended to (created 0600). */
   stdout: string;
   stderr: string;
+  /**
+   * The run's status file (status-file.ts): the helper writes there that the process started (its
+   * pid and start time), and once it reaped it, how it ended — before it reports the exit. The
+   * process then needs no exit-status wrapper of its own.
+   */
+  status?: string;
 }
 
 export interface SpawnerExit {
@@ -240,8 +249,10 @@ export class Spawner {
     // Small heaps: the point of this process is that forking it is cheap.
     // Detached: a session of its own, so a terminal's Ctrl-C reaches the runner (which then stops
     // its runs in order and still needs their exits) but not the helper.
+    // Its stderr comes through this runner (not inherited): a helper that outlives its runner to
+    // reap the runs must not hold the runner's stderr — a terminal's, a pipe's — open meanwhile.
     const child = spawn(process.execPath, ['--max-semi-space-size=1', this.script!], {
-      stdio: ['pipe', 'pipe', 'inherit'],
+      stdio: ['pipe', 'pipe', 'pipe'],
       env: base,
       detached: true,
       windowsHide: true,
@@ -253,6 +264,7 @@ export class Spawner {
     this.started += 1;
     child.stdout!.setEncoding('utf8');
     child.stdout!.on('data', (text: string) => this.read(h, text));
+    child.stderr!.on('data', (chunk: Buffer) => process.stderr.write(chunk));
     child.stdin!.on('error', () => undefined); // its death is handled on 'exit'
     child.once('exit', () => this.died(h));
     child.once('error', () => this.died(h));
@@ -379,5 +391,5 @@ function drifted(base: Record<string, string>): { set: Record<string, string>; u
 function hold(h: Helper, on: boolean): void {
   const how = on ? 'ref' : 'unref';
   h.child[how]();
-  for (const pipe of [h.child.stdout, h.child.stdin]) (pipe as unknown as Partial<Record<'ref' | 'unref', () => void>>)[how]?.();
+  for (const pipe of [h.child.stdout, h.child.stderr, h.child.stdin]) (pipe as unknown as Partial<Record<'ref' | 'unref', () => void>>)[how]?.();
 }

@@ -27,8 +27,8 @@ import { stepOf, stepViews, type WorkflowRunContext, type workflowRunMachine } f
 import { DurableActor, type Effects } from '../actor.js';
 import { watchCancel } from '../execution/cancel.js';
 import type { TimerHandle } from '../clock.js';
-import { recordedDeadline, SpawnFailedError, spawnProcess, WRAPPER_NAME, type Deadline, type ProcessHandle } from '../execution/executor.js';
-import { findWrapperProcess, type ProcessIdentity, processState } from '../execution/process-info.js';
+import { findRunProcess, recordedDeadline, SpawnFailedError, spawnProcess, type Deadline, type ProcessHandle } from '../execution/executor.js';
+import { type ProcessIdentity, processState } from '../execution/process-info.js';
 import { adoptProcess, exitFromFiles } from '../execution/process-watch.js';
 import { runSecrets } from '../execution/run-secrets.js';
 import { maskDeep, SecretMasker } from '../execution/secrets.js';
@@ -689,7 +689,7 @@ class WorkflowRunner {
           if (identity === null) {
             // Its runner died after the fork, before it recorded the pid: find the process by its
             // wrapper's argv, record it, and adopt it rather than lose track of it.
-            identity = findWrapperProcess(join(this.stepDir(step.id, s.attempt), 'exit-status'), WRAPPER_NAME);
+            identity = findRunProcess(join(this.stepDir(step.id, s.attempt), 'exit-status'));
             if (identity) await this.record('step.spawned', { stepId: step.id, attempt: s.attempt, pid: identity.pid, pgid: identity.pid, startTime: identity.startTime, bootId: identity.bootId });
           }
           // Adopted only when its identity is confirmed: a live pid that cannot be told from another
