@@ -208,7 +208,10 @@ class WorkflowRunner {
     const { clock } = this.runtime;
     const timer = clock.setTimeout(() => {
       this.timers.delete(timer);
-      fn();
+      // A timer counts from the event loop's cached time, so it can fire a millisecond or two
+      // before `atMs` on the wall clock: never act (and record) before the instant itself.
+      if (clock.now() < atMs) this.later(atMs, fn);
+      else fn();
     }, Math.max(0, atMs - clock.now()));
     this.timers.add(timer);
   }
