@@ -33,7 +33,7 @@ import { afterScheduledRun } from '../loops/decisions.js';
 import { isHookSlot, requestNotices, tellRunEnded } from '../loops/notify.js';
 import { runDir } from '../paths.js';
 import { findRun, type LoopRecord, type RunView } from '../queries/loops.js';
-import { findWorkflow, workflowVersion } from '../queries/workflows.js';
+import { findWorkflowRecord, workflowVersion } from '../queries/workflows.js';
 import type { Runtime } from '../runtime.js';
 import type { PinnedWorkflow, RunWorkflowOptions } from '../workflows/runner.js';
 import { watchCancel } from './cancel.js';
@@ -226,7 +226,7 @@ export async function executeRun(runtime: Runtime, loop: LoopRecord, options: Ex
         const pinned =
           options.workflowRun?.pinned ??
           (() => {
-            const workflow = findWorkflow(db, params.workflowId);
+            const workflow = findWorkflowRecord(db, params.workflowId);
             const { spec } = workflowVersion(db, workflow.id, workflow.version);
             return { workflowId: workflow.id, workflowName: workflow.name, version: workflow.version, spec, inputs: resolveInputs(spec, {}) };
           })();

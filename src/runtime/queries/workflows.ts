@@ -12,7 +12,8 @@ import type { WorkflowSpec } from '../../workflow/spec.js';
 import { containsPattern, prefixPattern, shownRef } from './refs.js';
 
 /** A workflow with its latest version. */
-export interface WorkflowView {
+/** A workflow's definition and state, as its projection row holds them: what running it needs. */
+export interface WorkflowRecord {
   id: string;
   name: string;
   description: string | null;
@@ -29,6 +30,10 @@ export interface WorkflowView {
   reason: string | null;
   createdAt: string;
   updatedAt: string;
+}
+
+/** A workflow as `workflows list` and `show` present it: its record, with its run count and last run. */
+export interface WorkflowView extends WorkflowRecord {
   runCount: number;
   lastRun: { id: string; status: string | null; at: string | null } | null;
 }
@@ -163,6 +168,9 @@ interface WorkflowRow {
   reason: string | null;
   created_at: string;
   updated_at: string;
+}
+
+interface WorkflowViewRow extends WorkflowRow {
   run_count: number;
   last_run_id: string | null;
   last_run_status: string | null;
@@ -262,7 +270,10 @@ const WORKFLOW_SELECT = `SELECT w.*, (SELECT COUNT(*) FROM workflow_runs c WHERE
     r.id AS last_run_id, r.started_at AS last_run_at, r.status AS last_run_status
   FROM workflows w LEFT JOIN workflow_runs r ON r.claimed_position = (SELECT MAX(m.claimed_position) FROM workflow_runs m WHERE m.workflow_id = w.id)`;
 
-export function toWorkflowView(row: WorkflowRow): WorkflowView {
+/** A workflow row alone: what a run reads (it does not count the workflow's runs, a cost that grows with them). */
+const WORKFLOW_RECORD_SELECT = 'SELECT w.* FROM workflows w';
+
+function toWorkflowRecord(row: WorkflowRow): WorkflowRecord {
   return {
     id: row.id,
     name: row.name,
@@ -275,6 +286,12 @@ export function toWorkflowView(row: WorkflowRow): WorkflowView {
     reason: row.reason,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
+  };
+}
+
+export function toWorkflowView(row: WorkflowViewRow): WorkflowView {
+  return {
+    ...toWorkflowRecord(row),
     runCount: row.run_count,
     lastRun: row.last_run_id ? { id: row.last_run_id, status: row.last_run_status, at: row.last_run_at } : null,
   };
@@ -362,7 +379,7 @@ export interface ListWorkflowsOptions {
 
 /** Workflows by name (archived ones only with `all`). */
 export function listWorkflows(db: Db, options: ListWorkflowsOptions = {}): WorkflowView[] {
-  return cached<[], WorkflowRow>(
+  return cached<[], WorkflowViewRow>(
     db,
     `${WORKFLOW_SELECT} ${options.all ? '' : "WHERE w.status <> 'archived'"} ORDER BY w.name COLLATE NOCASE, w.created_at`,
   )
@@ -388,23 +405,32 @@ function ambiguous(idOrName: string, rows: WorkflowRow[], hint: string): Ambiguo
  * AmbiguousError listing them (also in `details.candidates`).
  */
 export function findWorkflow(db: Db, idOrName: string, options: { includeArchived?: boolean } = {}): WorkflowView {
+  return resolveWorkflow(db, idOrName, options, WORKFLOW_SELECT, toWorkflowView);
+}
+
+/** {@link findWorkflow}'s resolution, returning the workflow's record without its run statistics. */
+export function findWorkflowRecord(db: Db, idOrName: string, options: { includeArchived?: boolean } = {}): WorkflowRecord {
+  return resolveWorkflow(db, idOrName, options, WORKFLOW_RECORD_SELECT, toWorkflowRecord);
+}
+
+function resolveWorkflow<R extends WorkflowRow, T>(db: Db, idOrName: string, options: { includeArchived?: boolean }, select: string, map: (row: R) => T): T {
   const archived = options.includeArchived === true;
-  const byId = cached<[string], WorkflowRow>(db, `${WORKFLOW_SELECT} WHERE w.id = ?`).get(idOrName);
-  if (byId && (archived || byId.status !== 'archived')) return toWorkflowView(byId);
-  const byName = cached<[string], WorkflowRow>(db, `${WORKFLOW_SELECT} WHERE w.live_name = ?`).get(idOrName);
-  if (byName) return toWorkflowView(byName);
+  const byId = cached<[string], R>(db, `${select} WHERE w.id = ?`).get(idOrName);
+  if (byId && (archived || byId.status !== 'archived')) return map(byId);
+  const byName = cached<[string], R>(db, `${select} WHERE w.live_name = ?`).get(idOrName);
+  if (byName) return map(byName);
   if (archived) {
-    const old = cached<[string], WorkflowRow>(db, `${WORKFLOW_SELECT} WHERE w.name = ? AND w.live_name IS NULL ORDER BY w.created_at`).all(idOrName);
-    if (old.length === 1) return toWorkflowView(old[0]!);
+    const old = cached<[string], R>(db, `${select} WHERE w.name = ? AND w.live_name IS NULL ORDER BY w.created_at`).all(idOrName);
+    if (old.length === 1) return map(old[0]!);
     if (old.length > 1) throw ambiguous(idOrName, old, 'several archived workflows had this name: give the id');
   }
   const pattern = prefixPattern(idOrName);
   if (pattern !== null) {
-    const byPrefix = cached<[string], WorkflowRow>(
+    const byPrefix = cached<[string], R>(
       db,
-      `${WORKFLOW_SELECT} WHERE w.id LIKE ? ESCAPE '\\' ${archived ? '' : "AND w.status <> 'archived'"} ORDER BY w.id LIMIT 11`,
+      `${select} WHERE w.id LIKE ? ESCAPE '\\' ${archived ? '' : "AND w.status <> 'archived'"} ORDER BY w.id LIMIT 11`,
     ).all(pattern);
-    if (byPrefix.length === 1) return toWorkflowView(byPrefix[0]!);
+    if (byPrefix.length === 1) return map(byPrefix[0]!);
     if (byPrefix.length > 1) throw ambiguous(idOrName, byPrefix, 'give the full id or the name');
   }
   const similar = cached<[string], { name: string }>(

@@ -40,7 +40,7 @@ import { newId } from '../ids.js';
 import { HeldLease } from '../leases.js';
 import { runDir } from '../paths.js';
 import type { Runtime } from '../runtime.js';
-import { findWorkflow, findWorkflowRun, workflowVersion, type WorkflowRunView } from '../queries/workflows.js';
+import { findWorkflowRecord, findWorkflowRun, workflowVersion, type WorkflowRunView } from '../queries/workflows.js';
 import { faultPoint } from '../../events/faults.js';
 import { stopLeftovers } from '../execution/terminate.js';
 
@@ -137,7 +137,7 @@ function readOutputs(file: string): Record<string, string> {
 
 /** Starts a run of the workflow's latest version (or returns the run its idempotency key names). */
 export async function runWorkflow(runtime: Runtime, idOrName: string, options: RunWorkflowOptions = {}): Promise<WorkflowRunResult> {
-  const workflow = findWorkflow(runtime.db, idOrName);
+  const workflow = findWorkflowRecord(runtime.db, idOrName);
   const { spec } = workflowVersion(runtime.db, workflow.id, workflow.version);
   const inputs = resolveInputs(spec, options.inputs ?? {});
   if (options.idempotencyKey) {
@@ -773,7 +773,7 @@ export async function recoverWorkflowLoopRun(runtime: Runtime, runId: string, op
     const view = (await runtime.log.streamInfo(`wfrun:${wfRunId}`))
       ? await resumeWorkflowRun(runtime, wfRunId, options.signal ? { signal: options.signal } : {})
       : await (async () => {
-          const workflow = findWorkflow(db, workflowId);
+          const workflow = findWorkflowRecord(db, workflowId);
           const { spec } = workflowVersion(db, workflow.id, workflow.version);
           return executeWorkflowRun(
             runtime,
