@@ -33,6 +33,7 @@ import { findLoop, findRun, type LoopView } from '../../src/runtime/queries/loop
 import { recoverRuns } from '../../src/runtime/daemon/recovery.js';
 import { wrapperArgv, wrapperKind } from '../../src/runtime/execution/executor.js';
 import { runDir } from '../../src/runtime/paths.js';
+import { writeStartedStatus } from '../../src/runtime/execution/status-file.js';
 import { executeRun, runNow } from '../../src/runtime/execution/run-now.js';
 import { adoptRun } from '../../src/runtime/execution/attempt.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
@@ -198,6 +199,18 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     clock.advance(TTL + 1);
     expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
     await expectAbandoned(runtime, runId, new RegExp(`pid ${zombie.pid}\\) is gone`));
+  });
+
+  it('running, its process exited and its spawner helper is about to reap it (a zombie its status file says runs): adopted, not abandoned', async () => {
+    const { clock, runtime, old, die, loop } = await setup();
+    const zombie = await zombieProcess();
+    const runId = await strandRun(old, loop, zombie);
+    // What the helper wrote at the fork; it writes the end once it reaps the process.
+    mkdirSync(runDir(runtime.dataDir, runId), { recursive: true });
+    writeStartedStatus(join(runDir(runtime.dataDir, runId), 'exit-status'), zombie.pid, zombie.startTime);
+    die();
+    clock.advance(TTL + 1);
+    expect(await recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid: zombie.pid }] });
   });
 
   it('running, its process exited but left a TERM-ignoring child in its group (the runner died before the SIGKILL): the leftover is stopped, then the run abandoned', async () => {

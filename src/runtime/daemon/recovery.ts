@@ -14,7 +14,8 @@ import { finishStaleRun } from '../execution/attempt.js';
 import { findRunProcess } from '../execution/executor.js';
 import { HeldLease } from '../leases.js';
 import { runDir } from '../paths.js';
-import { type ProcessIdentity, processState, runnerGone } from '../execution/process-info.js';
+import { isSameProcessAlive, type ProcessIdentity, processState, runnerGone } from '../execution/process-info.js';
+import { readStartedStatus } from '../execution/status-file.js';
 import type { Runtime } from '../runtime.js';
 
 export interface RecoveryReport {
@@ -95,7 +96,11 @@ export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000, skip: (
     if (context.pid !== null) {
       const identity = { pid: context.pid, startTime: context.startTime, bootId: context.bootId };
       const os = processState(identity);
-      if (os.state === 'running') {
+      // Ended but not yet reaped by the spawner helper that started it (its status file still says
+      // `running`): adopted like a live one, whose watch then reads the end the helper writes as
+      // it reaps it — not recorded from a status file that is a moment from being written.
+      const reaping = os.state === 'gone' && isSameProcessAlive(identity) && readStartedStatus(join(runDir(runtime.dataDir, runId), 'exit-status'))?.pid === context.pid;
+      if (os.state === 'running' || reaping) {
         report.orphaned.push({ runId, ...identity, timeoutAt: context.timeoutAt });
         continue;
       }
