@@ -23,7 +23,7 @@ const allowed = {
 };
 /** Packages each layer may import; `*` = any. */
 const packages = {
-  events: ['better-sqlite3', 'zod', 'rxjs', 'node:*'],
+  events: ['better-sqlite3', 'pg', 'zod', 'rxjs', 'node:*'],
   workflow: ['zod'],
   // croner is a calculator here: always called with an explicit reference time.
   scheduling: ['croner'],

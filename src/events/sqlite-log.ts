@@ -65,13 +65,50 @@ interface StreamRow {
   updated_at: string;
 }
 
-interface PreparedEvent {
+/** An event of an append, checked against the catalogue and given its schema version (`prepareEvents`). */
+export interface PreparedEvent {
   type: string;
   v: number;
   data: unknown;
   meta: EventMeta;
   at: string;
   state: Json | null;
+}
+
+/**
+ * An append's events, checked against the catalogue (when `validate`) and given their schema
+ * versions: every store's first step, before its transaction (shared with the PostgreSQL store).
+ */
+export function prepareEvents(streamId: string, events: NewEvent[], validate: boolean): PreparedEvent[] {
+  if (events.length === 0) throw new ValidationError(`nothing to append to ${streamId}`);
+  return events.map((event): PreparedEvent => ({
+    type: event.type,
+    v: schemaVersion(event.type),
+    data: validate ? validateEventData(event.type, event.data) : event.data,
+    meta: event.meta ?? {},
+    at: event.at,
+    state: event.state === undefined ? null : event.state,
+  }));
+}
+
+/**
+ * Archiving (`archivedThrough`): how many events the stream's `stream.archived` tombstone says it
+ * replaces. Throws unless the append is exactly that one tombstone, for versions up to `through`.
+ */
+export function archivedEventCount(streamId: string, prepared: PreparedEvent[], through: number): number | undefined {
+  const tombstone = prepared[0]!;
+  const data = tombstone.data as { fromVersion?: number; toVersion?: number; events?: number };
+  if (prepared.length !== 1 || tombstone.type !== 'stream.archived' || data.toVersion !== through) {
+    throw new ValidationError(`archiving ${streamId}: the one event appended must be its stream.archived tombstone for versions up to ${through}`);
+  }
+  return data.events;
+}
+
+/** Archiving: the delete removed exactly the events the tombstone says (`archivedEventCount`). */
+export function checkArchivedCount(streamId: string, through: number, deleted: number, expected: number | undefined): void {
+  if (deleted !== expected) {
+    throw new ValidationError(`archiving ${streamId}: ${deleted} event(s) found up to version ${through}, the tombstone says ${expected}`);
+  }
 }
 
 export function rowToEvent(row: EventRow): StoredEvent {
@@ -215,15 +252,7 @@ export class SqliteEventLog implements EventStore {
   }
 
   private prepare(streamId: string, events: NewEvent[]): PreparedEvent[] {
-    if (events.length === 0) throw new ValidationError(`nothing to append to ${streamId}`);
-    return events.map((event): PreparedEvent => ({
-      type: event.type,
-      v: schemaVersion(event.type),
-      data: this.validate ? validateEventData(event.type, event.data) : event.data,
-      meta: event.meta ?? {},
-      at: event.at,
-      state: event.state === undefined ? null : event.state,
-    }));
+    return prepareEvents(streamId, events, this.validate);
   }
 
   /** Runs one append's transaction (or savepoint), translating SQLite's errors into the log's. */
@@ -446,15 +475,9 @@ export class SqliteEventLog implements EventStore {
 
   /** The history a `stream.archived` tombstone replaces: deleted, and the log's format raised to say so. */
   private deleteArchived(streamId: string, prepared: PreparedEvent[], through: number): void {
-    const tombstone = prepared[0]!;
-    const data = tombstone.data as { fromVersion?: number; toVersion?: number; events?: number };
-    if (prepared.length !== 1 || tombstone.type !== 'stream.archived' || data.toVersion !== through) {
-      throw new ValidationError(`archiving ${streamId}: the one event appended must be its stream.archived tombstone for versions up to ${through}`);
-    }
+    const expected = archivedEventCount(streamId, prepared, through);
     const deleted = this.db.prepare('DELETE FROM events WHERE stream_id = ? AND version <= ?').run(streamId, through).changes;
-    if (deleted !== data.events) {
-      throw new ValidationError(`archiving ${streamId}: ${deleted} event(s) found up to version ${through}, the tombstone says ${data.events}`);
-    }
+    checkArchivedCount(streamId, through, deleted, expected);
     if ((this.db.pragma('user_version', { simple: true }) as number) < ARCHIVED_FORMAT_VERSION) {
       this.db.pragma(`user_version = ${ARCHIVED_FORMAT_VERSION}`);
     }

@@ -13,7 +13,10 @@ import { fileURLToPath } from 'node:url';
 
 export const projectRoot = fileURLToPath(new URL('../../', import.meta.url));
 
-/** Core source files (every .ts under src/ except src/cli) whose compiled .js in dist/ is missing or older. */
+/**
+ * Core source files (every .ts under src/ except src/cli, and src/events/pg: the PostgreSQL store is
+ * an entry of its own that the core's entries do not import) whose compiled .js in dist/ is missing or older.
+ */
 export function staleCoreFiles(): string[] {
   const src = join(projectRoot, 'src');
   const stale: string[] = [];
@@ -21,7 +24,7 @@ export function staleCoreFiles(): string[] {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) {
-        if (path !== join(src, 'cli')) walk(path);
+        if (path !== join(src, 'cli') && path !== join(src, 'events', 'pg')) walk(path);
       } else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')) {
         const out = join(projectRoot, 'dist', path.slice(src.length + 1).replace(/\.ts$/, '.js'));
         if (!existsSync(out) || statSync(out).mtimeMs < statSync(path).mtimeMs) stale.push(path);
