@@ -55,7 +55,8 @@ export interface EventRow {
   state: string | null;
 }
 
-interface StreamRow {
+/** A `streams` row, as both stores read it. */
+export interface StreamRow {
   stream_id: string;
   kind: string;
   version: number;
@@ -111,6 +112,18 @@ export function checkArchivedCount(streamId: string, through: number, deleted: n
   }
 }
 
+export function rowToStreamInfo(row: StreamRow): StreamInfo {
+  return {
+    streamId: row.stream_id,
+    kind: row.kind,
+    version: row.version,
+    machineId: row.machine_id,
+    machineVersion: row.machine_version,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
 export function rowToEvent(row: EventRow): StoredEvent {
   return {
     position: row.position,
@@ -148,8 +161,8 @@ export interface SqliteEventLogOptions {
   groupCommit?: boolean;
 }
 
-/** An append waiting for its turn's group commit. */
-interface PendingAppend {
+/** An append waiting for its turn's group commit (the PostgreSQL store's too). */
+export interface PendingAppend {
   streamId: string;
   prepared: PreparedEvent[];
   options: AppendOptions;
@@ -571,16 +584,7 @@ export class SqliteEventLog implements EventStore {
 
   streamInfoSync(streamId: string): StreamInfo | undefined {
     const row = this.selectStream.get(streamId);
-    if (!row) return undefined;
-    return {
-      streamId: row.stream_id,
-      kind: row.kind,
-      version: row.version,
-      machineId: row.machine_id,
-      machineVersion: row.machine_version,
-      createdAt: row.created_at,
-      updatedAt: row.updated_at,
-    };
+    return row ? rowToStreamInfo(row) : undefined;
   }
 
   streamsWithEvents(after: number, upTo: number, types: readonly string[]): Promise<string[]> {

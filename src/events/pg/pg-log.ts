@@ -24,7 +24,7 @@ import { Subject, type Observable } from 'rxjs';
 import { ARCHIVED_FORMAT_VERSION } from '../db.js';
 import { ConcurrencyConflictError, ValidationError } from '../errors.js';
 import { faultPoint } from '../faults.js';
-import { archivedEventCount, checkArchivedCount, prepareEvents, rowToEvent, type EventRow, type PreparedEvent } from '../sqlite-log.js';
+import { archivedEventCount, checkArchivedCount, prepareEvents, rowToEvent, rowToStreamInfo, type EventRow, type PendingAppend, type StreamRow, type PreparedEvent } from '../sqlite-log.js';
 import type {
   AppendOptions,
   AppendResult,
@@ -47,16 +47,6 @@ import { pgPlaceholders, selectHead } from './sql.js';
 const INSERT_ROWS = 1000;
 const EVENT_COLUMNS = 'position, stream_id, version, type, v, data, meta, at, state';
 
-interface StreamRow {
-  stream_id: string;
-  kind: string;
-  version: number;
-  machine_id: string | null;
-  machine_version: number | null;
-  created_at: string;
-  updated_at: string;
-}
-
 export interface PgEventStoreOptions extends FollowOptions {
   /**
    * Inline projections, run inside the append transaction for every appended event. Their
@@ -66,15 +56,6 @@ export interface PgEventStoreOptions extends FollowOptions {
   handlers?: ReadonlyArray<InlineHandler>;
   /** Validate payloads against the catalogue before appending (default true). */
   validate?: boolean;
-}
-
-/** An append waiting for the next group commit. */
-interface PendingAppend {
-  streamId: string;
-  prepared: PreparedEvent[];
-  options: AppendOptions;
-  resolve: (result: AppendResult) => void;
-  reject: (error: unknown) => void;
 }
 
 export class PgEventStore implements EventStore {
@@ -449,16 +430,7 @@ export class PgEventStore implements EventStore {
 
   async streamInfo(streamId: string): Promise<StreamInfo | undefined> {
     const row = (await this.core.read<StreamRow>('loops_stream_info', `SELECT stream_id, kind, version, machine_id, machine_version, created_at, updated_at FROM ${this.core.names.streams} WHERE stream_id = $1`, [streamId]))[0];
-    if (!row) return undefined;
-    return {
-      streamId: row.stream_id,
-      kind: row.kind,
-      version: row.version,
-      machineId: row.machine_id,
-      machineVersion: row.machine_version,
-      createdAt: row.created_at,
-      updatedAt: row.updated_at,
-    };
+    return row ? rowToStreamInfo(row) : undefined;
   }
 
   /**
