@@ -23,7 +23,11 @@ function bench(script: string, args: string[]): { status: number | null; report:
   return { status: r.status, report, stderr: r.stderr };
 }
 
-describe('benchmarks, quick form', () => {
+// Each bench is a hang guard's worth of time, not a timed test: a quick bench takes 1–7 s alone and
+// five times that while the rest of the suite loads both cores (replay.mjs took over 30 s in one CI run).
+const BENCH_TIMEOUT_MS = 180_000;
+
+describe('benchmarks, quick form', { timeout: BENCH_TIMEOUT_MS }, () => {
   it('bench/run.mjs: append, append CPU (with WAL frames per commit), run and cli figures, each a ratio against its baseline', () => {
     const { status, report, stderr } = bench('run.mjs', ['--quick', '--reps', '1', '--json']);
     expect(status, stderr).toBe(0);
@@ -96,7 +100,7 @@ describe('benchmarks, quick form', () => {
     expect(r.lateness?.map((l) => l.concurrency)).toEqual([4, 16, 100]);
     for (const l of r.lateness ?? []) figures.push(l.p50, l.p99, l.baseline.p50, l.baseline.p99, l.ratio);
     for (const figure of figures) expect(Number.isFinite(figure), stderr).toBe(true);
-  }, 120_000); // real daemons, idle windows and timed slots: ~20 s on a quiet machine, 40 s on a loaded one
+  }); // real daemons, idle windows and timed slots: ~20 s on a quiet machine, 40 s on a loaded one
 
   it('bench/daemon.mjs: --help prints the usage; a mistyped option exits 2 before anything runs', () => {
     const help = spawnSync(process.execPath, [resolve(BENCH, 'daemon.mjs'), '--help'], { encoding: 'utf8' });
