@@ -12,7 +12,7 @@
  */
 import { cached, writeTransaction, type Db } from './db.js';
 import { ClaimLostError, LeaseLostError, LoopsError } from './errors.js';
-import type { AppendGuard, Batch, Lease, LeaseStore } from './types.js';
+import type { AppendGuard, Batch, Lease, LeaseInfo, LeaseStore } from './types.js';
 import { gateFor, resolved, type WriteGate } from './sqlite-gate.js';
 
 interface LeaseRow {
@@ -134,10 +134,24 @@ export class SqliteLeaseStore implements LeaseStore {
     });
   }
 
-  get(name: string): Promise<{ holder: string; token: number; expiresAt: number } | null> {
+  get(name: string): Promise<LeaseInfo | null> {
     return resolved(() => {
       const current = row(this.db, name);
       return current ? { holder: current.holder, token: current.token, expiresAt: Date.parse(current.expires_at) } : null;
+    });
+  }
+
+  live(prefix: string, nowMs: number): Promise<ReadonlyMap<string, LeaseInfo>> {
+    return resolved(() => {
+      if (prefix === '') throw new Error('LeaseStore.live: a prefix is required');
+      // A prefix as a range of the primary key (name >= prefix AND name < prefix with its last character raised): no LIKE escaping, and an index range.
+      const end = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+      const rows = cached<[string, string, string], LeaseRow>(this.db, 'SELECT * FROM leases WHERE name >= ? AND name < ? AND expires_at > ?').all(
+        prefix,
+        end,
+        new Date(nowMs).toISOString(),
+      );
+      return new Map(rows.map((r) => [r.name, { holder: r.holder, token: r.token, expiresAt: Date.parse(r.expires_at) }]));
     });
   }
 }

@@ -118,7 +118,21 @@ export interface LeaseStore {
   releaseByHolder(name: string, holder: string): Promise<void>;
   /** Expires every lease of a holder that is provably gone. */
   expireHolder(holder: string, nowMs: number, batch?: Batch): Promise<void>;
-  get(name: string): Promise<{ holder: string; token: number; expiresAt: number } | null>;
+  get(name: string): Promise<LeaseInfo | null>;
+  /**
+   * The leases whose name starts with `prefix` (`run:`, `runner:`, `notice:`, `wfrun:`) and that are
+   * live at `nowMs`, by name: how the read side asks which runs, runners and notices are held, with
+   * one read, without joining the store's lease table to the projections (a store may keep leases
+   * apart from the tables the reads run on).
+   */
+  live(prefix: string, nowMs: number): Promise<ReadonlyMap<string, LeaseInfo>>;
+}
+
+/** A lease as read back: its holder, fencing token and expiry (epoch ms). */
+export interface LeaseInfo {
+  holder: string;
+  token: number;
+  expiresAt: number;
 }
 
 export interface AppendOptions {

@@ -106,8 +106,8 @@ async function waitForEnd<T>(
 }
 
 async function leaseFree(runtime: Runtime, name: string): Promise<boolean> {
-  const row = runtime.db.prepare('SELECT expires_at AS expiresAt FROM leases WHERE name = ?').get(name) as { expiresAt: string } | undefined;
-  return row === undefined || Date.parse(row.expiresAt) <= runtime.clock.now();
+  const lease = await runtime.leases.get(name);
+  return lease === null || lease.expiresAt <= runtime.clock.now();
 }
 
 /** The output a stream in the log has, once it ended (null while it goes on). */

@@ -13,7 +13,7 @@ import { findLoop } from '../../src/runtime/queries/loops.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { tick } from '../../src/runtime/daemon/pass.js';
 import { claimableWork } from '../../src/runtime/daemon/run-queue.js';
-import { runningRuns } from '../../src/runtime/loops/decisions.js';
+import { liveRunLeases, runningRuns } from '../../src/runtime/loops/decisions.js';
 import { explainSlot } from '../../src/runtime/admin/why.js';
 import { expectLogConsistent, findViolations } from '../helpers/invariants.js';
 import { killGroupIfAlive } from '../helpers/proc.js';
@@ -59,7 +59,7 @@ async function setup(
   const spawned = firstValueFrom(runtime.log.events$.pipe(filter((e) => e.type === 'process.spawned')));
   const first = tick(runtime);
   await spawned;
-  const going = runningRuns(runtime, loop.id, clock.now())[0]!;
+  const going = runningRuns(runtime, loop.id, await liveRunLeases(runtime, clock.now()))[0]!;
   // Three hours pass (heartbeats keep A's lease) and runner B decides 02:00, 03:00 and 04:00.
   clock.advance(3 * HOUR);
   return { clock, runtime, other, loop, first, going, release: () => writeFileSync(gate, '') };
@@ -97,7 +97,7 @@ describe('overlap buffer-one', () => {
     ]);
     expect(b.runs).toEqual([]);
     // Nothing may start while the run it waits for is going.
-    expect(claimableWork(other, other.clock.now())).toEqual([]);
+    expect(await claimableWork(other, other.clock.now())).toEqual([]);
     // Waiting behind a going run is not stranded, even with every runner at rest.
     expect(findViolations(other.db, other.log, { settledAt: other.clock.now(), processes: false })).toEqual([]);
     release();

@@ -83,7 +83,7 @@ describe('prune: selection', () => {
     const head = await runtime.log.headPosition();
     // Finished more than 1.5 days ago: a[0], a[1], b[0] (day 0, 1) and the hand-run workflow (day 1).
     const options: PruneOptions = { cutoff: at(clock, 1.5 * DAY), keepLast: null };
-    const plan = planPrune(runtime.db, runtime.dataDir, options, clock.now());
+    const plan = await planPrune(runtime, options, clock.now());
     expect(plan.runs.map((r) => r.id).sort()).toEqual([a[0], a[1], b[0], wfByHand].sort());
     expect(plan.runs.map((r) => r.finishedAt)).toEqual([...plan.runs.map((r) => r.finishedAt)].sort());
     expect(plan.runs.find((r) => r.id === wfByHand)).toMatchObject({ kind: 'workflow', ownerName: 'flow', loopRunId: null });
@@ -181,7 +181,7 @@ describe('prune: selection', () => {
     const dir = runDir(runtime.dataDir, a[0]!);
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'stdout.log'), 'left behind\n');
-    const plan = planPrune(runtime.db, runtime.dataDir, { cutoff: at(clock, 2.5 * DAY), keepLast: null }, clock.now());
+    const plan = await planPrune(runtime, { cutoff: at(clock, 2.5 * DAY), keepLast: null }, clock.now());
     expect(plan).toMatchObject({ runs: [], completed: [{ kind: 'run', id: a[0], path: dir, bytes: 12 }], bytes: 12 });
     const report = await prune(runtime, { cutoff: at(clock, 2.5 * DAY), keepLast: null });
     expect(report).toMatchObject({ pruned: 0, completed: [{ id: a[0] }], bytes: 12 });

@@ -17,7 +17,7 @@ import { findLoop, type LoopView } from '../../src/runtime/queries/loops.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { tick, type TickResult } from '../../src/runtime/daemon/pass.js';
-import { decideLoop, runningRuns } from '../../src/runtime/loops/decisions.js';
+import { decideLoop, liveRunLeases, runningRuns } from '../../src/runtime/loops/decisions.js';
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
 import { killGroupIfAlive } from '../helpers/proc.js';
 import { useRuntime, type TestRuntime } from '../helpers/tmp.js';
@@ -168,7 +168,9 @@ describe('tick: catch-up after the wall clock jumps 3 days and 30 minutes (betwe
     clock.jumpWall(3 * DAY + 30 * MIN);
     const claimedWhileRunning: string[][] = [];
     const sub = runtime.log.events$.pipe(filter((e: StoredEvent) => e.type === 'run.claimed')).subscribe(() => {
-      claimedWhileRunning.push(runningRuns(runtime, loop.id, clock.now()));
+      const at = clock.now();
+      // Asked as the claim is published: the live leases are one read of the lease store.
+      void liveRunLeases(runtime, at).then((live) => claimedWhileRunning.push(runningRuns(runtime, loop.id, live)));
     });
     onTestFinished(() => sub.unsubscribe());
     // Each run's end moves the simulated clock a second, so the runs' times are distinct too.
@@ -348,7 +350,7 @@ describe('tick: overlap', () => {
     expect(going).toMatchObject({ slot: slotH(1), status: 'running' });
     // An hour passes (heartbeats keep the first run's lease alive) and runner B looks.
     clock.advance(HOUR);
-    expect(runningRuns(other, loop.id, clock.now())).toEqual([going!.id]);
+    expect(runningRuns(other, loop.id, await liveRunLeases(other, clock.now()))).toEqual([going!.id]);
     return { clock, runtime, other, loop, first, cancel, going: going! };
   }
 
@@ -401,7 +403,7 @@ describe('tick: overlap', () => {
     // The wall clock jumps an hour while monotonic time stands still (runner A suspended): no
     // heartbeat, so A's 30 s lease lapses.
     clock.jumpWall(HOUR);
-    expect(runningRuns(other, loop.id, clock.now())).toEqual([]);
+    expect(runningRuns(other, loop.id, await liveRunLeases(other, clock.now()))).toEqual([]);
     const adopted = firstValueFrom(other.log.events$.pipe(filter((e) => e.type === 'process.adopted')));
     const second = tick(other);
     // B took the run over (its process still runs) before deciding: slot 2 is skipped for it.

@@ -397,6 +397,23 @@ describe.each([sqlite, postgres])('store contract: $name', (backend) => {
       await expect(leases.take('e3', 'C', 1000, T0 + 100)).rejects.toMatchObject({ code: 'conflict' });
     });
 
+    it('live(prefix): the leases of one prefix alive at a time, by name — not expired ones, not other prefixes, not a name that merely sorts near', async () => {
+      const log = await backend.open();
+      const { leases } = log;
+      await leases.take('run:a', 'A', 1000, T0);
+      await leases.take('run:b', 'B', 5000, T0);
+      await leases.take('run;c', 'C', 5000, T0); // ';' follows ':' — the range's end, not in it
+      await leases.take('runner:r', 'R', 5000, T0);
+      await leases.take('ru', 'X', 5000, T0);
+      const live = await leases.live('run:', T0 + 1000);
+      expect([...live.keys()].sort()).toEqual(['run:b']);
+      expect(live.get('run:b')).toEqual({ holder: 'B', token: 1, expiresAt: T0 + 5000 });
+      expect([...(await leases.live('run:', T0 + 999)).keys()].sort()).toEqual(['run:a', 'run:b']);
+      expect([...(await leases.live('runner:', T0)).keys()]).toEqual(['runner:r']);
+      expect((await leases.live('run:', T0 + 5000)).size).toBe(0);
+      await expect(leases.live('', T0)).rejects.toThrow(/prefix/);
+    });
+
     it('queued: the guard passes while the run is queued, and a second claim loses', async () => {
       const log = await backend.open({ handlers: [projection], ddl: PROJECTION_DDL });
       await log.events.append('loop:q', [paused('queue r1')], { expectedVersion: 0, kind: 'loop' });

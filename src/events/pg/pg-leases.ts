@@ -16,7 +16,7 @@
  * skew (design note, item 5) is for a later session: a host whose clock runs ahead takes over early.
  */
 import { ClaimLostError, LeaseLostError, LoopsError } from '../errors.js';
-import type { AppendGuard, Batch, Lease, LeaseStore } from '../types.js';
+import type { AppendGuard, Batch, Lease, LeaseInfo, LeaseStore } from '../types.js';
 import type { Queryable } from './connect.js';
 import type { PgCore } from './core.js';
 import { selectLease, type Names } from './sql.js';
@@ -87,10 +87,10 @@ export async function applyGuards(q: Queryable, core: PgCore, guards: readonly A
         if (guard.release) await release(q, names, guard);
         break;
       case 'queued': {
-        // run_queue is a projection, and the projections are not ported to PostgreSQL yet.
+        // run_queue is a projection's table: there once the store is opened with the projections.
         if (!(await core.runQueueExists(q))) {
           throw new LoopsError('internal', `the PostgreSQL store cannot check that run ${guard.runId} is still queued: schema ${names.schema} has no run_queue table`, {
-            hint: 'claiming queued runs on PostgreSQL is not supported yet (issue 15: the projections are ported in a later step)',
+            hint: "open the store with the project's projections (openPgStore's `projections`): they create run_queue",
           });
         }
         const queued = await q.query({ name: 'loops_queued_lock', text: `SELECT 1 FROM ${names.runQueue} WHERE run_id = $1 FOR UPDATE`, values: [guard.runId] });
@@ -154,9 +154,21 @@ export class PgLeaseStore implements LeaseStore {
     });
   }
 
-  async get(name: string): Promise<{ holder: string; token: number; expiresAt: number } | null> {
+  async get(name: string): Promise<LeaseInfo | null> {
     const { name: statement, text } = selectLease(this.core.names);
     const row = (await this.core.read<LeaseRow>(statement, text, [name]))[0];
     return row ? { holder: row.holder, token: row.token, expiresAt: row.expires_at } : null;
+  }
+
+  async live(prefix: string, nowMs: number): Promise<ReadonlyMap<string, LeaseInfo>> {
+    if (prefix === '') throw new Error('LeaseStore.live: a prefix is required');
+    // The prefix as a range of the primary key (as sqlite-leases.ts): no LIKE escaping. `COLLATE "C"`: byte order, whatever the database's collation.
+    const end = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+    const rows = await this.core.read<LeaseRow & { name: string }>(
+      'loops_lease_live',
+      `SELECT name, holder, token, expires_at FROM ${this.core.names.leases} WHERE name COLLATE "C" >= $1 AND name COLLATE "C" < $2 AND expires_at > $3`,
+      [prefix, end, nowMs],
+    );
+    return new Map(rows.map((r) => [r.name, { holder: r.holder, token: r.token, expiresAt: r.expires_at }]));
   }
 }

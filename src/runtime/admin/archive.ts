@@ -31,7 +31,7 @@ import { projections } from '../../projections/registry.js';
 import { DurableActor } from '../actor.js';
 import { newId } from '../ids.js';
 import type { Runtime } from '../runtime.js';
-import { CHUNK, LIVE_LEASE, selectRows, type PruneOptions } from './prune.js';
+import { CHUNK, heldRuns, selectRows, type HeldRuns, type PruneOptions } from './prune.js';
 
 /** The first line of an archive file. */
 export interface ArchiveHeader {
@@ -84,9 +84,9 @@ interface Selected extends ArchivedStream {
  * The selected runs' streams (not archived yet: their rows say so), with their versions. Only the
  * list is held in memory: the events are read one stream at a time as the file is written.
  */
-async function select(runtime: Pick<Runtime, 'db' | 'log' | 'clock'>, options: PruneOptions): Promise<Selected[]> {
+async function select(runtime: Pick<Runtime, 'db' | 'log' | 'clock' | 'leases'>, options: PruneOptions): Promise<Selected[]> {
   const out: Selected[] = [];
-  for (const row of selectRows(runtime.db, options, new Date(runtime.clock.now()).toISOString(), 'archive')) {
+  for (const row of selectRows(runtime.db, options, await heldRuns(runtime.leases, runtime.clock.now()), 'archive')) {
     const streamId = `${row.kind === 'run' ? 'run' : 'wfrun'}:${row.id}`;
     const info = await runtime.log.streamInfo(streamId);
     if (!info) continue;
@@ -98,7 +98,7 @@ async function select(runtime: Pick<Runtime, 'db' | 'log' | 'clock'>, options: P
 const summary = ({ fromVersion: _f, toVersion: _t, ...s }: Selected): ArchivedStream => s;
 
 /** What `--archive` would move now, without writing anything. */
-export async function planArchive(runtime: Pick<Runtime, 'db' | 'log' | 'clock'>, options: PruneOptions): Promise<ArchiveReport> {
+export async function planArchive(runtime: Pick<Runtime, 'db' | 'log' | 'clock' | 'leases'>, options: PruneOptions): Promise<ArchiveReport> {
   const streams = (await select(runtime, options)).map(summary);
   return { dryRun: true, file: null, sha256: null, bytes: 0, streams, events: streams.reduce((n, s) => n + s.events, 0), skipped: [], space: null };
 }
@@ -164,14 +164,14 @@ function rowsOf(db: Db, streamId: string): Record<string, Array<Record<string, s
   return rows;
 }
 
-/** Still archivable, read inside the transaction: ended, not archived, no live lease. */
-function stillEnded(db: Db, s: Selected, nowIso: string): boolean {
+/** Still archivable, read inside the transaction: ended, not archived, no live lease (`held`, read just before it). */
+function stillEnded(db: Db, s: Selected, held: HeldRuns): boolean {
+  if (held.has(s.kind, s.runId)) return false;
   const sql =
     s.kind === 'run'
-      ? `SELECT 1 AS ok FROM loop_runs WHERE id = @id AND status NOT IN ('claimed', 'spawning', 'running') AND archived_at IS NULL
-           AND NOT ${LIVE_LEASE('run', 'id')}`
-      : `SELECT 1 AS ok FROM workflow_runs WHERE id = @id AND status <> 'running' AND archived_at IS NULL AND NOT ${LIVE_LEASE('wfrun', 'id')}`;
-  return cached<[{ id: string; now: string }], { ok: number }>(db, sql).get({ id: s.runId, now: nowIso }) !== undefined;
+      ? `SELECT 1 AS ok FROM loop_runs WHERE id = ? AND status NOT IN ('claimed', 'spawning', 'running') AND archived_at IS NULL`
+      : `SELECT 1 AS ok FROM workflow_runs WHERE id = ? AND status <> 'running' AND archived_at IS NULL`;
+  return cached<[string], { ok: number }>(db, sql).get(s.runId) !== undefined;
 }
 
 /** Archives the selected runs' streams: the file, then the tombstones (see the header). */
@@ -184,11 +184,11 @@ export async function archive(runtime: Runtime, options: PruneOptions): Promise<
   Object.assign(report, { file, bytes, sha256 });
   for (let i = 0; i < selected.length; i += CHUNK) {
     const chunk = selected.slice(i, i + CHUNK);
+    const held = await heldRuns(runtime.leases, runtime.clock.now());
     await runtime.log.batch(async (batch) => {
-      const nowIso = new Date(runtime.clock.now()).toISOString();
       for (const s of chunk) {
         const actor = await DurableActor.load(runtime, s.streamId);
-        if (s.events === 0 || actor.version !== s.toVersion || actor.snapshot.status !== 'done' || !stillEnded(runtime.db, s, nowIso)) {
+        if (s.events === 0 || actor.version !== s.toVersion || actor.snapshot.status !== 'done' || !stillEnded(runtime.db, s, held)) {
           report.skipped.push({ streamId: s.streamId, reason: actor.snapshot.status !== 'done' ? 'not ended' : 'changed since it was read' });
           continue;
         }

@@ -74,7 +74,7 @@ export async function runPrune(runtime: Runtime, request: PruneRequest, now: num
   const { archive, planArchive } = request.archive === true ? await import('./archive.js') : { archive: null, planArchive: null };
   if (dryRun) {
     return {
-      prune: planPrune(runtime.db, runtime.dataDir, options, now),
+      prune: await planPrune(runtime, options, now),
       archive: planArchive ? await planArchive(runtime, options) : null,
       vacuum: null,
     };

@@ -20,6 +20,7 @@ import { lstatSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BusyError, ConcurrencyConflictError, LoopsError, UsageError } from '../../events/errors.js';
 import type { Db } from '../../events/db.js';
+import type { LeaseStore } from '../../events/types.js';
 import { parseDuration } from '../../events/durations.js';
 import { currentMachines } from '../../machines/registry.js';
 import { OUTPUT_RETENTION_STREAM } from '../../machines/retention.js';
@@ -126,17 +127,25 @@ export interface Row {
   finished_at: string;
 }
 
-export const LIVE_LEASE = (prefix: string, column: string) =>
-  `EXISTS (SELECT 1 FROM leases WHERE name = '${prefix}:' || ${column} AND expires_at > @now)`;
+/** Runs and workflow runs a live lease holds (a runner still records something of them): never pruned or archived. */
+export interface HeldRuns {
+  has(kind: Row['kind'], id: string): boolean;
+}
+
+/** The runs and workflow runs held by a live lease at `nowMs`, from the lease store (two reads). */
+export async function heldRuns(leases: LeaseStore, nowMs: number): Promise<HeldRuns> {
+  const [runs, wfRuns] = await Promise.all([leases.live('run:', nowMs), leases.live('wfrun:', nowMs)]);
+  return { has: (kind, id) => (kind === 'run' ? runs.has(`run:${id}`) : wfRuns.has(`wfrun:${id}`)) };
+}
 
 /**
  * Finished runs beyond the keepLast newest of their loop / workflow, finished before the cutoff,
- * with no live lease, not done yet — oldest first. `output`: their output folders, not pruned yet
+ * with no live lease (`held`), not done yet — oldest first. `output`: their output folders, not pruned yet
  * (not yet filtered on having a folder; a workflow loop's run has none). `archive`: their streams
  * (a workflow loop's run too), not archived yet (archive.ts).
  */
-export function selectRows(db: Db, options: PruneOptions, nowIso: string, purpose: 'output' | 'archive' = 'output'): Row[] {
-  const params = { now: nowIso, cutoff: options.cutoff, keep: options.keepLast ?? 0 };
+export function selectRows(db: Db, options: PruneOptions, held: HeldRuns, purpose: 'output' | 'archive' = 'output'): Row[] {
+  const params = { cutoff: options.cutoff, keep: options.keepLast ?? 0 };
   const pending = purpose === 'output' ? 'output_pruned_at' : 'archived_at';
   const runs = db
     .prepare<typeof params, Row>(
@@ -146,8 +155,7 @@ export function selectRows(db: Db, options: PruneOptions, nowIso: string, purpos
          FROM loop_runs
          WHERE status NOT IN ('claimed', 'spawning', 'running')${purpose === 'output' ? " AND json_extract(target, '$.kind') <> 'workflow'" : ''}
        )
-       WHERE newest > @keep AND pending IS NULL AND (@cutoff IS NULL OR finished_at < @cutoff)
-         AND NOT ${LIVE_LEASE('run', 'id')}`,
+       WHERE newest > @keep AND pending IS NULL AND (@cutoff IS NULL OR finished_at < @cutoff)`,
     )
     .all(params);
   const wfRuns = db
@@ -159,11 +167,10 @@ export function selectRows(db: Db, options: PruneOptions, nowIso: string, purpos
          WHERE status <> 'running'
        ) w
        LEFT JOIN loop_runs r ON r.loop_id = w.loop_id AND r.slot = w.slot AND r.attempt = w.attempt
-       WHERE w.newest > @keep AND w.pending IS NULL AND (@cutoff IS NULL OR w.finished_at < @cutoff)
-         AND NOT ${LIVE_LEASE('wfrun', 'w.id')}`,
+       WHERE w.newest > @keep AND w.pending IS NULL AND (@cutoff IS NULL OR w.finished_at < @cutoff)`,
     )
     .all(params);
-  return [...runs, ...wfRuns].sort(byFinish);
+  return [...runs, ...wfRuns].filter((r) => !held.has(r.kind, r.id)).sort(byFinish);
 }
 
 const byFinish = (a: Row, b: Row) => a.finished_at.localeCompare(b.finished_at) || a.id.localeCompare(b.id);
@@ -197,9 +204,10 @@ export function folderSize(path: string): { bytes: number; files: number } | nul
   return { bytes, files };
 }
 
-function candidatesOf(db: Db, dataDir: string, options: PruneOptions, nowIso: string): PruneCandidate[] {
+async function candidatesOf(runtime: Pick<Runtime, 'db' | 'dataDir' | 'leases'>, options: PruneOptions, nowMs: number): Promise<PruneCandidate[]> {
+  const { db, dataDir } = runtime;
   const out: PruneCandidate[] = [];
-  for (const row of selectRows(db, options, nowIso)) {
+  for (const row of selectRows(db, options, await heldRuns(runtime.leases, nowMs))) {
     if (!SAFE_ID.test(row.id)) continue;
     const path = runDir(dataDir, row.id);
     const size = folderSize(path);
@@ -239,9 +247,9 @@ function leftovers(db: Db, dataDir: string): PruneReport['completed'] {
 }
 
 /** What a prune would remove now, without changing anything (`--dry-run`). */
-export function planPrune(db: Db, dataDir: string, options: PruneOptions, nowMs: number): PruneReport {
-  const runs = candidatesOf(db, dataDir, options, new Date(nowMs).toISOString());
-  const completed = leftovers(db, dataDir);
+export async function planPrune(runtime: Pick<Runtime, 'db' | 'dataDir' | 'leases'>, options: PruneOptions, nowMs: number): Promise<PruneReport> {
+  const runs = await candidatesOf(runtime, options, nowMs);
+  const completed = leftovers(runtime.db, runtime.dataDir);
   return {
     dryRun: true,
     cutoff: options.cutoff,
@@ -282,7 +290,6 @@ export async function prune(runtime: Runtime, options: PruneOptions): Promise<Pr
   const { db, dataDir, clock } = runtime;
   const done: PruneCandidate[] = [];
   const failed: PruneReport['failed'] = [];
-  const nowIso = () => new Date(clock.now()).toISOString();
   let conflicts = 0;
   for (;;) {
     // The stream's version is read before the selection: an append made meanwhile by another prune
@@ -290,7 +297,7 @@ export async function prune(runtime: Runtime, options: PruneOptions): Promise<Pr
     const actor = (await runtime.log.streamInfo(OUTPUT_RETENTION_STREAM))
       ? await DurableActor.load(runtime, OUTPUT_RETENTION_STREAM)
       : DurableActor.create(runtime, OUTPUT_RETENTION_STREAM, 'retention', currentMachines.retention);
-    const candidates = candidatesOf(db, dataDir, options, nowIso());
+    const candidates = await candidatesOf(runtime, options, clock.now());
     if (candidates.length === 0) break;
     let reselect = false;
     for (let i = 0; i < candidates.length && !reselect; i += CHUNK) {

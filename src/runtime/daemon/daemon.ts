@@ -462,7 +462,7 @@ export class Daemon {
         this.log(`deciding ${loopName} failed: ${error.message}`);
       },
     });
-    if (!this.stopping) this.dispatcher.dispatch(now);
+    if (!this.stopping) await this.dispatcher.dispatch(now);
     // Due work waits while nothing runs: it should have started (a claim that keeps failing).
     const stalled = this.dispatcher.waiting > 0 && this.dispatcher.active === 0;
     if (!stalled) this.state.stalledSince = null;

@@ -87,7 +87,7 @@ export async function decide(runtime: Runtime, nowMs: number, options: DecideOpt
        ORDER BY next_run_at`,
     )
     .all(new Date(nowMs).toISOString());
-  const stranded = strandedWork(runtime, nowMs);
+  const stranded = await strandedWork(runtime, nowMs);
   if (due.length === 0 && stranded.length === 0) return result;
   await runtime.log.batch(async (batch) => {
     await holdRunnerLease(runtime, RUNNER_LEASE_TTL_MS, batch);
@@ -119,15 +119,17 @@ export async function decide(runtime: Runtime, nowMs: number, options: DecideOpt
 }
 
 /** Fired slots decided by a runner whose lease is gone (it stopped before starting them). */
-function strandedWork(runtime: Runtime, nowMs: number): QueueItem[] {
-  return cached<[string, string, string], QueueItem>(
+async function strandedWork(runtime: Runtime, nowMs: number): Promise<QueueItem[]> {
+  const rows = cached<[string, string], QueueItem>(
       runtime.db,
       `SELECT ${QUEUE_COLUMNS} FROM run_queue q CROSS JOIN loops l ON l.id = q.loop_id
-       LEFT JOIN leases r ON r.name = 'runner:' || q.decided_by
-       WHERE q.kind = 'fired' AND q.due_at <= ? AND coalesce(q.decided_by, '') != ? AND (r.name IS NULL OR r.expires_at <= ?)
+       WHERE q.kind = 'fired' AND q.due_at <= ? AND coalesce(q.decided_by, '') != ?
        ORDER BY q.position`,
     )
-    .all(new Date(nowMs).toISOString(), runtime.runnerId, new Date(nowMs).toISOString());
+    .all(new Date(nowMs).toISOString(), runtime.runnerId);
+  if (rows.length === 0) return rows;
+  const live = await runtime.leases.live('runner:', nowMs);
+  return rows.filter((q) => q.decidedBy === null || !live.has(`runner:${q.decidedBy}`));
 }
 
 /**
@@ -224,12 +226,18 @@ export class Dispatcher {
     return this.inFlight.has(runId);
   }
 
-  /** Starts what is due by `dueByMs` and may start now; returns the items started. */
-  dispatch(dueByMs: number): QueueItem[] {
+  /**
+   * Starts what is due by `dueByMs` and may start now; returns the items started. Only the read of
+   * the queue awaits; what starts is decided after it in one turn (a second dispatch meanwhile
+   * sees these runs in flight).
+   */
+  async dispatch(dueByMs: number): Promise<QueueItem[]> {
+    if (this.closed || this.options.signal?.aborted) return [];
+    const work = await claimableWork(this.runtime, dueByMs);
     if (this.closed || this.options.signal?.aborted) return [];
     const started: QueueItem[] = [];
     let waiting = 0;
-    for (const item of claimableWork(this.runtime, dueByMs)) {
+    for (const item of work) {
       if (this.inFlight.has(item.runId)) continue;
       // One run of a loop at a time (catch-up never starts a herd), unless its runs may overlap.
       const waitsForLoop = overlapRule(item.overlap).whenBusy !== 'run' && (this.busyLoops.get(item.loopId) ?? 0) > 0;
@@ -272,7 +280,7 @@ export class Dispatcher {
       });
       this.track(runId, run.loopId, run.loopName, null, resumed);
     }
-    this.deliverNotices();
+    await this.deliverNotices();
     return report;
   }
 
@@ -281,10 +289,13 @@ export class Dispatcher {
    * dispatcher's runs recorded, and those a runner that stopped left pending. Each is this
    * dispatcher's work (drain and idle wait for it), but never holds its loop's next run.
    */
-  deliverNotices(): void {
+  async deliverNotices(): Promise<void> {
+    if (this.closed || this.options.signal?.aborted) return;
+    const now = this.runtime.clock.now();
+    const pending = pendingNotices(this.runtime, await this.runtime.leases.live('notice:', now));
     if (this.closed || this.options.signal?.aborted) return;
     const signal = this.options.signal ? { signal: this.options.signal } : {};
-    for (const n of pendingNotices(this.runtime, this.runtime.clock.now())) {
+    for (const n of pending) {
       const key = `notice:${n.noticeId}`;
       if (this.inFlight.has(key)) continue;
       const hook: RunHook = (loop, o) => executeRun(this.runtime, loop, { ...o, ...this.options.runOptions });
@@ -352,8 +363,8 @@ export class Dispatcher {
    */
   async drain(dueByMs: number): Promise<void> {
     for (;;) {
-      this.dispatch(dueByMs);
-      this.deliverNotices();
+      await this.dispatch(dueByMs);
+      await this.deliverNotices();
       if (this.inFlight.size === 0) return;
       await Promise.race(this.inFlight.values());
     }

@@ -41,12 +41,6 @@ export interface RecoveryReport {
 
 export { processRunning } from '../execution/process-info.js';
 
-interface StaleRow {
-  id: string;
-  holder: string | null;
-  expires_at: string | null;
-}
-
 /**
  * Unfinished runs whose runner is gone: their lease is gone or expired, or it is held by a runner
  * that provably no longer runs (`runnerGone`: a `run-now` killed, or one that gave up recording its
@@ -57,20 +51,22 @@ interface StaleRow {
  * (`+`: not in the rowid's order, which would walk the whole history to keep the few live ones).
  */
 async function staleRuns(runtime: Runtime, nowMs: number, skip: (runId: string) => boolean): Promise<string[]> {
-  const nowIso = new Date(nowMs).toISOString();
-  const rows = cached<[], StaleRow>(
+  const rows = cached<[], { id: string }>(
     runtime.db,
-    `SELECT r.id, l.holder, l.expires_at FROM loop_runs r LEFT JOIN leases l ON l.name = 'run:' || r.id
+    `SELECT r.id FROM loop_runs r
      WHERE r.status IN ('claimed', 'spawning', 'running')
      ORDER BY +r.claimed_position`,
   ).all();
+  if (rows.length === 0) return [];
+  const live = await runtime.leases.live('run:', nowMs);
   const dead = new Set<string>();
   const out: string[] = [];
   for (const row of rows) {
     if (skip(row.id)) continue;
-    if (row.holder === null || row.expires_at === null || row.expires_at <= nowIso) out.push(row.id);
-    else if (row.holder !== runtime.runnerId && (dead.has(row.holder) || runnerGone(row.holder))) {
-      dead.add(row.holder);
+    const lease = live.get(`run:${row.id}`);
+    if (lease === undefined) out.push(row.id);
+    else if (lease.holder !== runtime.runnerId && (dead.has(lease.holder) || runnerGone(lease.holder))) {
+      dead.add(lease.holder);
       out.push(row.id);
     }
   }

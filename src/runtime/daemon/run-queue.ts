@@ -4,7 +4,7 @@
  * transaction, that its work is still queued with the `queued` append guard (src/events/sqlite-leases.ts).
  */
 import type { Runtime } from '../runtime.js';
-import { runningRuns } from '../loops/decisions.js';
+import { liveRunLeases, runningRuns } from '../loops/decisions.js';
 import { cached } from '../../events/db.js';
 
 /** One piece of claimable work: a run a decision promised and nobody has claimed yet. */
@@ -32,7 +32,7 @@ export const QUEUE_COLUMNS = `q.run_id AS runId, q.loop_id AS loopId, l.name AS 
  * slot of a loop. Of loops that are active (or expired after deciding it); a paused loop's work
  * waits for its resume.
  */
-export function claimableWork(runtime: Runtime, dueByMs: number): QueueItem[] {
+export async function claimableWork(runtime: Runtime, dueByMs: number): Promise<QueueItem[]> {
   const rows = cached<[string], QueueItem>(
       runtime.db,
       `SELECT ${QUEUE_COLUMNS} FROM run_queue q CROSS JOIN loops l ON l.id = q.loop_id -- CROSS: from the (few) queued rows
@@ -40,13 +40,14 @@ export function claimableWork(runtime: Runtime, dueByMs: number): QueueItem[] {
        ORDER BY q.due_at, q.position`,
     )
     .all(new Date(dueByMs).toISOString());
-  const now = runtime.clock.now();
+  // Which runs are going is asked of the lease store only when a buffered slot waits on it.
+  const live = rows.some((r) => r.kind === 'buffered') ? await liveRunLeases(runtime, runtime.clock.now()) : null;
   const firstBuffered = new Set<string>();
   return rows.filter((r) => {
     if (r.kind !== 'buffered') return true;
     if (firstBuffered.has(r.loopId)) return false;
     firstBuffered.add(r.loopId);
-    return runningRuns(runtime, r.loopId, now).length === 0;
+    return runningRuns(runtime, r.loopId, live!).length === 0;
   });
 }
 

@@ -10,7 +10,6 @@
  * while it runs something), and a daemon is also woken at once by SIGUSR2 (sent only after its
  * pid file's process identity — pid and start time — checks out). No per-run database polling.
  */
-import { cached } from '../../events/db.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import type { TimerHandle } from '../clock.js';
@@ -39,17 +38,19 @@ export interface CancelResult {
 export async function requestCancel(runtime: Runtime, runId: string, reason: string | null, batch?: Batch): Promise<CancelResult> {
   const actor = await DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
   const status = actor.state;
-  const holder =
-    cached<[string, string], { holder: string }>(runtime.db, 'SELECT holder FROM leases WHERE name = ? AND expires_at > ?').get(
-      `run:${runId}`,
-      new Date(runtime.clock.now()).toISOString(),
-    )?.holder ?? null;
+  const holder = await liveHolder(runtime, `run:${runId}`);
   if (actor.snapshot.status === 'done') return { runId, outcome: 'ended', status, holder };
   if (actor.context.cancelRequested) return { runId, outcome: 'already requested', status, holder };
   await actor.record('run.cancel_requested', { reason }, { retryOnConflict: true, ...(batch ? { batch } : {}) });
   // Inside a batch, the runners are told once it commits (before, they would not see the request).
   runtime.log.afterCommit(() => notifyRunners(runtime, holder), batch);
   return { runId, outcome: 'requested', status, holder };
+}
+
+/** The runner holding a live lease on `name`, or null. */
+async function liveHolder(runtime: Runtime, name: string): Promise<string | null> {
+  const lease = await runtime.leases.get(name);
+  return lease !== null && lease.expiresAt > runtime.clock.now() ? lease.holder : null;
 }
 
 /** Tells the run's runner now: in this process directly; a daemon holding it by SIGUSR2. */
@@ -88,11 +89,7 @@ export async function requestWorkflowCancel(runtime: Runtime, wfRunId: string, r
   const streamId = `wfrun:${wfRunId}`;
   const actor = await DurableActor.load(runtime, streamId);
   const status = actor.state;
-  const holder =
-    cached<[string, string], { holder: string }>(runtime.db, 'SELECT holder FROM leases WHERE name = ? AND expires_at > ?').get(
-      streamId,
-      new Date(runtime.clock.now()).toISOString(),
-    )?.holder ?? null;
+  const holder = await liveHolder(runtime, streamId);
   if (actor.snapshot.status === 'done') return { runId: wfRunId, outcome: 'ended', status, holder };
   if ((actor.snapshot.context as { cancelRequested: boolean }).cancelRequested) return { runId: wfRunId, outcome: 'already requested', status, holder };
   await actor.record('wfrun.cancel_requested', { reason }, { retryOnConflict: true });

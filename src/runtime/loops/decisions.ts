@@ -8,7 +8,7 @@
 import { cached } from '../../events/db.js';
 import { ConcurrencyConflictError } from '../../events/errors.js';
 import { backoffDelay } from '../../events/policies.js';
-import type { Batch, StoredEvent } from '../../events/types.js';
+import type { Batch, LeaseInfo, StoredEvent } from '../../events/types.js';
 import type { LoopContext } from '../../machines/loop.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
@@ -18,18 +18,28 @@ import type { RunView } from '../queries/loops.js';
 import { requestCancel } from '../execution/cancel.js';
 import type { Runtime } from '../runtime.js';
 
+/** Live leases by name (`LeaseStore.live`). */
+export type LiveLeases = ReadonlyMap<string, LeaseInfo>;
+
+/** The live leases of runs (`run:<id>`), read once for the sync reads that judge which runs are going. */
+export function liveRunLeases(runtime: Runtime, nowMs: number): Promise<LiveLeases> {
+  return runtime.leases.live('run:', nowMs);
+}
+
 /**
- * Runs of a loop that are still going: not finished, and their runner's lease is alive. Not its
- * --on-failure command's runs (slot `hook:…`): a slot is not skipped because a failure is being told.
+ * Runs of a loop that are still going: not finished, and their runner's lease is alive (in `live`,
+ * from `liveRunLeases`). Not its --on-failure command's runs (slot `hook:…`): a slot is not skipped
+ * because a failure is being told.
  */
-export function runningRuns(runtime: Runtime, loopId: string, nowMs: number): string[] {
-  return cached<[string, string], { id: string }>(
+export function runningRuns(runtime: Runtime, loopId: string, live: LiveLeases): string[] {
+  return cached<[string], { id: string }>(
     runtime.db,
-    `SELECT r.id FROM loop_runs r JOIN leases l ON l.name = 'run:' || r.id
-     WHERE r.loop_id = ? AND r.status IN ('claimed', 'spawning', 'running') AND r.slot NOT LIKE 'hook:%' AND l.expires_at > ?
+    `SELECT r.id FROM loop_runs r
+     WHERE r.loop_id = ? AND r.status IN ('claimed', 'spawning', 'running') AND r.slot NOT LIKE 'hook:%'
      ORDER BY r.claimed_position`,
   )
-    .all(loopId, new Date(nowMs).toISOString())
+    .all(loopId)
+    .filter((r) => live.has(`run:${r.id}`))
     .map((r) => r.id);
 }
 
@@ -54,7 +64,7 @@ export async function decideLoop(
       scheduleFrom: c.scheduleFrom!,
       lastSlot: c.lastSlot,
       scheduledRuns: c.scheduledRuns,
-      running: runningRuns(runtime, loopId, nowMs),
+      running: runningRuns(runtime, loopId, await liveRunLeases(runtime, nowMs)),
       buffered: bufferedCount(runtime, loopId),
       nextRunAt: c.nextRunAt,
     },
@@ -156,8 +166,9 @@ export async function repairFixedDelay(runtime: Runtime, nowMs: number): Promise
        AND json_extract(schedule, '$.kind') = 'every' AND json_extract(schedule, '$.anchor') = 'fixed-delay'`,
   ).all();
   const out: StoredEvent[] = [];
+  const live = rows.length > 0 ? await liveRunLeases(runtime, nowMs) : new Map();
   for (const { id } of rows) {
-    if (runningRuns(runtime, id, nowMs).length > 0) continue;
+    if (runningRuns(runtime, id, live).length > 0) continue;
     const last = cached<[string], { id: string; finished_at: string | null }>(
       runtime.db,
       `SELECT id, finished_at FROM loop_runs WHERE loop_id = ? AND trigger = 'schedule' ORDER BY claimed_position DESC LIMIT 1`,

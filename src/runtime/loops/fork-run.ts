@@ -28,7 +28,7 @@ import { findWorkflowRun, type WorkflowRunView } from '../queries/workflows.js';
 import type { Runtime } from '../runtime.js';
 import { executeWorkflowFork, noteOnParent, planWorkflowFork, type ForkRequest, type WorkflowForkPlan } from '../workflows/fork.js';
 import type { RunWorkflowOptions } from '../workflows/runner.js';
-import { bufferedCount, runningRuns } from './decisions.js';
+import { bufferedCount, liveRunLeases, runningRuns } from './decisions.js';
 
 /** A fork or rerun of a command or agent loop's run: one step, run again. */
 export interface RunForkPlan {
@@ -87,9 +87,10 @@ export async function planFork(runtime: Runtime, idOrPrefix: string, request: Fo
  * Why the loop's overlap policy holds a new run of it back now (a run of it is going, and the policy
  * would skip or buffer a slot), or null when it may start.
  */
-export function overlapHold(runtime: Runtime, loopId: string): string | null {
+export async function overlapHold(runtime: Runtime, loopId: string): Promise<string | null> {
+  const live = await liveRunLeases(runtime, runtime.clock.now());
   const loop = findLoop(runtime.db, loopId, { includeRemoved: true });
-  const running = runningRuns(runtime, loopId, runtime.clock.now());
+  const running = runningRuns(runtime, loopId, live);
   const verdict = overlapVerdict(OVERLAP.policies[loop.policies.overlap], running.length, bufferedCount(runtime, loopId));
   if (!verdict.blocked && !verdict.buffering) return null;
   return `loop ${loop.name} has overlap ${loop.policies.overlap} and run ${running[0] ?? '(a buffered slot)'} is going`;
@@ -111,7 +112,7 @@ export async function executeFork(
   }
   const loopId = plan.loopId;
   if (loopId !== null) {
-    const held = overlapHold(runtime, loopId);
+    const held = await overlapHold(runtime, loopId);
     if (held) {
       throw new LoopsError('conflict', `${plan.forkedFrom.how === 'fork' ? 'fork' : 'rerun'} of ${plan.parentRunId} held back: ${held}`, {
         hint: 'try again once that run ended (or set the loop to --overlap allow)',

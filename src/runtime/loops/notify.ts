@@ -254,15 +254,18 @@ export async function tellRunEnded(runtime: Runtime, run: RunView, followUp: Rea
 
 // ── delivering ─────────────────────────────────────────────────────────────────────────────────
 
-/** Pending notices no live runner holds (their runner stopped, or nobody started them): for the next pass. */
-export function pendingNotices(runtime: Runtime, nowMs: number): Array<{ noticeId: string; loopId: string; loopName: string }> {
-  return cached<[string], { id: string; loop_id: string; loop_name: string | null }>(
+/**
+ * Pending notices no live runner holds (their runner stopped, or nobody started them): for the next
+ * pass. `live`: the live `notice:` leases (`runtime.leases.live('notice:', now)`).
+ */
+export function pendingNotices(runtime: Runtime, live: ReadonlyMap<string, unknown>): Array<{ noticeId: string; loopId: string; loopName: string }> {
+  return cached<[], { id: string; loop_id: string; loop_name: string | null }>(
     runtime.db,
     `SELECT n.id, n.loop_id, l.name AS loop_name FROM notices n LEFT JOIN loops l ON l.id = n.loop_id
-       LEFT JOIN leases k ON k.name = 'notice:' || n.id
-     WHERE n.status = 'pending' AND (k.name IS NULL OR k.expires_at <= ?) ORDER BY n.requested_at, n.id`,
+     WHERE n.status = 'pending' ORDER BY n.requested_at, n.id`,
   )
-    .all(new Date(nowMs).toISOString())
+    .all()
+    .filter((r) => !live.has(`notice:${r.id}`))
     .map((r) => ({ noticeId: r.id, loopId: r.loop_id, loopName: r.loop_name ?? r.loop_id }));
 }
 

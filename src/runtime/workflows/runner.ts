@@ -650,11 +650,9 @@ class WorkflowRunner {
     if (this.actor.snapshot.status === 'done') return findWorkflowRun(db, this.wfRunId);
     // Take the run over: only when its lease ran out (its runner is gone) or is ours.
     const now = clock.now();
-    const held = db.prepare('SELECT holder, expires_at AS expiresAt FROM leases WHERE name = ?').get(this.streamId) as
-      | { holder: string; expiresAt: string }
-      | undefined;
-    if (held && held.holder !== runtime.runnerId && Date.parse(held.expiresAt) > now) {
-      throw new LoopsError('conflict', `workflow run ${this.wfRunId} is running in ${held.holder} (its lease is renewed until ${held.expiresAt})`, {
+    const held = await runtime.leases.get(this.streamId);
+    if (held && held.holder !== runtime.runnerId && held.expiresAt > now) {
+      throw new LoopsError('conflict', `workflow run ${this.wfRunId} is running in ${held.holder} (its lease is renewed until ${new Date(held.expiresAt).toISOString()})`, {
         hint: 'it does not need resuming; loops workflows cancel stops it',
         retryable: true,
       });
