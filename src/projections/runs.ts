@@ -6,7 +6,8 @@ import type { StoredEvent } from '../events/types.js';
 import { defineProjection, sql, stateName, streamKey } from './types.js';
 import { PROJECTION_VERSIONS } from './versions.js';
 
-const durationSql = `CAST(ROUND((julianday(?) - julianday(started_at)) * 86400000) AS INTEGER)`;
+/** Milliseconds from the row's `started_at` to the bound instant (BIGINT: INTEGER to SQLite, 64-bit on PostgreSQL too). */
+const durationSql = `CAST(ROUND((julianday(?) - julianday(started_at)) * 86400000) AS BIGINT)`;
 
 const runIdOf = (event: StoredEvent) => streamKey(event, 'run');
 

@@ -92,28 +92,29 @@ const ARCHIVED = 'stream.archived';
 const COLUMN = /^[a-z_][a-z0-9_]*$/;
 
 /**
- * The rows an archived stream's tombstone carries for these tables, put in place of the rows there:
- * live, the rows the deleted events made, slimmed; in a rebuild, inserted. Column names come from
- * the log, so each is checked to be a plain identifier before it reaches SQL.
+ * The rows an archived stream's tombstone carries for these tables, put in place of the stream's
+ * rows there: live, the rows the deleted events made, slimmed; in a rebuild, inserted. A DELETE of
+ * the stream's rows (by its `key`) then an INSERT per row — SQL both SQLite and PostgreSQL accept
+ * (SQLite's INSERT OR REPLACE is not PostgreSQL's), and the same rows as that gave: the tombstone
+ * holds every row of the stream in each table it names, every column. Column names come from the
+ * log, so each is checked to be a plain identifier before it reaches SQL.
  */
 function restoreRows(tables: ReadonlyArray<ProjectionTable>, event: StoredEvent): SqlStatement[] {
   const [kind] = event.streamId.split(':', 1);
   const rows = (event.data as { rows: Record<string, Array<Record<string, string | number | null>>> }).rows;
   const out: SqlStatement[] = [];
   for (const table of tables) {
-    if (table.perStream!.kind !== kind) continue;
-    for (const row of rows[table.name] ?? []) {
+    const perStream = table.perStream!;
+    const carried = rows[table.name];
+    if (perStream.kind !== kind || carried === undefined) continue;
+    out.push(sql(`DELETE FROM ${table.name} WHERE ${perStream.key} = ?`, event.streamId.slice(kind!.length + 1)));
+    for (const row of carried) {
       const columns = Object.keys(row);
       const bad = columns.find((c) => !COLUMN.test(c));
       if (bad !== undefined || columns.length === 0) {
         throw new Error(`stream.archived of ${event.streamId} (position ${event.position}): ${table.name} row has a bad column ${JSON.stringify(bad)}`);
       }
-      out.push(
-        sql(
-          `INSERT OR REPLACE INTO ${table.name} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`,
-          ...columns.map((c) => row[c]!),
-        ),
-      );
+      out.push(sql(`INSERT INTO ${table.name} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`, ...columns.map((c) => row[c]!)));
     }
   }
   return out;

@@ -47,8 +47,8 @@ const RUN_FINAL_STATUSES: ReadonlySet<string> = new Set(['succeeded', 'failed', 
 
 const wfRunIdOf = (event: StoredEvent) => streamKey(event, 'wfrun');
 
-/** Milliseconds from the row's `started_at` to the bound instant. */
-const sinceStart = `CAST(ROUND((julianday(?) - julianday(started_at)) * 86400000) AS INTEGER)`;
+/** Milliseconds from the row's `started_at` to the bound instant (BIGINT: INTEGER to SQLite, 64-bit on PostgreSQL too). */
+const sinceStart = `CAST(ROUND((julianday(?) - julianday(started_at)) * 86400000) AS BIGINT)`;
 
 export const workflowRunsProjection = defineProjection({
   name: 'workflow_runs',
@@ -515,7 +515,7 @@ function endRun(id: string, status: string, at: string) {
            SELECT 'failed step' || CASE WHEN COUNT(*) > 1 THEN 's' ELSE '' END || ': ' || group_concat(step_id, ', ')
            FROM (SELECT step_id FROM workflow_steps
                  WHERE wfrun_id = ? AND continue_on_error = 0 AND status IN ('failed', 'timed_out', 'cancelled', 'abandoned')
-                 ORDER BY ord))) ELSE error END
+                 ORDER BY ord) AS failed)) ELSE error END
        WHERE id = ?`,
       status,
       at,

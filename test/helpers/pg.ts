@@ -72,3 +72,20 @@ export async function lockWaiters(admin: pg.Client, applicationName: string): Pr
   );
   return Number(result.rows[0]!.n);
 }
+
+/**
+ * The rows of `schema`.`table` in the order SQLite gives them for `orderBy` (a comma-separated key):
+ * text keys by their bytes (`COLLATE "C"`, SQLite's BINARY, whatever the database's collation),
+ * NULL first. BIGINT columns come back as numbers when `client` is `adminClient`'s.
+ */
+export async function tableRows(client: pg.Client, schema: string, table: string, orderBy: string): Promise<Array<Record<string, unknown>>> {
+  const name = `"${schema}"."${table}"`;
+  const fields = (await client.query(`SELECT * FROM ${name} LIMIT 0`)).fields;
+  const text = new Set(fields.filter((f) => f.dataTypeID === 25).map((f) => f.name));
+  const order = orderBy
+    .split(',')
+    .map((c) => c.trim())
+    .map((c) => `"${c}"${text.has(c) ? ' COLLATE "C"' : ''} NULLS FIRST`)
+    .join(', ');
+  return (await client.query(`SELECT * FROM ${name} ORDER BY ${order}`)).rows as Array<Record<string, unknown>>;
+}

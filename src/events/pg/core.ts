@@ -215,7 +215,11 @@ export class PgCore {
     return this.conn.pool;
   }
 
-  /** Whether the schema has a `run_queue` table (the `queued` guard's): none until the projections are ported. */
+  /**
+   * Whether the schema has a `run_queue` table (the `queued` guard's): the run_queue projection's,
+   * created at open when the store is given the projections (projections.ts); none otherwise. Only
+   * a yes is remembered (a rebuild drops and recreates the table in one transaction).
+   */
   async runQueueExists(q: Queryable): Promise<boolean> {
     if (this.hasRunQueue) return true;
     const result = await q.query<{ present: boolean }>('SELECT to_regclass($1) IS NOT NULL AS present', [this.names.runQueue]);

@@ -14,10 +14,14 @@
  *    compare it in SQL, and text comparison in PostgreSQL follows the database's collation.
  *  - `log_head` is new: the last position used and the log format, one row, locked by every
  *    writing transaction until its commit — PostgreSQL's stand-in for SQLite's single writer.
+ *  - the schema holds three functions SQLite has built in, for the projections' SQL (dialect.ts).
+ * The projections' own tables are not migrations: they are created (and rebuilt when a
+ * projection's version moves) by projections.ts, under the same advisory lock (`migrateLock`).
  */
 import { FormatVersionError } from '../errors.js';
 import { LOG_FORMAT_VERSION } from '../db.js';
 import type { Checkout, PgConnection } from './connect.js';
+import { SQLITE_FUNCTIONS } from './dialect.js';
 import { ident, type Names } from './sql.js';
 
 /** Numbered migrations, run with the store's schema as search_path; index i migrates i to i+1. */
@@ -65,6 +69,8 @@ const migrations: ReadonlyArray<string> = [
   );
   INSERT INTO log_head (position, format) VALUES (0, 1);
   `,
+  // The SQLite functions the projections' SQL uses (dialect.ts): julianday, scalar max, group_concat.
+  SQLITE_FUNCTIONS,
 ];
 
 /**
@@ -84,7 +90,7 @@ export async function migrate(conn: PgConnection, names: Names): Promise<{ head:
     if (applied !== migrations.length) {
       await client.query('BEGIN');
       try {
-        await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`loops migrate ${names.schema}`]);
+        await migrateLock(client, names);
         // Checked before CREATE SCHEMA: creating needs the CREATE right on the database, using an existing one does not.
         const exists = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [names.schema]);
         if (exists.rowCount === 0) await client.query(`CREATE SCHEMA ${ident(names.schema)}`);
@@ -114,6 +120,14 @@ export async function migrate(conn: PgConnection, names: Names): Promise<{ head:
     if (error instanceof FormatVersionError) throw error;
     throw conn.connectError(error, 'create or read loops’ tables');
   }
+}
+
+/**
+ * The advisory lock, per schema, that one process holds while it changes the schema's tables (the
+ * migrations here, the projections' tables in projections.ts), to its transaction's end.
+ */
+export async function migrateLock(client: Checkout['client'], names: Names): Promise<void> {
+  await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`loops migrate ${names.schema}`]);
 }
 
 /** How many migrations the schema has had (0 when it or its table does not exist yet). */

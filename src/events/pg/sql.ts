@@ -17,6 +17,8 @@ export interface Names {
   leases: string;
   logHead: string;
   migrations: string;
+  /** Which version of each projection built its tables (projections.ts). */
+  projections: string;
   runQueue: string;
   /** The LISTEN/NOTIFY channel of this schema's log (quoted). */
   channel: string;
@@ -31,10 +33,14 @@ export function namesFor(schema: string): Names {
     leases: `${s}.leases`,
     logHead: `${s}.log_head`,
     migrations: `${s}.loops_migrations`,
+    projections: `${s}.projections`,
     runQueue: `${s}.run_queue`,
     channel: ident(`loops_events_${schema}`),
   };
 }
+
+/** The columns of `events`, in the order both stores read and write them. */
+export const EVENT_COLUMNS = 'position, stream_id, version, type, v, data, meta, at, state';
 
 /**
  * A statement used in more than one place, as a prepared statement: PostgreSQL keeps one text per
