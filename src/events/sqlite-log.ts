@@ -66,6 +66,40 @@ export interface StreamRow {
   updated_at: string;
 }
 
+/** What a new stream's row holds besides its version and update time (`advanceStream`). */
+interface NewStreamRow {
+  kind: string;
+  machineId: string | null;
+  machineVersion: number | null;
+  createdAt: string;
+}
+
+/**
+ * What a local replica of a log (src/runtime/replica.ts) reads from its source in one go
+ * (`PgEventStore.replicaPage`), for `SqliteEventLog.appendStored`.
+ */
+export interface ReplicaPage {
+  /** Which log this is: where (never a password), its schema, and an identity that a new log of the same name does not share. */
+  log: { where: string; schema: string; id: string };
+  /** The committed head when the page was read: every position up to it is committed, or deleted by archiving. */
+  head: number;
+  /** The event at the position asked to check, when there is one there (a replica recognising the log it copied). */
+  check: { streamId: string; version: number } | null;
+  /** Committed events after the position asked for and up to `head`, in position order, as stored (JSON text, not upcast). */
+  events: EventRow[];
+  /** The rows of those events' streams (their kind and machine: events do not carry them). */
+  streams: StreamRow[];
+}
+
+const ARCHIVED = 'stream.archived';
+
+/** Events stored elsewhere (`appendStored`) that do not continue this log: the copy and its source diverged. */
+function diverged(what: string): LoopsError {
+  return new LoopsError('internal', `events copied from another log do not continue this database's copy of it: ${what}`, {
+    hint: 'this database is a replica that no longer matches its source: delete the replica file (it is only a cache) and loops makes it again from the log',
+  });
+}
+
 /** An event of an append, checked against the catalogue and given its schema version (`prepareEvents`). */
 export interface PreparedEvent {
   type: string;
@@ -196,6 +230,7 @@ export class SqliteEventLog implements EventStore {
   private readonly selectHead;
   /** Built once: `db.transaction()` is not free, and append is the hot path. */
   private readonly appendTx;
+  private readonly storedTx;
 
   constructor(db: Db, options: SqliteEventLogOptions = {}) {
     this.db = db;
@@ -211,9 +246,11 @@ export class SqliteEventLog implements EventStore {
     this.bumpStream = db.prepare(
       'UPDATE streams SET version = ?, updated_at = ? WHERE stream_id = ? AND version = ?',
     );
+    // The position is null for this log's own appends (SQLite gives the next rowid), given for
+    // events stored elsewhere first (`appendStored`).
     this.insertEvent = db.prepare(
-      `INSERT INTO events (stream_id, version, type, v, data, meta, at, state)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO events (position, stream_id, version, type, v, data, meta, at, state)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.selectStreamEvents = db.prepare<[string, number], EventRow>(
       'SELECT * FROM events WHERE stream_id = ? AND version >= ? ORDER BY version',
@@ -225,6 +262,7 @@ export class SqliteEventLog implements EventStore {
     this.appendTx = db.transaction((streamId: string, prepared: PreparedEvent[], options: AppendOptions) =>
       this.appendInTransaction(streamId, prepared, options),
     );
+    this.storedTx = db.transaction((rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>) => this.storedInTransaction(rows, streams));
   }
 
   append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
@@ -433,52 +471,27 @@ export class SqliteEventLog implements EventStore {
 
   private appendInTransaction(streamId: string, prepared: PreparedEvent[], options: AppendOptions): AppendResult {
     const leases = options.guards?.length ? applyGuards(this.db, options.guards, options.nowMs ?? Date.parse(prepared[0]!.at)) : {};
-    const stream = this.selectStream.get(streamId);
-    const actual = stream?.version ?? 0;
-    if (actual !== options.expectedVersion) {
-      throw new ConcurrencyConflictError(streamId, options.expectedVersion, actual);
-    }
-    const last = prepared[prepared.length - 1]!;
-    const nextVersion = actual + prepared.length;
-    if (!stream) {
+    const actual = options.expectedVersion;
+    this.advanceStream(streamId, actual, actual + prepared.length, prepared[prepared.length - 1]!.at, () => {
       if (!options.kind) throw new ValidationError(`creating stream ${streamId} needs a kind`);
-      this.insertStream.run(
-        streamId,
-        options.kind,
-        nextVersion,
-        options.machine?.id ?? null,
-        options.machine?.version ?? null,
-        prepared[0]!.at,
-        last.at,
-      );
-    } else if (this.bumpStream.run(nextVersion, last.at, streamId, actual).changes !== 1) {
-      throw new ConcurrencyConflictError(streamId, options.expectedVersion, actual);
-    }
+      return { kind: options.kind, machineId: options.machine?.id ?? null, machineVersion: options.machine?.version ?? null, createdAt: prepared[0]!.at };
+    });
     const stored: StoredEvent[] = [];
     let version = actual;
     for (const event of prepared) {
       version += 1;
-      const info = this.insertEvent.run(
-        streamId,
-        version,
-        event.type,
-        event.v,
-        JSON.stringify(event.data),
-        JSON.stringify(event.meta),
-        event.at,
-        event.state === null ? null : JSON.stringify(event.state),
-      );
-      const storedEvent: StoredEvent = {
-        position: Number(info.lastInsertRowid),
-        streamId,
+      const position = this.insertEventRow({
+        position: null,
+        stream_id: streamId,
         version,
         type: event.type,
         v: event.v,
-        data: event.data,
-        meta: event.meta,
+        data: JSON.stringify(event.data),
+        meta: JSON.stringify(event.meta),
         at: event.at,
-        state: event.state,
-      };
+        state: event.state === null ? null : JSON.stringify(event.state),
+      });
+      const storedEvent: StoredEvent = { position, streamId, version, type: event.type, v: event.v, data: event.data, meta: event.meta, at: event.at, state: event.state };
       this.applyHandlers(storedEvent);
       stored.push(storedEvent);
     }
@@ -486,14 +499,125 @@ export class SqliteEventLog implements EventStore {
     return { streamId, version, position: stored[stored.length - 1]!.position, events: stored, leases };
   }
 
-  /** The history a `stream.archived` tombstone replaces: deleted, and the log's format raised to say so. */
-  private deleteArchived(streamId: string, prepared: PreparedEvent[], through: number): void {
+  /**
+   * The compare-and-set on a stream's version, shared by this log's appends and `appendStored`: the
+   * stream must be at `expected` (0: not exist yet), and is moved to `next`, updated `updatedAt`; a
+   * new stream's row is made from `create()` (asked only then).
+   */
+  private advanceStream(streamId: string, expected: number, next: number, updatedAt: string, create: () => NewStreamRow): void {
+    const stream = this.selectStream.get(streamId);
+    const actual = stream?.version ?? 0;
+    if (actual !== expected) throw new ConcurrencyConflictError(streamId, expected, actual);
+    if (!stream) {
+      const row = create();
+      this.insertStream.run(streamId, row.kind, next, row.machineId, row.machineVersion, row.createdAt, updatedAt);
+    } else if (this.bumpStream.run(next, updatedAt, streamId, actual).changes !== 1) {
+      throw new ConcurrencyConflictError(streamId, expected, actual);
+    }
+  }
+
+  /** One event's row (its position null: the next rowid); returns its position. */
+  private insertEventRow(row: Omit<EventRow, 'position'> & { position: number | null }): number {
+    const info = this.insertEvent.run(row.position, row.stream_id, row.version, row.type, row.v, row.data, row.meta, row.at, row.state);
+    return Number(info.lastInsertRowid);
+  }
+
+  /**
+   * The history a `stream.archived` tombstone replaces: deleted, and the log's format raised to say
+   * so. `missing`: how many of those events this log never had (`appendStored`: its source had
+   * already deleted them when they were read), which the delete cannot find.
+   */
+  private deleteArchived(streamId: string, prepared: PreparedEvent[], through: number, missing = 0): void {
     const expected = archivedEventCount(streamId, prepared, through);
     const deleted = this.db.prepare('DELETE FROM events WHERE stream_id = ? AND version <= ?').run(streamId, through).changes;
-    checkArchivedCount(streamId, through, deleted, expected);
+    checkArchivedCount(streamId, through, deleted, expected === undefined ? undefined : expected - missing);
     if ((this.db.pragma('user_version', { simple: true }) as number) < ARCHIVED_FORMAT_VERSION) {
       this.db.pragma(`user_version = ${ARCHIVED_FORMAT_VERSION}`);
     }
+  }
+
+  /**
+   * Writes events another log already stored (a local replica of a PostgreSQL log:
+   * src/runtime/replica.ts), verbatim — their positions, versions, types, schema versions, data,
+   * meta, times and states, the JSON as the text it was stored as (never upcast and written back)
+   * — in one transaction (a savepoint inside the caller's), as this log's own appends would have
+   * written them: each run of consecutive events of one stream (as an append made them) passes
+   * the compare-and-set on the stream's version, a new stream's row is made (its kind and machine
+   * from `streams`, the source's rows, since events do not carry them; created at its first
+   * event's time), every inline projection runs for every event, and a `stream.archived`
+   * tombstone deletes the stream's history as an append with `archivedThrough` does. A tombstone
+   * may follow a gap in the stream's versions: the source deleted that history before it was
+   * read (the rows the projections need come with the tombstone).
+   *
+   * Events that do not continue this log — a version that is not the stream's next, a position not
+   * after this log's last — are refused (the copy diverged from its source), and nothing is written.
+   *
+   * Nothing is published on `events$`: these events were published by the store that wrote them
+   * (the PostgreSQL store's `events$` carries every process's), and with several processes sharing
+   * one replica file only the one that copies an event would publish it here. Returns the events
+   * written (upcast, as reads give them). A log fed this way takes no appends of its own.
+   */
+  appendStored(rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>): StoredEvent[] {
+    if (this.gate.blocks(undefined)) throw new Error('appendStored while a batch is open');
+    if (rows.length === 0) return [];
+    try {
+      return this.storedTx.immediate(rows, streams);
+    } catch (error) {
+      throw isBusy(error) ? busyError(error) : error;
+    }
+  }
+
+  private storedInTransaction(rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>): StoredEvent[] {
+    const written: StoredEvent[] = [];
+    let after = this.headPositionSync();
+    for (let i = 0; i < rows.length; ) {
+      const first = rows[i]!;
+      // One stream's consecutive events, as an append would have made them; a tombstone alone.
+      let j = i + 1;
+      if (first.type !== ARCHIVED) {
+        while (j < rows.length && rows[j]!.stream_id === first.stream_id && rows[j]!.type !== ARCHIVED && rows[j]!.version === rows[j - 1]!.version + 1) j++;
+      }
+      const group = rows.slice(i, j);
+      i = j;
+      for (const row of group) {
+        if (row.position <= after) throw diverged(`event ${row.position} (${row.stream_id} version ${row.version}) does not come after position ${after}`);
+        after = row.position;
+      }
+      const streamId = first.stream_id;
+      const events = group.map(rowToEvent);
+      const tombstone = first.type === ARCHIVED ? events[0]! : null;
+      const through = tombstone ? (tombstone.data as { toVersion?: number }).toVersion : undefined;
+      let expected = first.version - 1;
+      let missing = 0;
+      if (tombstone) {
+        const actual = this.selectStream.get(streamId)?.version ?? 0;
+        if (through === undefined || first.version !== through + 1 || actual > through) {
+          throw diverged(`the tombstone of ${streamId} at position ${first.position} (version ${first.version}, for versions up to ${through}) does not follow its version ${actual} here`);
+        }
+        expected = actual;
+        missing = through - actual;
+      }
+      const last = group[group.length - 1]!;
+      try {
+        this.advanceStream(streamId, expected, last.version, last.at, () => {
+          const source = streams.get(streamId);
+          if (!source) throw diverged(`stream ${streamId} (event ${first.position}) has no row in the source's streams`);
+          return { kind: source.kind, machineId: source.machine_id, machineVersion: source.machine_version, createdAt: first.version === 1 ? first.at : source.created_at };
+        });
+      } catch (error) {
+        if (error instanceof ConcurrencyConflictError) {
+          throw diverged(`event ${first.position} is version ${first.version} of ${streamId}, which is at version ${error.actualVersion} here`);
+        }
+        throw error;
+      }
+      group.forEach((row, k) => {
+        this.insertEventRow(row);
+        this.applyHandlers(events[k]!);
+      });
+      if (tombstone) this.deleteArchived(streamId, [{ type: tombstone.type, v: tombstone.v, data: tombstone.data, meta: tombstone.meta, at: tombstone.at, state: tombstone.state }], through!, missing);
+      written.push(...events);
+    }
+    return written;
   }
 
   /**

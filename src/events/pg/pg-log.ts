@@ -41,17 +41,18 @@ import type { Queryable } from './connect.js';
 import { WriteTx, type OpenBatch, type PgCore } from './core.js';
 import { Follower, type FollowOptions } from './follow.js';
 import { applyGuards } from './pg-leases.js';
-import { pgPlaceholders, selectHead } from './sql.js';
+import type { ReplicaPage } from '../sqlite-log.js';
+import { EVENT_COLUMNS, pgPlaceholders, selectHead } from './sql.js';
 
 /** Rows per INSERT of events (9 parameters each; PostgreSQL takes at most 65535 per statement). */
 const INSERT_ROWS = 1000;
-const EVENT_COLUMNS = 'position, stream_id, version, type, v, data, meta, at, state';
 
 export interface PgEventStoreOptions extends FollowOptions {
   /**
    * Inline projections, run inside the append transaction for every appended event. Their
    * statements are SQLite's (`?` placeholders, numbered here for PostgreSQL): they must be SQL both
-   * accept. Porting the project's projections is a later step of issue 15.
+   * accept (dialect.ts). The project's projections are given to `openPgStore` as `projections`
+   * (which creates their tables and runs them before these); `handlers` are for others (tests).
    */
   handlers?: ReadonlyArray<InlineHandler>;
   /** Validate payloads against the catalogue before appending (default true). */
@@ -455,6 +456,63 @@ export class PgEventStore implements EventStore {
       [after, upTo, [...types]],
     );
     return rows.map((r) => r.stream);
+  }
+
+  /**
+   * For a local replica of this log (src/runtime/replica.ts), in one statement (one round trip,
+   * one snapshot, so every position up to the head it reads is committed in it, or was archived):
+   * the committed head; up to `limit` events after `after` and up to that head, as stored (JSON
+   * text, not upcast), with the rows of their streams; which log this is (where, schema, and the
+   * time its tables were made, which a schema dropped and made again does not share); and the
+   * stream and version of the event at `check`. Always on the pool, never an open batch's
+   * connection: only what is committed.
+   */
+  async replicaPage(after: number, limit: number, check = 0): Promise<ReplicaPage> {
+    const { names, conn } = this.core;
+    type Row = { head: number; log: string | null; check_stream: string | null; check_version: number | null } & { [K in keyof EventRow]: EventRow[K] | null } & {
+      [K in keyof StreamRow as `s_${K}`]: StreamRow[K];
+    };
+    let rows: Row[];
+    try {
+      rows = (
+        await conn.pool.query<Row>({
+          name: 'loops_replica_page',
+          text: `SELECT h.position AS head,
+                   (SELECT extract(epoch FROM m.applied_at)::text FROM ${names.migrations} m WHERE m.version = 1) AS log,
+                   c.stream_id AS check_stream, c.version AS check_version,
+                   e.position, e.stream_id, e.version, e.type, e.v, e.data, e.meta, e.at, e.state,
+                   s.stream_id AS s_stream_id, s.kind AS s_kind, s.version AS s_version, s.machine_id AS s_machine_id,
+                   s.machine_version AS s_machine_version, s.created_at AS s_created_at, s.updated_at AS s_updated_at
+                 FROM ${names.logHead} h
+                 LEFT JOIN ${names.events} c ON c.position = $1
+                 LEFT JOIN LATERAL (
+                   SELECT * FROM ${names.events} WHERE position > $2 AND position <= h.position ORDER BY position LIMIT $3
+                 ) e ON true
+                 LEFT JOIN ${names.streams} s ON s.stream_id = e.stream_id
+                 ORDER BY e.position`,
+          values: [check, after, limit],
+        })
+      ).rows;
+    } catch (error) {
+      throw conn.statementError(error);
+    }
+    const top = rows[0]!;
+    const events: EventRow[] = [];
+    const streams = new Map<string, StreamRow>();
+    for (const r of rows) {
+      if (r.position === null) continue;
+      events.push({ position: r.position, stream_id: r.stream_id!, version: r.version!, type: r.type!, v: r.v!, data: r.data!, meta: r.meta!, at: r.at!, state: r.state });
+      if (r.s_stream_id !== null && !streams.has(r.s_stream_id)) {
+        streams.set(r.s_stream_id, { stream_id: r.s_stream_id, kind: r.s_kind, version: r.s_version, machine_id: r.s_machine_id, machine_version: r.s_machine_version, created_at: r.s_created_at, updated_at: r.s_updated_at });
+      }
+    }
+    return {
+      log: { where: conn.where, schema: names.schema, id: top.log ?? '' },
+      head: top.head,
+      check: top.check_stream === null ? null : { streamId: top.check_stream, version: top.check_version! },
+      events,
+      streams: [...streams.values()],
+    };
   }
 
   /**
