@@ -150,3 +150,16 @@ export class DeterminismError extends LoopsError {
 export function isLoopsError(error: unknown): error is LoopsError {
   return error instanceof LoopsError;
 }
+
+/**
+ * The unique constraint a store's error says a write violated — SQLite's `UNIQUE constraint failed:
+ * loops.live_name`, PostgreSQL's 23505 on `loops_live_name` — as the text naming it, or null for any
+ * other error: how the runtime tells a name or key taken by a concurrent writer, on either store.
+ */
+export function uniqueViolation(error: unknown): string | null {
+  const e = error as { code?: unknown; constraint?: unknown; message?: unknown } | null;
+  if (e === null || typeof e !== 'object') return null;
+  if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' || e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return String(e.message ?? '');
+  if (e.code === '23505') return typeof e.constraint === 'string' ? e.constraint : String(e.message ?? '');
+  return null;
+}

@@ -105,7 +105,7 @@ export async function decide(runtime: Runtime, nowMs: number, options: DecideOpt
     for (const item of stranded) byLoop.set(item.loopId, [...(byLoop.get(item.loopId) ?? []), item]);
     for (const [loopId, items] of byLoop) {
       try {
-        note(loopId, items[0]!.loopName, await judgeStranded(runtime, loopId, items, nowMs, options.lateGraceMs ?? 60_000, batch));
+        note(loopId, items[0]!.loopName, await judgeStranded(runtime, loopId, items, nowMs, options.lateGraceMs ?? 60_000, batch, result.decisions));
       } catch (error) {
         if (error instanceof ConcurrencyConflictError) continue; // claimed or decided meanwhile: the next pass looks again
         if (options.onError) options.onError(items[0]!.loopName, error as Error);
@@ -137,13 +137,24 @@ async function strandedWork(runtime: Runtime, nowMs: number): Promise<QueueItem[
  * too late now (catch-up none past the grace, outside the catch-up window, or — catch-up latest —
  * a later slot fired since); those are recorded `slot.dropped`, with why.
  */
-async function judgeStranded(runtime: Runtime, loopId: string, items: QueueItem[], nowMs: number, graceMs: number, batch: Batch): Promise<StoredEvent[]> {
+async function judgeStranded(
+  runtime: Runtime,
+  loopId: string,
+  items: QueueItem[],
+  nowMs: number,
+  graceMs: number,
+  batch: Batch,
+  decidedNow: ReadonlyArray<DecideResult['decisions'][number]>,
+): Promise<StoredEvent[]> {
   const actor = await DurableActor.load(runtime, `loop:${loopId}`, {}, currentMachines.loop);
   const c = actor.context;
   if (!c.policies) return [];
   const drops: Array<{ type: 'slot.dropped'; data: { runId: string; slot: string; attempt: number; reason: string } }> = [];
   for (const item of items) {
+    // Fired before this pass (the table), or by it (its decisions: not committed yet, and a store's
+    // read side may show only what is committed — docs/design/postgres.md, (c)).
     const laterFired =
+      decidedNow.some((d) => d.loopId === loopId && (d.type === 'slot.fired' || d.type === 'slot.buffered') && (d.data as { slot: string }).slot > item.slot) ||
       cached(runtime.db, "SELECT 1 FROM slot_decisions WHERE loop_id = ? AND decision IN ('fired', 'buffered') AND slot_from > ? LIMIT 1")
         .get(loopId, item.slot) !== undefined;
     const verdict = strandedVerdict(c.policies, { fireAt: item.dueAt }, laterFired, nowMs, graceMs);

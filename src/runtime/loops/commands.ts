@@ -16,7 +16,7 @@ import { resolveExecutable } from '../execution/which.js';
 import { checkCommand, effectivePath } from '../execution/preflight.js';
 import { buildSecretRefs } from '../execution/secret-refs.js';
 import { secretByConvention } from '../execution/secrets.js';
-import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../../events/errors.js';
+import { AlreadyExistsError, InvalidTransitionError, ValidationError, uniqueViolation } from '../../events/errors.js';
 import { checkName } from '../../events/names.js';
 import type { Batch } from '../../events/types.js';
 import { currentMachines } from '../../machines/registry.js';
@@ -523,7 +523,7 @@ export async function recordLoopCreated(runtime: Runtime, data: EventData<'loop.
     await actor.record('loop.created', data, batch ? { batch } : {});
   } catch (error) {
     // The partial unique index on live names catches a concurrent create of the same name.
-    if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('loops.live_name')) {
+    if (uniqueViolation(error)?.includes('live_name')) {
       throw nameTaken(data.name);
     }
     throw error;

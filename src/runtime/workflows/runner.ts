@@ -18,7 +18,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EventData, ForkedFrom, LoopAgentTarget } from '../../events/catalog.js';
 import type { Batch } from '../../events/types.js';
-import { LoopsError, UsageError } from '../../events/errors.js';
+import { LoopsError, UsageError, uniqueViolation } from '../../events/errors.js';
 import type { StoredEvent } from '../../events/types.js';
 import { renderTemplate, type StepView } from '../../workflow/expr.js';
 import type { StepSpec, WorkflowSpec } from '../../workflow/spec.js';
@@ -633,7 +633,7 @@ class WorkflowRunner {
       } else await this.actor.record('wfrun.started', started, this.lease.takeNew());
     } catch (error) {
       this.sub?.unsubscribe();
-      if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('idempotency_key')) {
+      if (uniqueViolation(error)?.includes('idempotency_key')) {
         const existing = db.prepare('SELECT id FROM workflow_runs WHERE idempotency_key = ?').get(started.idempotencyKey) as { id: string } | undefined;
         if (existing) return findWorkflowRun(db, existing.id);
       }

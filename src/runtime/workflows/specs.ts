@@ -5,7 +5,7 @@
  */
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { EventData } from '../../events/catalog.js';
-import { AlreadyExistsError, InvalidTransitionError, ValidationError } from '../../events/errors.js';
+import { AlreadyExistsError, InvalidTransitionError, ValidationError, uniqueViolation } from '../../events/errors.js';
 import { hasTemplate } from '../../workflow/expr.js';
 import type { WorkflowSpec } from '../../workflow/spec.js';
 import { currentMachines } from '../../machines/registry.js';
@@ -64,7 +64,7 @@ export async function createWorkflow(runtime: Runtime, file: string, options: Pa
   try {
     await actor.record('workflow.created', data);
   } catch (error) {
-    if ((error as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' && String(error).includes('live_name')) throw nameTaken(name);
+    if (uniqueViolation(error)?.includes('live_name')) throw nameTaken(name);
     throw error;
   }
   return { workflow: findWorkflow(runtime.db, workflowId), warnings: loaded.warnings };
