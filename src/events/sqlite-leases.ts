@@ -106,7 +106,8 @@ export class SqliteLeaseStore implements LeaseStore {
   renew(lease: Lease, ttlMs: number, nowMs: number): Promise<Lease> {
     return this.gate.run(undefined, () => {
       const expiresAt = nowMs + ttlMs;
-      const info = cached(this.db, 'UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND token = ?').run(
+      // max(): a renewal never shortens the lease (as on PostgreSQL, where renewals may commit out of order).
+      const info = cached(this.db, 'UPDATE leases SET expires_at = max(expires_at, ?) WHERE name = ? AND holder = ? AND token = ?').run(
         new Date(expiresAt).toISOString(),
         lease.name,
         lease.holder,

@@ -3,7 +3,7 @@
  * src/scheduling/boot.ts), read once per process as now − uptime. `LOOPS_TEST_BOOT_TIME` (an ISO
  * instant; tests only) stands in for a boot.
  */
-import { uptime } from 'node:os';
+import { hostname, uptime } from 'node:os';
 import { hostBootMs, setHostBoot } from '../scheduling/boot.js';
 
 /** Tells the scheduler when the host booted, unless it knows already (a test may have set it). */
@@ -11,4 +11,16 @@ export function learnHostBoot(env: NodeJS.ProcessEnv = process.env): void {
   if (hostBootMs() !== null) return;
   const forced = env.LOOPS_TEST_BOOT_TIME ? Date.parse(env.LOOPS_TEST_BOOT_TIME) : NaN;
   setHostBoot(Number.isNaN(forced) ? Math.round(Date.now() - uptime() * 1000) : forced);
+}
+
+/**
+ * This host's identity in runner ids (`<host>:<pid>:<random>`), and so in every claim and lease: a
+ * runner's liveness is judged only on the host it names (process-info.ts, `runnerGone`).
+ * `LOOPS_HOST_ID` sets it — how a fleet names its hosts, and how tests run several "hosts" on one
+ * machine — else the host name: readable in logs and `daemon status`, and, unlike a machine id,
+ * not shared by the containers cloned from one image.
+ */
+export function hostId(env: NodeJS.ProcessEnv = process.env): string {
+  const id = env.LOOPS_HOST_ID?.trim();
+  return id ? id : hostname();
 }

@@ -26,7 +26,7 @@
  * source (the log), and an append or batch resolves only once the replica holds it
  * (read-your-writes: code that appends and then reads `runtime.db` sees its own write).
  */
-import { BehaviorSubject, type Observable, type Subscription } from 'rxjs';
+import { BehaviorSubject, Subject, type Observable, type Subscription } from 'rxjs';
 import { cached, openDatabase, writeTransaction, type Db } from '../events/db.js';
 import { LoopsError } from '../events/errors.js';
 import { SqliteEventLog, type ReplicaPage, type StreamRow } from '../events/sqlite-log.js';
@@ -391,13 +391,52 @@ export class ReplicatedEventStore implements EventStore {
   /** Batches opened through this store, with the last position their appends took. */
   private readonly batches = new Map<Batch, number>();
 
+  /** The source's events, each published once the replica holds it (`relay`). */
+  private readonly published = new Subject<StoredEvent>();
+  readonly events$: Observable<StoredEvent> = this.published.asObservable();
+  private readonly relayed: Subscription;
+  /** Events waiting for the replica to hold them, in position order. */
+  private waiting: StoredEvent[] = [];
+  private draining = false;
+
   constructor(
     readonly source: EventStore,
     readonly replica: Replica,
-  ) {}
+  ) {
+    this.relayed = source.events$.subscribe({ next: (event) => this.relay(event), complete: () => this.published.complete() });
+  }
 
-  get events$(): Observable<StoredEvent> {
-    return this.source.events$;
+  /**
+   * Publishes a source event once the replica holds it, in order: a subscriber reads `runtime.db`
+   * when told of an event (the daemon's decision log, a cancel watch, tests), and finds it there —
+   * as on SQLite, where the tables and the publication come from one commit. At once when the
+   * replica holds it already (this process's appends: their catch-up ran first).
+   */
+  private relay(event: StoredEvent): void {
+    if (this.waiting.length === 0 && !this.draining && this.replica.head >= event.position) {
+      this.published.next(event);
+      return;
+    }
+    this.waiting.push(event);
+    if (!this.draining) void this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    try {
+      while (this.waiting.length > 0) {
+        const event = this.waiting[0]!;
+        if (this.replica.head < event.position) {
+          // A replica that cannot catch up (closed, the file failing) does not hold back the
+          // news of a committed event: it is published, and the replica retries by itself.
+          await this.replica.catchUp(event.position).catch(() => {});
+        }
+        this.waiting.shift();
+        this.published.next(event);
+      }
+    } finally {
+      this.draining = false;
+    }
   }
 
   append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
@@ -489,6 +528,9 @@ export class ReplicatedEventStore implements EventStore {
   }
 
   close(): void {
+    this.relayed.unsubscribe();
+    this.waiting = [];
+    this.published.complete();
     this.source.close();
   }
 }

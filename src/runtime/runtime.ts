@@ -2,7 +2,6 @@
  * The writing runtime: a database, the event log with every projection inline, the clock and
  * this runner's identity. Every command that appends opens one of these.
  */
-import { hostname } from 'node:os';
 import type { Db } from '../events/db.js';
 import { SqliteEventLog } from '../events/sqlite-log.js';
 import { SqliteLeaseStore } from '../events/sqlite-leases.js';
@@ -13,8 +12,9 @@ import { newId } from './ids.js';
 import { resolveDataDir } from './paths.js';
 import { SnapshotStore } from './snapshots.js';
 import { Spawner } from './execution/spawner.js';
-import { openReader } from './store.js';
-import { learnHostBoot } from './host.js';
+import { ensureDataDir, openSqliteReader } from './store.js';
+import { chooseStore, type StoreChoice } from './store-choice.js';
+import { hostId, learnHostBoot } from './host.js';
 import { actedBy, type ActedBy } from './acting.js';
 import type { Inspector } from './inspection.js';
 
@@ -33,6 +33,8 @@ export interface RuntimeOptions {
   source?: string;
   /** An XState inspector (e.g. `@statelyai/inspect`'s `inspect`) told of every stream actor and recorded event (inspection.ts). */
   inspect?: Inspector;
+  /** The store (default: what `LOOPS_STORE` names, store-choice.ts; SQLite when unset). */
+  store?: StoreChoice;
 }
 
 export interface Runtime {
@@ -53,6 +55,8 @@ export interface Runtime {
   snapshots?: SnapshotStore;
   /** The inspector its durable actors tell (RuntimeOptions.inspect). */
   inspect?: Inspector;
+  /** Set when the store is shared by hosts (PostgreSQL): this host's id and the store's address (never a password). */
+  fleet?: { hostId: string; where: string; schema: string };
   close(): void;
 }
 
@@ -63,27 +67,48 @@ export function useSpawnerHelper(runtime: Runtime): Spawner {
   return runtime.spawner;
 }
 
-export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
-  const clock = options.clock ?? systemClock;
-  learnHostBoot();
-  const reader = await openReader(options.dataDir ?? resolveDataDir());
+/** The database, log and leases of a data directory on its store: its own SQLite file, or PostgreSQL with a local replica (pg-store.ts). */
+async function openStoreParts(dataDir: string, choice: StoreChoice): Promise<{ db: Db; log: EventStore; leases: LeaseStore; close(): void }> {
+  if (choice.kind === 'postgres') {
+    ensureDataDir(dataDir);
+    const { openPgParts } = await import('./pg-store.js');
+    return openPgParts(dataDir, choice, { follow: true });
+  }
+  const reader = await openSqliteReader(dataDir);
   const log = new SqliteEventLog(reader.db, { handlers: [inlineHandler()] });
-  const runnerId = options.runnerId ?? `${hostname()}:${process.pid}:${newId('r', clock.now()).slice(-6)}`;
-  const runtime: Runtime = {
-    dataDir: reader.dataDir,
+  return {
     db: reader.db,
     log,
     leases: new SqliteLeaseStore(reader.db),
+    close() {
+      log.close();
+      reader.close();
+    },
+  };
+}
+
+export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
+  const clock = options.clock ?? systemClock;
+  learnHostBoot();
+  const dataDir = options.dataDir ?? resolveDataDir();
+  const choice = options.store ?? chooseStore(process.env, dataDir);
+  const parts = await openStoreParts(dataDir, choice);
+  const runnerId = options.runnerId ?? `${hostId()}:${process.pid}:${newId('r', clock.now()).slice(-6)}`;
+  const runtime: Runtime = {
+    dataDir,
+    db: parts.db,
+    log: parts.log,
+    leases: parts.leases,
     clock,
     runnerId,
     actedBy: actedBy(options.source),
     spawner: null,
-    snapshots: new SnapshotStore(reader.db),
+    snapshots: new SnapshotStore(parts.db),
     ...(options.inspect ? { inspect: options.inspect } : {}),
+    ...(choice.kind === 'postgres' ? { fleet: { hostId: hostId(), where: choice.where, schema: choice.schema } } : {}),
     close() {
       runtime.spawner?.close();
-      log.close();
-      reader.close();
+      parts.close();
     },
   };
   if (options.spawner === 'helper') useSpawnerHelper(runtime);

@@ -7,6 +7,7 @@ import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { openDatabase, type Db } from '../events/db.js';
 import { PROJECTION_VERSIONS, retiredProjections } from '../projections/versions.js';
 import { databaseFile, resolveDataDir } from './paths.js';
+import { chooseStore } from './store-choice.js';
 
 export interface Reader {
   dataDir: string;
@@ -19,8 +20,26 @@ export function ensureDataDir(dataDir: string): void {
   else chmodSync(dataDir, 0o700);
 }
 
-/** Opens the data directory's database and makes sure every projection table is current. */
+/**
+ * Opens the data directory's database and makes sure every projection table is current. On a
+ * PostgreSQL store (`LOOPS_STORE`, store-choice.ts): its local replica, caught up with the log
+ * first (one read of what it lacks), for the read to see every host's writes.
+ */
 export async function openReader(dataDir: string = resolveDataDir()): Promise<Reader> {
+  ensureDataDir(dataDir);
+  const choice = chooseStore(process.env, dataDir);
+  if (choice.kind === 'postgres') {
+    const { openPgParts } = await import('./pg-store.js');
+    const parts = await openPgParts(dataDir, choice, { follow: false });
+    // Caught up: the database connection is not needed for reading.
+    await parts.store.end();
+    return { dataDir, db: parts.db, close: () => parts.replica.close() };
+  }
+  return openSqliteReader(dataDir);
+}
+
+/** The data directory's own SQLite database (the embedded store), every projection current. */
+export async function openSqliteReader(dataDir: string): Promise<Reader> {
   ensureDataDir(dataDir);
   const db = openDatabase(databaseFile(dataDir));
   const stale = staleProjections(db);

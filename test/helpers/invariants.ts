@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { openDatabase, type Db } from '../../src/events/db.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
+import { syncLog as syncLogOf } from '../../src/runtime/admin/invariants.js';
 import type { EventStore } from '../../src/events/types.js';
 import { rebuildProjections, verifyProjections } from '../../src/runtime/admin/projections.js';
 import { findViolations, replaySync, type InvariantOptions } from '../../src/runtime/admin/invariants.js';
@@ -27,10 +28,7 @@ export function projectionRows(db: Db): TableRows {
  * These helpers stay synchronous (plain calls in assertions): they read through the SQLite store's
  * `*Sync` reads, so the log they are given must be a `SqliteEventLog` (a runtime's is).
  */
-function syncLog(log: EventStore): SqliteEventLog {
-  if (log instanceof SqliteEventLog) return log;
-  throw new TypeError('the invariant helpers read the log synchronously: pass a SqliteEventLog');
-}
+const syncLog = (log: EventStore): SqliteEventLog => syncLogOf(log);
 
 export function expectReplayOk(log: EventStore, streamId: string): void {
   const result = replaySync(log, streamId);

@@ -5,6 +5,8 @@ import { onTestFinished } from 'vitest';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { systemClock, type Clock } from '../../src/runtime/clock.js';
 import { killGroupIfAlive } from './proc.js';
+import { dropSchemas, PG_URL, testSchemaName } from './pg.js';
+import { chooseStore } from '../../src/runtime/store-choice.js';
 
 /** A fresh directory under the OS temp dir; not removed automatically. */
 export function makeTempDir(prefix = 'loops-test-'): string {
@@ -27,15 +29,22 @@ export interface TestRuntime extends Runtime {
   root: string;
 }
 
-/** Opens a runtime on a fresh data directory (not yet existing, so openRuntime creates it). */
+/**
+ * Opens a runtime on a fresh data directory (not yet existing, so openRuntime creates it).
+ * LOOPS_TEST_STORE=postgres (the `postgres` project of vitest.config.ts) puts it on a PostgreSQL
+ * schema of its own (test/helpers/pg.ts), which the data directory then remembers: a second
+ * runtime opened on it uses the same store. The schema is dropped when the runtime is closed.
+ */
 export async function openTestRuntime(options: { clock?: Clock; runnerId?: string; root?: string } = {}): Promise<TestRuntime> {
   const root = options.root ?? makeTempDir();
+  const schema = process.env.LOOPS_TEST_STORE === 'postgres' ? testSchemaName() : null;
   const runtime = await openRuntime({
     dataDir: join(root, 'data'),
     clock: options.clock ?? systemClock,
     runnerId: options.runnerId ?? 'test-host:1:runner',
     // LOOPS_TEST_SPAWNER=helper runs a suite's spawns through the spawner helper (see *-helper tests).
     ...(process.env.LOOPS_TEST_SPAWNER === 'helper' ? { spawner: 'helper' as const } : {}),
+    ...(schema ? { store: chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` }) } : {}),
   });
   let closed = false;
   const closeRuntime = runtime.close;
@@ -46,6 +55,7 @@ export async function openTestRuntime(options: { clock?: Clock; runnerId?: strin
       closed = true;
       closeRuntime();
       if (!options.root) removeDir(root);
+      if (schema) void dropSchemas([schema]).catch(() => {});
     },
   });
 }

@@ -125,7 +125,8 @@ describe('cold start: what each command of the built CLI loads', () => {
   ])('%s runs from its own build (scripts/postbuild.mjs): a handful of files, none of loops.js', (_name, args, dir) => {
     const l = loaded(args);
     expect(l.bundleFiles.filter((f) => f !== 'main.js' && !f.startsWith(dir))).toEqual([]);
-    expect(l.bundleFiles.length).toBeLessThanOrEqual(8);
+    // 9: `show`'s eight, and since issue 15 the store choice (store-choice.ts), a small chunk every command shares.
+    expect(l.bundleFiles.length).toBeLessThanOrEqual(9);
   });
 
   it('every other command runs from loops.js and its chunks', () => {

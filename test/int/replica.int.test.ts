@@ -399,10 +399,20 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
     await store.settled();
     expect(loopName(replica.db, 'loop_7')).toBe('unawaited');
 
-    // Reads go to the log, events$ is the source's.
+    // Reads go to the log.
     expect(await store.headPosition()).toBe(await pg.events.headPosition());
     expect((await store.readStream('loop:loop_0')).length).toBe(1);
-    expect(store.events$).toBe(pg.events.events$);
+
+    // events$: the source's events — its own and, here, one appended behind its back — each
+    // published once the replica holds it: a subscriber finds it in the tables.
+    const found: Array<string | null | undefined> = [];
+    const sub = store.events$.subscribe((e) => found.push(loopName(replica.db, e.streamId.slice('loop:'.length))));
+    onTestFinished(() => sub.unsubscribe());
+    const arrived = firstValueFrom(store.events$.pipe(filter((e) => e.streamId === 'loop:loop_9')));
+    await pg.events.append('loop:loop_8', [created('loop_8', 'elsewhere')], { expectedVersion: 0, kind: 'loop' });
+    await store.append('loop:loop_9', [created('loop_9', 'mine-again')], { expectedVersion: 0, kind: 'loop' });
+    await arrived;
+    expect(found).toEqual(['elsewhere', 'mine-again']);
   });
 
   it('two replicas on one file, catching up together in one process, copy every event once', async () => {

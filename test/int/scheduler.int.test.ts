@@ -21,6 +21,7 @@ import { decideLoop, liveRunLeases, runningRuns } from '../../src/runtime/loops/
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
 import { killGroupIfAlive } from '../helpers/proc.js';
 import { useRuntime, type TestRuntime } from '../helpers/tmp.js';
+import { leaseRenewedPast } from '../helpers/leases.js';
 
 const MIN = 60_000;
 const HOUR = 3_600_000;
@@ -348,8 +349,10 @@ describe('tick: overlap', () => {
     await spawned;
     const [going] = runRows(runtime.db, loop.id);
     expect(going).toMatchObject({ slot: slotH(1), status: 'running' });
-    // An hour passes (heartbeats keep the first run's lease alive) and runner B looks.
+    // An hour passes (heartbeats keep the first run's lease alive) and runner B looks — once the
+    // heartbeat's renewal has reached the lease store (on PostgreSQL a round trip after the jump).
     clock.advance(HOUR);
+    await leaseRenewedPast(runtime, `run:${going!.id}`, clock.now());
     expect(runningRuns(other, loop.id, await liveRunLeases(other, clock.now()))).toEqual([going!.id]);
     return { clock, runtime, other, loop, first, cancel, going: going! };
   }

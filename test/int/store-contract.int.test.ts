@@ -376,6 +376,9 @@ describe.each([sqlite, postgres])('store contract: $name', (backend) => {
       const renewed = await leases.renew({ ...lease, token: 2 }, 5000, T0 + 20);
       expect(renewed).toEqual({ name: 'd', holder: 'A', token: 2, expiresAt: T0 + 5020 });
       await expect(leases.renew(lease, 5000, T0 + 20)).rejects.toBeInstanceOf(LeaseLostError);
+      // A renewal that arrives late (sent before the last one) never shortens the lease.
+      await leases.renew({ ...lease, token: 2 }, 5000, T0 + 10);
+      expect((await leases.get('d'))?.expiresAt).toBe(T0 + 5020);
       // A release with a stale token changes nothing; with the right one, the lease is gone.
       await leases.release(lease);
       expect(await leases.get('d')).toEqual({ holder: 'A', token: 2, expiresAt: T0 + 5020 });

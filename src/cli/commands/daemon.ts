@@ -6,6 +6,7 @@ import { formatDuration } from '../../events/durations.js';
 import { DaemonLog, daemonLogMaxBytes } from '../../runtime/daemon/log-file.js';
 import { FileCursor } from '../../runtime/queries/follow-file.js';
 import { openRuntime } from '../../runtime/runtime.js';
+import { chooseStore } from '../../runtime/store-choice.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -39,6 +40,12 @@ const INTERVAL_OPTION = {
   description: 'how often changes made elsewhere (CLI, SDK) are looked for, 10 to 30000 (default $LOOPS_DAEMON_INTERVAL_MS or 1000)',
 } as const;
 
+const STORE_OPTION = {
+  type: 'string',
+  value: '<url>',
+  description: 'the store: a PostgreSQL URL shared by a fleet, postgres://user@host/db?schema=loops (default $LOOPS_STORE, else this data directory’s SQLite; a password is better in PGPASSWORD or ~/.pgpass)',
+} as const;
+
 const run: CliCommand = {
   spec: {
     name: 'daemon run',
@@ -54,13 +61,15 @@ const run: CliCommand = {
       concurrency: { type: 'string', value: '<n>', description: 'runs at once (default 4)' },
       'interval-ms': INTERVAL_OPTION,
       'log-max-size': LOG_MAX_SIZE_OPTION,
+      store: STORE_OPTION,
     },
   },
   async run({ values }, ctx) {
     const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
     const watchMs = watchInterval(values['interval-ms']);
     const maxBytes = daemonLogMaxBytes(values['log-max-size'] as string | undefined);
-    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+    const store = typeof values.store === 'string' ? chooseStore({ LOOPS_STORE: values.store }) : undefined;
+    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock, ...(store ? { store } : {}) });
     // When stdout is daemon.log (daemon start, a LaunchAgent), it is rotated past the cap.
     // A file stdout (daemon.log) is written with writeSync, whose failure (the disk full) the log
     // catches and holds the line; through process.stdout it would be an 'error' event that kills
@@ -109,6 +118,7 @@ const start: CliCommand = {
       concurrency: { type: 'string', value: '<n>', description: 'runs at once (default 4)' },
       'interval-ms': INTERVAL_OPTION,
       'log-max-size': LOG_MAX_SIZE_OPTION,
+      store: STORE_OPTION,
       json: JSON_OPTION,
     },
   },
@@ -116,6 +126,7 @@ const start: CliCommand = {
     const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
     const started = await startDaemon(ctx.dataDir, {
       concurrency,
+      ...(typeof values.store === 'string' ? { store: values.store } : {}),
       ...(typeof values['interval-ms'] === 'string' ? { intervalMs: values['interval-ms'] } : {}),
       ...(typeof values['log-max-size'] === 'string' ? { logMaxSize: values['log-max-size'] } : {}),
     });

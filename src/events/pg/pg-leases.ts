@@ -126,7 +126,9 @@ export class PgLeaseStore implements LeaseStore {
       const expiresAt = nowMs + ttlMs;
       const result = await q.query({
         name: 'loops_lease_renew',
-        text: `UPDATE ${this.core.names.leases} SET expires_at = $1 WHERE name = $2 AND holder = $3 AND token = $4`,
+        // GREATEST: renewals sent close together (a heartbeat per third of the lease) may commit out
+        // of order on a pool's connections; an older one never shortens the lease.
+        text: `UPDATE ${this.core.names.leases} SET expires_at = GREATEST(expires_at, $1) WHERE name = $2 AND holder = $3 AND token = $4`,
         values: [expiresAt, lease.name, lease.holder, lease.token],
       });
       if (result.rowCount !== 1) throw new LeaseLostError(`lease ${lease.name} (token ${lease.token}) was lost`);

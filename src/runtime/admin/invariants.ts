@@ -25,8 +25,15 @@ import { bootId } from '../execution/process-info.js';
 import { verifyProjections } from './projections.js';
 import { replayEvents } from './replay.js';
 
-function syncLog(log: EventStore): SqliteEventLog {
+/**
+ * The log as a SQLite store, read synchronously: the data directory's own, or — on PostgreSQL —
+ * this host's replica of it (which holds every event an append resolved with, replica.ts).
+ */
+export function syncLog(log: EventStore): SqliteEventLog {
   if (log instanceof SqliteEventLog) return log;
+  // A ReplicatedEventStore (not imported: it would load the replica's code into every read command).
+  const replica = (log as { replica?: { log?: unknown } }).replica;
+  if (replica?.log instanceof SqliteEventLog) return replica.log;
   throw new TypeError('the invariant checker reads the log synchronously: pass a SqliteEventLog');
 }
 

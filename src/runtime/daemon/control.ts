@@ -5,6 +5,7 @@
  * process, checked by identity, to end), tell whether it runs and is healthy (its pid file and
  * state file), and read the end of its log. The daemon itself is daemon.ts.
  */
+import { chooseStore } from '../store-choice.js';
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -61,6 +62,8 @@ export interface StartDaemonOptions {
   intervalMs?: string | number;
   /** Rotate daemon.log past this size (`10M`, `512K`; `0` never; default `$LOOPS_DAEMON_LOG_MAX_BYTES` or 10M). */
   logMaxSize?: string;
+  /** The store (`LOOPS_STORE`'s form, store-choice.ts): given to the daemon in its environment, never on its command line (where `ps` would show a password). */
+  store?: string;
 }
 
 /** A daemon `startDaemon` started. */
@@ -86,6 +89,8 @@ export async function startDaemon(dataDir: string, options: StartDaemonOptions =
     throw new UsageError(`loops daemon start: --log-max-size must be a size (10M, 512K, 0), got ${JSON.stringify(options.logMaxSize)}`);
   }
   daemonLogMaxBytes(options.logMaxSize);
+  // Checked here, so a bad URL is one line now, not a daemon that exits.
+  if (options.store !== undefined) chooseStore({ LOOPS_STORE: options.store });
   const existing = runningDaemon(dataDir);
   if (existing) {
     throw new AlreadyExistsError(`a daemon is already running for ${dataDir} (pid ${existing.pid})`, {
@@ -99,7 +104,7 @@ export async function startDaemon(dataDir: string, options: StartDaemonOptions =
   const child = spawn(process.execPath, [main, 'daemon', 'run', '--concurrency', String(concurrency), ...intervalArgs, ...logArgs], {
     detached: true,
     stdio: ['ignore', out, out],
-    env: { ...process.env, LOOPS_DATA_DIR: dataDir },
+    env: { ...process.env, LOOPS_DATA_DIR: dataDir, ...(options.store !== undefined ? { LOOPS_STORE: options.store } : {}) },
   });
   let exited = false;
   child.once('exit', () => (exited = true));

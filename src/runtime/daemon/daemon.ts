@@ -25,7 +25,13 @@ import { checkCancelRequests } from '../execution/cancel.js';
 import { faultPoint } from '../../events/faults.js';
 import { storageFault, type StorageFaultKind } from '../storage-fault.js';
 
-export const DAEMON_LEASE = 'daemon';
+/**
+ * The daemon lease: one daemon per data directory on SQLite (`daemon`); on a store that hosts share
+ * (PostgreSQL), one per host (`daemon:<host id>`, host.ts) — every host of a fleet runs its own.
+ */
+export function daemonLease(runtime: Pick<Runtime, 'fleet'>): string {
+  return runtime.fleet ? `daemon:${runtime.fleet.hostId}` : 'daemon';
+}
 export { pidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
 
 export interface DaemonState {
@@ -216,7 +222,7 @@ export class Daemon {
     // Both, when they differ: a daemon killed after writing its pid file but before its lease
     // committed (LOOPS_FAULT=mid-batch) leaves the pid file naming it and the lease its
     // predecessor's — proving only one of them dead left the other's lease blocking every start.
-    const holder = await runtime.leases.get(DAEMON_LEASE);
+    const holder = await runtime.leases.get(daemonLease(runtime));
     const dead = new Set<string>();
     if (previous && !other && previous.runnerId !== runtime.runnerId) dead.add(previous.runnerId);
     if (holder && holder.holder !== runtime.runnerId && holder.expiresAt > runtime.clock.now() && runnerGone(holder.holder)) dead.add(holder.holder);
@@ -236,7 +242,7 @@ export class Daemon {
       const now = runtime.clock.now();
       this.lease = await runtime.log.batch(async (batch) => {
           for (const runner of dead) await runtime.leases.expireHolder(runner, now, batch);
-          const lease = await runtime.leases.take(DAEMON_LEASE, runtime.runnerId, ttl, now, batch);
+          const lease = await runtime.leases.take(daemonLease(runtime), runtime.runnerId, ttl, now, batch);
           faultPoint('between-lease-and-pidfile');
           // The pid file is written while the write lock is held, before the lease commits: a
           // daemon killed at any point leaves either no lease, or a lease and a pid file that names

@@ -5,7 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
+import { hostId } from '../host.js';
 
 let cachedBootId: string | null | undefined;
 
@@ -265,5 +265,5 @@ export function runnerGone(runnerId: string): boolean {
   if (parts.length < 3) return false;
   const pid = Number(parts[parts.length - 2]);
   const host = parts.slice(0, -2).join(':');
-  return host === hostname() && Number.isInteger(pid) && pid > 0 && processStartTime(pid) === null;
+  return host === hostId() && Number.isInteger(pid) && pid > 0 && processStartTime(pid) === null;
 }
