@@ -296,8 +296,10 @@ export class DurableActor<M extends AnyStateMachine = AnyStateMachine> {
     this.share(options.batch);
     if (this.runtime.inspect) batch.forEach((event, i) => inspectStep(this.runtime.inspect, this, event, steps[i]!));
     for (const action of deferred) this.schedule(action.type, action.params);
-    if (this.snapshot.status === 'done') {
-      this.chain.then(() => this.resolveDone(this.snapshot), () => undefined);
+    // Done once the record that ended the stream is committed — not when an earlier record
+    // completes while a later one, moved first, is still on its way (a slow store shows it).
+    if (snapshot.status === 'done') {
+      this.chain.then(() => this.resolveDone(snapshot), () => undefined);
     }
     return appended.events;
   }

@@ -17,6 +17,7 @@ import { liveRunLeases, runningRuns } from '../../src/runtime/loops/decisions.js
 import { explainSlot } from '../../src/runtime/admin/why.js';
 import { expectLogConsistent, findViolations } from '../helpers/invariants.js';
 import { killGroupIfAlive } from '../helpers/proc.js';
+import { leaseRenewedPast } from '../helpers/leases.js';
 import { useRuntime, type TestRuntime } from '../helpers/tmp.js';
 
 const HOUR = 3_600_000;
@@ -60,8 +61,10 @@ async function setup(
   const first = tick(runtime);
   await spawned;
   const going = runningRuns(runtime, loop.id, await liveRunLeases(runtime, clock.now()))[0]!;
-  // Three hours pass (heartbeats keep A's lease) and runner B decides 02:00, 03:00 and 04:00.
+  // Three hours pass (heartbeats keep A's lease — renewed once their writes reached the lease
+  // store, on PostgreSQL a round trip after the jump) and runner B decides 02:00, 03:00 and 04:00.
   clock.advance(3 * HOUR);
+  await leaseRenewedPast(runtime, `run:${going}`, clock.now());
   return { clock, runtime, other, loop, first, going, release: () => writeFileSync(gate, '') };
 }
 
