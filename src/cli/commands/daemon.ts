@@ -170,11 +170,16 @@ const status: CliCommand = {
       'the disk is full, the database is locked beyond its busy timeout, an I/O error — it backs off and',
       'recovers by itself once they succeed); no pass for 2 minutes; passes that spin (something stays due',
       'right after every pass); or due runs that wait for a minute while nothing runs. `problem` says which.',
+      '',
+      '--fleet lists every runner of the store instead — on a store hosts share (LOOPS_STORE=postgres://…),',
+      "each host's daemon with its lease and running runs, runners holding runs without a daemon, and the",
+      'work fired but not claimed yet; exit code 0 when at least one daemon is live, 1 otherwise.',
     ].join('\n'),
     positionals: [],
-    options: { json: JSON_OPTION },
+    options: { fleet: { type: 'boolean', description: 'every runner of the store (all hosts), from its leases' }, json: JSON_OPTION },
   },
-  async run(_parsed, ctx: CliContext) {
+  async run({ values }, ctx: CliContext) {
+    if (values.fleet === true) return fleetView(ctx);
     const view = daemonStatus(ctx.dataDir, ctx.now);
     if (ctx.json) printJson(ctx, view);
     else if (!view.running) ctx.out.write(`${paint(ctx.color, 'yellow', 'not running')}  (data ${ctx.dataDir}; start it with loops daemon start)\n`);
@@ -195,6 +200,30 @@ const status: CliCommand = {
     return view.healthy ? EXIT.ok : EXIT.error;
   },
 };
+
+async function fleetView(ctx: CliContext): Promise<number> {
+  const { fleetStatus } = await import('../../runtime/daemon/fleet.js');
+  const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+  try {
+    const fleet = await fleetStatus(runtime);
+    const daemons = fleet.runners.filter((r) => r.kind === 'daemon').length;
+    if (ctx.json) printJson(ctx, fleet);
+    else {
+      const store = fleet.store.kind === 'sqlite'
+        ? `sqlite (${ctx.dataDir})`
+        : `${fleet.store.where} (schema ${fleet.store.schema})${fleet.store.listening === false ? `; ${paint(ctx.color, 'yellow', 'LISTEN is down: other hosts\' events are read from the head every second')}` : ''}`;
+      const rows = fleet.runners.map((r) => [r.host, r.kind, r.runnerId, r.leaseUntil ?? '-', r.runs.length === 0 ? '0' : `${r.runs.length} (${r.runs.slice(0, 3).join(', ')}${r.runs.length > 3 ? ', …' : ''})`]);
+      const head = ['HOST', 'KIND', 'RUNNER', 'LEASE UNTIL', 'RUNNING'];
+      const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+      const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
+      ctx.out.write(`store    ${store}\ndaemons  ${daemons} live; ${fleet.waiting} fired slot(s) waiting for a runner\n\n`);
+      ctx.out.write(rows.length ? `${[line(head), ...rows.map(line)].join('\n')}\n` : 'no runner holds a lease now\n');
+    }
+    return daemons > 0 ? EXIT.ok : EXIT.error;
+  } finally {
+    runtime.close();
+  }
+}
 
 const logs: CliCommand = {
   spec: {

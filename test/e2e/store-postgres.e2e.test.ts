@@ -1,0 +1,100 @@
+/**
+ * The built binary on a PostgreSQL store (issue 15), as a fleet's user runs it: two "hosts" (each
+ * its own data directory and LOOPS_HOST_ID) on one schema. A loop created on one host is listed,
+ * run and explained on the other; the data directory remembers its store (store.json, no
+ * password), so commands there need no LOOPS_STORE; two daemons run the loop's slots, each slot
+ * once, and `daemon status --fleet` lists both; a bad LOOPS_STORE is one clear line and exit 2.
+ *
+ * The daemons are other processes: their progress is observed by bounded polling of what they
+ * leave (`runs --json`), never by sleeping. Each test uses a schema of its own, dropped at the end.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DEFAULT_PG_URL, PG_URL, dropSchemas, pgReachable, testSchemaName } from '../helpers/pg.js';
+import { requirePrerequisite } from '../helpers/prerequisite.js';
+import { waitFor } from '../helpers/wait.js';
+import { useSandboxes } from './cli-helpers.js';
+
+const pgVerdict = await pgReachable();
+const havePg = requirePrerequisite(`PostgreSQL for the PostgreSQL store's tests (LOOPS_TEST_PG_URL, default ${DEFAULT_PG_URL})`, () => pgVerdict);
+const sandbox = useSandboxes();
+const schemas: string[] = [];
+afterAll(async () => {
+  if (havePg) await dropSchemas(schemas);
+});
+
+function storeUrl(): string {
+  const schema = testSchemaName();
+  schemas.push(schema);
+  return `${PG_URL}?schema=${schema}`;
+}
+
+interface Run {
+  id: string;
+  slot: string;
+  attempt: number;
+  status: string;
+}
+
+describe.skipIf(!havePg)('loops on a PostgreSQL store (LOOPS_STORE)', () => {
+  it('two hosts share loops, runs and history; the data directory remembers its store, never a password', () => {
+    const store = storeUrl();
+    const a = sandbox();
+    const b = sandbox();
+    const onA = { LOOPS_STORE: store, LOOPS_HOST_ID: 'host-a' };
+    expect(a.run(['create', 'command', 'hello', '--manual', '--cmd', 'echo hi from $LOOPS_RUN_ID'], onA).code).toBe(0);
+    const run = a.json(['run-now', 'hello'], onA) as { id: string; status: string };
+    expect(run.status).toBe('succeeded');
+    // Host B, with no LOOPS_STORE in its environment once it has used the store.
+    const listed = b.json(['list'], { LOOPS_STORE: store, LOOPS_HOST_ID: 'host-b' }) as Array<{ name: string }>;
+    expect(listed.map((l) => l.name)).toEqual(['hello']);
+    const remembered = JSON.parse(readFileSync(join(b.dataDir, 'store.json'), 'utf8')) as { store: string };
+    expect(remembered.store).toBe(store);
+    const runs = b.json(['runs'], { LOOPS_HOST_ID: 'host-b' }) as Run[];
+    expect(runs.map((r) => [r.id, r.status])).toEqual([[run.id, 'succeeded']]);
+    expect(b.run(['show', 'hello'], { LOOPS_HOST_ID: 'host-b' }).stdout).toMatch(/hello/);
+    // The replica is the data directory's; its own SQLite log was never made.
+    expect(existsSync(join(b.dataDir, `pg-${store.split('schema=')[1]}.db`))).toBe(true);
+    expect(existsSync(join(b.dataDir, 'loops.db'))).toBe(false);
+    // LOOPS_STORE=sqlite: this data directory's own (empty) database, for one command.
+    expect(b.json(['list'], { LOOPS_STORE: 'sqlite' })).toEqual([]);
+    // A password given in the URL is used, and written nowhere.
+    const withPassword = store.replace('postgres@', 'postgres:s3cret-pw@');
+    expect(a.run(['list'], { LOOPS_STORE: withPassword }).code).toBe(0);
+    expect(readFileSync(join(a.dataDir, 'store.json'), 'utf8')).not.toContain('s3cret-pw');
+  });
+
+  it('two daemons on one store run each slot once; daemon status --fleet lists both hosts', async () => {
+    const store = storeUrl();
+    const [a, b, cli] = [sandbox(), sandbox(), sandbox()];
+    expect(cli.run(['create', 'command', 'tick', '--every', '1s', '--cmd', 'true'], { LOOPS_STORE: store }).code).toBe(0);
+    for (const [s, host] of [[a, 'host-a'], [b, 'host-b']] as const) {
+      const started = s.run(['daemon', 'start', '--store', store], { LOOPS_HOST_ID: host });
+      expect(started.code, started.stderr).toBe(0);
+    }
+    try {
+      await waitFor(() => (cli.json(['runs', '--limit', '100'], { LOOPS_STORE: store }) as Run[]).filter((r) => r.status === 'succeeded').length >= 6, 30_000, 'six runs of the loop');
+      const fleet = cli.json(['daemon', 'status', '--fleet'], { LOOPS_STORE: store }) as { store: { kind: string; listening: boolean }; runners: Array<{ host: string; kind: string }> };
+      expect(fleet.store).toMatchObject({ kind: 'postgres', listening: true });
+      expect(fleet.runners.filter((r) => r.kind === 'daemon').map((r) => r.host)).toEqual(['host-a', 'host-b']);
+    } finally {
+      for (const s of [a, b]) s.run(['daemon', 'stop']);
+    }
+    const runs = cli.json(['runs', '--limit', '1000'], { LOOPS_STORE: store }) as Run[];
+    const slots = runs.map((r) => `${r.slot}#${r.attempt}`);
+    expect(new Set(slots).size).toBe(slots.length);
+    expect(runs.filter((r) => !['succeeded', 'cancelled'].includes(r.status))).toEqual([]);
+    const verified = cli.run(['verify'], { LOOPS_STORE: store });
+    expect(verified.code, verified.stdout + verified.stderr).toBe(0);
+  }, 90_000);
+
+  it('a LOOPS_STORE that is not a store is one clear line and exit 2 — with the password hidden', () => {
+    const s = sandbox();
+    const r = s.run(['list'], { LOOPS_STORE: 'mysql://root:hunter2@db/loops' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/LOOPS_STORE: "mysql:\/\/root:\*\*\*@db\/loops" is not a store loops knows/);
+    expect(r.stderr).not.toContain('hunter2');
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
