@@ -108,6 +108,8 @@ function mainHelp(): string {
     '  LOOPS_FAULT=<point>[:<n>]  crash (SIGKILL) at a named point: recovery tests only (docs/RELIABILITY.md)',
     '  LOOPS_DAEMON_LOG_MAX_BYTES  rotate daemon.log past this size (default 10M; 0 never)',
     '  LOOPS_DAEMON_INTERVAL_MS    how often the daemon looks for changes made elsewhere (default 1000)',
+    '  LOOPS_STORE=postgres://…?schema=S  a PostgreSQL log shared by a fleet of hosts (docs/scaling.md); sqlite: this data directory\'s own',
+    '  LOOPS_HOST_ID    this host\'s name in a fleet (default the host name)',
     '',
     'Exit codes: 0 ok, 1 error, 2 bad input, 3 run failed, 4 run timed out, 5 run cancelled,',
     '            6 replay/verify mismatch, 75 busy (retry). See docs/cli.md.',
