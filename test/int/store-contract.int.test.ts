@@ -901,7 +901,7 @@ describe.skipIf(!havePg)('PostgreSQL store: opening, errors, closing', () => {
     expect(await two.events.headPosition()).toBe(1);
   });
 
-  it('a process that opens the store, appends and closes it — or forgets to — exits by itself', async () => {
+  it('a process that opens the store, appends and ends it (awaited), closes it, or forgets to, exits by itself', async () => {
     const log = await pgLog();
     // The store as a process would load it: bundled from the sources (packages left to node_modules).
     const dir = join(ROOT, 'node_modules', '.cache', `loops-pg-exit-${process.pid}-${Date.now()}`);
@@ -916,6 +916,7 @@ describe.skipIf(!havePg)('PostgreSQL store: opening, errors, closing', () => {
        const r = await store.events.append('loop:' + process.argv[4], [{ type: 'loop.paused', data: { reason: 'x' }, at: new Date().toISOString() }], { expectedVersion: 0, kind: 'loop' });
        console.log('appended', r.position, store.events.listening);
        if (process.argv[4] === 'close') store.events.close();
+       if (process.argv[4] === 'end') { await store.end(); console.log('ended'); }
        setTimeout(() => { console.error('still alive after 20 s'); process.exit(9); }, 20_000).unref();
       `,
     );
@@ -931,5 +932,8 @@ describe.skipIf(!havePg)('PostgreSQL store: opening, errors, closing', () => {
     expect(closed).toEqual({ code: 0, out: 'appended 1 true\n' });
     const forgotten = await run('forgotten');
     expect(forgotten).toEqual({ code: 0, out: 'appended 2 true\n' });
+    // An awaited end resolves (it once waited for an unreferenced LISTEN socket's close: exit 13).
+    const ended = await run('end');
+    expect(ended).toEqual({ code: 0, out: 'appended 3 true\nended\n' });
   });
 });

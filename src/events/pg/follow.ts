@@ -117,7 +117,12 @@ export class Follower {
     this.listenerPid = null;
     if (this.state.value) this.state.next(false);
     this.state.complete();
-    if (listener) await listener.end().catch(() => {});
+    if (listener) {
+      // Referenced again while it ends: an unreferenced socket's close would never be waited for
+      // (the process would exit with the store's end still pending — exit 13 at a top-level await).
+      (listener as Client & { ref(): void }).ref();
+      await listener.end().catch(() => {});
+    }
     await this.chain;
   }
 
