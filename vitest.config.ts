@@ -17,6 +17,7 @@ const POSTGRES_SCENARIOS = [
   'test/int/stranded.int.test.ts',
   'test/int/notify.int.test.ts',
   'test/int/stats.int.test.ts',
+  'test/int/recovery.int.test.ts',
 ];
 const pgAnswers = () => process.env.CI === 'true' || spawnSync('pg_isready', ['-q', '-d', process.env.LOOPS_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'], { timeout: 5000 }).status === 0;
 

@@ -25,7 +25,7 @@ import type { StoredEvent } from '../../src/events/types.js';
 import { currentMachines } from '../../src/machines/registry.js';
 import { DurableActor } from '../../src/runtime/actor.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
-import { Daemon, pidFile, runningDaemon } from '../../src/runtime/daemon/daemon.js';
+import { Daemon, daemonLease, pidFile, runningDaemon } from '../../src/runtime/daemon/daemon.js';
 import { newId } from '../../src/runtime/ids.js';
 import { createAgentLoop, createCommandLoop } from '../../src/runtime/loops/commands.js';
 import { bootId, processStartTime } from '../../src/runtime/execution/process-info.js';
@@ -121,10 +121,8 @@ const runRow = (runtime: Runtime, runId: string) =>
     finished_at: string | null;
     runner_id: string;
   };
-const leaseOf = (runtime: Runtime, runId: string) =>
-  runtime.db.prepare('SELECT holder, token, expires_at FROM leases WHERE name = ?').get(`run:${runId}`) as
-    | { holder: string; token: number; expires_at: string }
-    | undefined;
+/** A run's lease as the lease store has it (undefined: none), on either store. */
+const leaseOf = async (runtime: Runtime, runId: string) => (await runtime.leases.get(`run:${runId}`)) ?? undefined;
 
 async function expectAbandoned(runtime: Runtime, runId: string, reason: RegExp): Promise<StoredEvent> {
   const events = await runtime.log.readStream(`run:${runId}`);
@@ -135,7 +133,7 @@ async function expectAbandoned(runtime: Runtime, runId: string, reason: RegExp):
   expect(runRow(runtime, runId)).toMatchObject({ status: 'abandoned', runner_id: OLD, finished_at: last.at });
   expect(runRow(runtime, runId).error).toMatch(reason);
   // The run's lease was taken over and released with the outcome.
-  expect(leaseOf(runtime, runId)).toBeUndefined();
+  expect(await leaseOf(runtime, runId)).toBeUndefined();
   return last;
 }
 
@@ -287,7 +285,8 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     const { runtime, old, die, loop } = await setup();
     const runId = await strandRun(old, loop, 'claimed');
     die();
-    runtime.db.prepare('DELETE FROM leases WHERE name = ?').run(`run:${runId}`);
+    const lease = (await runtime.leases.get(`run:${runId}`))!;
+    await runtime.leases.release({ name: `run:${runId}`, holder: lease.holder, token: lease.token });
     // Not a second later: the missing lease alone makes the run stale.
     expect((await recoverRuns(runtime)).abandoned).toEqual([runId]);
     await expectAbandoned(runtime, runId, new RegExp(`runner ${OLD}`));
@@ -344,11 +343,11 @@ describe('recoverRuns: nothing to record', () => {
     die();
     clock.advance(TTL + 1);
     const head = await runtime.log.headPosition();
-    const leaseBefore = leaseOf(runtime, runId);
+    const leaseBefore = await leaseOf(runtime, runId);
     expect(await recover(runtime)).toEqual({ abandoned: [], orphaned: [{ runId, pid: proc.pid }] });
     expect(await runtime.log.headPosition()).toBe(head);
     expect(runRow(runtime, runId).status).toBe('running');
-    expect(leaseOf(runtime, runId)).toEqual(leaseBefore);
+    expect(await leaseOf(runtime, runId)).toEqual(leaseBefore);
     expect(isAlive(proc.pid)).toBe(true);
     // Asked again, the same answer.
     expect((await recover(runtime)).orphaned).toEqual([{ runId, pid: proc.pid }]);
@@ -367,7 +366,7 @@ describe('recoverRuns: nothing to record', () => {
     expect(await runtime.log.headPosition()).toBe(head);
     expect(runRow(runtime, runId).status).toBe('running');
     expect(runRow(runtime, claimedOnly).status).toBe('claimed');
-    expect(leaseOf(runtime, runId)).toMatchObject({ holder: OLD, token: 1 });
+    expect(await leaseOf(runtime, runId)).toMatchObject({ holder: OLD, token: 1 });
 
     // Once it expires, the next recovery records both.
     clock.advance(2);
@@ -546,7 +545,7 @@ describe('Daemon.start() recovers first', () => {
     const daemonProc = await deadProcess();
     // What a daemon killed with -9 leaves behind: its pid file, its live daemon lease, a run
     // under a live lease of its runner.
-    await old.leases.take('daemon', OLD, 15_000, clock.now());
+    await old.leases.take(daemonLease(old), OLD, 15_000, clock.now());
     const runId = await strandRun(old, loop, gone);
     const unrelated = await openRuntime({ dataDir: runtime.dataDir, clock, runnerId: 'cli-host:333:run-now' });
     onTestFinished(() => unrelated.close());
@@ -563,14 +562,13 @@ describe('Daemon.start() recovers first', () => {
     onTestFinished(() => daemon.stop());
     await daemon.start();
     expect(runningDaemon(runtime.dataDir)).toMatchObject({ pid: process.pid, runnerId: NEW });
-    expect(leaseOf(runtime, runId)).toBeUndefined();
+    expect(await leaseOf(runtime, runId)).toBeUndefined();
     await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${gone.pid}\\) is gone`));
     expect(lines.some((l) => l.endsWith(`recovered run ${runId}: abandoned (its runner stopped and its process is gone)`))).toBe(true);
     // Only the dead daemon's leases were expired: another runner's live run is untouched.
     expect(runRow(runtime, otherRunner).status).toBe('claimed');
-    expect(leaseOf(runtime, otherRunner)).toMatchObject({ holder: 'cli-host:333:run-now' });
-    const daemonLease = runtime.db.prepare("SELECT holder, token FROM leases WHERE name = 'daemon'").get();
-    expect(daemonLease).toEqual({ holder: NEW, token: 2 });
+    expect(await leaseOf(runtime, otherRunner)).toMatchObject({ holder: 'cli-host:333:run-now' });
+    expect(await runtime.leases.get(daemonLease(runtime))).toMatchObject({ holder: NEW, token: 2 });
     await daemon.stop();
     clock.advance(TTL);
     expect((await recover(runtime)).abandoned).toEqual([otherRunner]);
