@@ -247,7 +247,18 @@ wait();
     const lines = followed.stdout.split('\n');
     expect(lines.at(-1)).toBe('');
     expect(lines.at(-2)).toBe('<END>');
-    const numbers = lines.slice(0, -2).map((l) => Number(l.slice(5, 12)));
+    // The numbered lines printed whole, wherever they start: when the rotation drops bytes mid-line
+    // (under load the runner's chase past the cap stops at its bound, output.ts, inside a burst), .1
+    // ends with part of a line and the file's first line is printed right after it, on the same line.
+    // That seam is the one line printed that is not a whole numbered line.
+    const whole = /^line \d{7} x{40}$/;
+    const seams = lines.slice(0, -2).filter((l) => !whole.test(l));
+    expect(seams.length, seams.join('\n')).toBeLessThanOrEqual(1);
+    for (const seam of seams) {
+      const cut = seam.slice(0, seam.length - 53);
+      expect(whole.test(seam.slice(cut.length)) && `line 0000000 ${'x'.repeat(40)}`.startsWith(cut.replace(/\d/g, '0')), seam).toBe(true);
+    }
+    const numbers = [...followed.stdout.matchAll(/line (\d{7}) x{40}\n/g)].map((m) => Number(m[1]));
     expect(numbers[0]).toBe(0);
     const disorder = numbers.findIndex((n, i) => i > 0 && n <= numbers[i - 1]!);
     expect(disorder, `line ${numbers[disorder]} printed after line ${numbers[disorder - 1]}`).toBe(-1);

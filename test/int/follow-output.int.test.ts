@@ -8,9 +8,11 @@
  *  - one cursor, two writers: a run's output file rotated by the runner (OutputFile, `.1` written in
  *    place) and daemon.log rotated by the daemon (DaemonLog, a whole copy renamed to `.1`), each
  *    followed line by line across many rotations — from before the file exists too, and (daemon.log,
- *    which keeps .2 and .3) with several rotations between two polls.
+ *    which keeps .2 and .3) with several rotations between two polls;
+ *  - a runner's rotation that drops bytes past its chase (by hand, step by step): .1 cut mid-line,
+ *    then the file; and bytes the cursor read before they were dropped, not reported lost.
  */
-import { existsSync, readFileSync, statSync, writeFileSync, writeSync, closeSync, openSync } from 'node:fs';
+import { appendFileSync, existsSync, fstatSync, ftruncateSync, readFileSync, statSync, writeFileSync, writeSync, closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { DaemonLog } from '../../src/runtime/daemon/log-file.js';
@@ -171,6 +173,105 @@ describe('FileCursor: one follower for both writers', () => {
     expect(statSync(path).size).toBeLessThan(64 * 1024); // rotated many times
     expect(follow.lost).toBe(0);
     expect(seen).toBe(`${expected.join('\n')}\n`);
+  });
+
+  /**
+   * The runner's rotation (output.ts), by hand and in two steps: `.1` rewritten in place with the
+   * last `cap` bytes it read; then `finish`: what the process appended since, up to `chase` bytes
+   * (its bound, `ROTATE_CHASE` of the cap), added to `.1`, and the file truncated — what the process
+   * wrote past the bound is in no file.
+   */
+  function rotateByHand(path: string, fd: number, cap: number) {
+    const read = fstatSync(fd).size;
+    writeFileSync(`${path}.1`, readFileSync(path).subarray(read - cap, read));
+    return {
+      finish: (chase: number) => {
+        appendFileSync(`${path}.1`, readFileSync(path).subarray(read, read + chase));
+        ftruncateSync(fd, 0);
+      },
+    };
+  }
+
+  /** A writer of blocks of 100 numbered lines (5,400 bytes), as a process writes a burst. */
+  function blocks(fd: number) {
+    let next = 0;
+    const text: string[] = [];
+    return {
+      write: () => {
+        const block = Array.from({ length: 100 }, (_, i) => `${numbered(next + i)}\n`).join('');
+        next += 100;
+        writeSync(fd, block);
+        text.push(block);
+      },
+      get text() {
+        return text.join('');
+      },
+    };
+  }
+
+  /** The numbered lines a text holds whole, wherever they start. */
+  const wholeLines = (text: string) => [...text.matchAll(/line (\d{7}) x{40}\n/g)].map((m) => Number(m[1]));
+
+  it("a run's output file whose rotation drops bytes mid-line (the runner's chase stops at its bound): .1's cut line, then the file's first line right after it — every line the files hold, nothing reported lost", () => {
+    const path = join(tempDir(), 'stdout.log');
+    const fd = openSync(path, 'a+', 0o600);
+    onTestFinished(() => closeSync(fd));
+    const cap = 64 * 1024;
+    const chase = cap / 16;
+    const writer = blocks(fd);
+    const follow = poller(new FileCursor(path));
+    while (fstatSync(fd).size <= cap) writer.write();
+    follow.poll();
+    const read = fstatSync(fd).size;
+    const rotation = rotateByHand(path, fd, cap);
+    // While the runner copies, the process writes more than the chase takes: the chase stops mid-line.
+    writer.write();
+    writer.write();
+    rotation.finish(chase);
+    writer.write();
+    follow.poll();
+    follow.poll();
+
+    expect(follow.lost).toBe(0);
+    const one = readFileSync(`${path}.1`, 'utf8');
+    const now = readFileSync(path, 'utf8');
+    expect(one.endsWith('\n')).toBe(false); // cut mid-line: what followed it is in no file
+    // All it read before, what .1 holds after that, then the file: the file's first line follows the
+    // cut line on the same line (no newline between them), as `loops logs` prints the files too.
+    expect(follow.seen).toBe(writer.text.slice(0, read + chase) + now);
+    expect(follow.seen).toContain(`${one.slice(one.lastIndexOf('\n') + 1)}${now.slice(0, now.indexOf('\n') + 1)}`);
+    const given = new Set(wholeLines(follow.seen));
+    const inFiles = [...wholeLines(one), ...wholeLines(now)];
+    expect(inFiles.filter((n) => !given.has(n))).toEqual([]);
+    // A reader that splits the output on newlines does not find the file's first line at a line's start.
+    const starts = new Set(follow.seen.split('\n').map((l) => Number(l.slice(5, 12))));
+    expect(starts.has(wholeLines(now)[0]!)).toBe(false);
+  });
+
+  it("a run's output file whose rotation drops bytes the cursor had read already (read past the end of .1 by more than 4 KiB before the truncation): nothing is missing, nothing reported lost", () => {
+    const path = join(tempDir(), 'stdout.log');
+    const fd = openSync(path, 'a+', 0o600);
+    onTestFinished(() => closeSync(fd));
+    const cap = 64 * 1024;
+    const chase = cap / 16;
+    const writer = blocks(fd);
+    const follow = poller(new FileCursor(path));
+    while (fstatSync(fd).size <= cap) writer.write();
+    follow.poll();
+    const rotation = rotateByHand(path, fd, cap);
+    writer.write();
+    writer.write();
+    // The cursor looks while the runner copies: .1 changed, the file not truncated yet — it reads on,
+    // past what the chase will take (by 2 × 5,400 − 4,096 bytes).
+    follow.poll();
+    rotation.finish(chase);
+    writer.write();
+    follow.poll();
+    follow.poll();
+
+    expect(follow.lost).toBe(0);
+    // Every byte written was read: those dropped by the rotation too, before it dropped them.
+    expect(follow.seen).toBe(writer.text);
   });
 
   it('daemon.log, rotated by the daemon (a whole copy renamed to .1): every line once, from a tail offset, from before the file exists, and with several rotations between two polls', () => {

@@ -47,6 +47,8 @@ export interface FileCursorOptions {
  * the truncation), and, for a run's output (which keeps no `.2`), everything between two rotations
  * that both happened between two polls (or when the last bytes read are not found, e.g. masked
  * since). daemon.log keeps `.2` and `.3`: up to three rotations between two polls lose nothing.
+ * Bytes the runner dropped that the cursor had read while it copied (it read on past the end of
+ * `.1`) are not lost: `.1` is placed by where the cursor stood before the rotation began.
  */
 export class FileCursor {
   private fd: number | null = null;
@@ -54,6 +56,11 @@ export class FileCursor {
   offset = 0;
   /** The last bytes read from the file as it is now: at most 4 KiB, ending at `offset`. */
   private recent: Buffer = Buffer.alloc(0);
+  /**
+   * `offset` and `recent` at the end of the last poll that saw no rotation under way (`.1` as seen
+   * last, and still so once it had read): where it stood before the bytes a rotation copies, or drops.
+   */
+  private settled: { offset: number; recent: Buffer } = { offset: 0, recent: this.recent };
   private rotatedId: string | null;
 
   constructor(
@@ -77,6 +84,7 @@ export class FileCursor {
     if (from > 0) {
       this.offset = from;
       this.remember(readRange(this.fd, Math.max(0, from - RECENT_BYTES), from), true);
+      this.settled = { offset: this.offset, recent: this.recent };
     }
     return true;
   }
@@ -87,6 +95,7 @@ export class FileCursor {
     const size = statFd(this.fd);
     this.offset = size;
     this.remember(readRange(this.fd, Math.max(0, size - RECENT_BYTES), size), true);
+    this.settled = { offset: this.offset, recent: this.recent };
     return descriptorSource(this.fd, size);
   }
 
@@ -115,6 +124,7 @@ export class FileCursor {
       if (!this.recover(onChunk, seen)) result = 'lost';
       this.offset = 0;
       this.recent = Buffer.alloc(0);
+      this.settled = { offset: 0, recent: this.recent };
       size = statFd(fd);
     }
     if (size > this.offset) {
@@ -123,6 +133,9 @@ export class FileCursor {
         onChunk(chunk);
       });
     }
+    // Where it stands now, unless a rotation got under way while it looked and read: a rotation
+    // that starts later copies, or drops, only bytes after this.
+    if ((rotated || !changed) && rotatedIdentity(rotatedPath) === id) this.settled = { offset: this.offset, recent: this.recent };
     return result;
   }
 
@@ -179,9 +192,15 @@ export class FileCursor {
       }
       if (generation === 1) {
         // Read past the rotation point already (bytes written after the runner's last read)? Then
-        // `.1` ends inside what was read, and nothing is missing.
+        // `.1` ends inside what was read, and nothing is missing: its end is in `recent`, or, read
+        // further past it than that (the runner dropped what came past its chase, or in its window,
+        // and the cursor had read it while it copied), `.1` holds where the cursor stood before the
+        // rotation and ends before `offset`. (The first place it is found there: the end furthest on.)
         const end = rotated.subarray(Math.max(0, rotated.length - 256));
         if (end.length > 0 && this.recent.indexOf(end) >= 0) return true;
+        const before = this.settled;
+        const at = before.recent.length > 0 ? rotated.indexOf(before.recent) : -1;
+        if (at >= 0 && before.offset + (rotated.length - at - before.recent.length) <= this.offset) return true;
       }
       newer.push(rotated);
     }
