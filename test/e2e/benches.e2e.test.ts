@@ -9,8 +9,12 @@
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_PG_URL, pgReachable } from '../helpers/pg.js';
+import { requirePrerequisite } from '../helpers/prerequisite.js';
 
 const BENCH = resolve(__dirname, '..', '..', 'bench');
+const pgVerdict = await pgReachable();
+const havePg = requirePrerequisite(`PostgreSQL for bench/fleet-throughput.mjs (LOOPS_TEST_PG_URL, default ${DEFAULT_PG_URL})`, () => pgVerdict);
 
 function bench(script: string, args: string[]): { status: number | null; report: Record<string, unknown>; stderr: string } {
   const r = spawnSync(process.execPath, [resolve(BENCH, script), ...args], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NO_COLOR: '1' } });
@@ -111,8 +115,21 @@ describe('benchmarks, quick form', { timeout: BENCH_TIMEOUT_MS }, () => {
     expect(r.stderr).toMatch(/unknown option --quik[\s\S]*usage/);
   });
 
+  it.skipIf(!havePg)('bench/fleet-throughput.mjs: appends and slot decisions per second with several processes, on PostgreSQL and on SQLite', () => {
+    const { status, report, stderr } = bench('fleet-throughput.mjs', ['--quick', '--json']);
+    expect(status, stderr).toBe(0);
+    const results = report.results as Array<{ store: string; hosts: number; what: string; perSecond: number; perProcess: number[] }>;
+    expect(results.map((r) => `${r.store} ${r.hosts} ${r.what}`)).toEqual(
+      ['postgres', 'sqlite'].flatMap((store) => [1, 2].flatMap((hosts) => [`${store} ${hosts} appends`, `${store} ${hosts} decisions`])),
+    );
+    for (const r of results) {
+      expect(r.perSecond, `${r.store} ${r.hosts} ${r.what}`).toBeGreaterThan(0);
+      expect(r.perProcess).toHaveLength(r.hosts);
+    }
+  });
+
   it('a mistyped option exits 2 with the usage, before anything runs', () => {
-    for (const script of ['run.mjs', 'cold-start.mjs', 'replay.mjs', 'read-growth.mjs', 'bookkeeping.mjs']) {
+    for (const script of ['run.mjs', 'cold-start.mjs', 'replay.mjs', 'read-growth.mjs', 'bookkeeping.mjs', 'fleet-throughput.mjs']) {
       const r = spawnSync(process.execPath, [resolve(BENCH, script), '--quik'], { encoding: 'utf8' });
       expect(r.status, script).toBe(2);
       expect(r.stderr, script).toMatch(/unknown option --quik[\s\S]*usage/);
