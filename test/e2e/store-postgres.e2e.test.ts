@@ -54,6 +54,12 @@ describe.skipIf(!havePg)('loops on a PostgreSQL store (LOOPS_STORE)', () => {
     const runs = b.json(['runs'], { LOOPS_HOST_ID: 'host-b' }) as Run[];
     expect(runs.map((r) => [r.id, r.status])).toEqual([[run.id, 'succeeded']]);
     expect(b.run(['show', 'hello'], { LOOPS_HOST_ID: 'host-b' }).stdout).toMatch(/hello/);
+    // Its output files are on host A; host B shows the tail the log keeps, and says where the files are.
+    const logs = b.run(['logs', run.id], { LOOPS_HOST_ID: 'host-b' });
+    expect(logs.code).toBe(0);
+    expect(logs.stdout).toBe(`hi from ${run.id}\n`);
+    expect(logs.stderr).toMatch(new RegExp(`run ${run.id} ran on host host-a: its output files are in that host's data directory \\(runs/${run.id}/\\)`));
+    expect(a.run(['logs', run.id], { LOOPS_HOST_ID: 'host-a' }).stderr).toBe('');
     // The replica is the data directory's; its own SQLite log was never made.
     expect(existsSync(join(b.dataDir, `pg-${store.split('schema=')[1]}.db`))).toBe(true);
     expect(existsSync(join(b.dataDir, 'loops.db'))).toBe(false);

@@ -337,7 +337,7 @@ function snapshot(ctx: CliContext, view: OutputView, opts: Options, masker: Secr
     const before = printer.printed;
     for (const section of sections) {
       const files = readOutputMasked(unit.dir, section.stream, opts, masker, (chunk) => section.push(chunk));
-      // No folder (a run imported from another tool): the tail the log kept.
+      // No folder (a run imported from another tool, or run on another host of a fleet): the tail the log kept.
       const kept = unit.kept?.[section.stream] ?? '';
       if (kept !== '' && !existsSync(unit.dir)) section.push(Buffer.from(masker ? masker.mask(kept) : kept));
       section.end();
@@ -349,6 +349,11 @@ function snapshot(ctx: CliContext, view: OutputView, opts: Options, masker: Secr
     }
   }
   if (view.units.length === 0) ctx.err.write(`loops: ${view.what} has no output: ${view.why ?? 'nothing ran'}\n`);
+  for (const unit of view.units) {
+    if (unit.otherHost !== null && !existsSync(unit.dir)) {
+      ctx.err.write(`loops: ${unit.name} ran on host ${unit.otherHost}: its output files are in that host's data directory (runs/${unit.dir.split('/').at(-1)}/); shown here: the tails the log keeps\n`);
+    }
+  }
   for (const note of notes) note();
   return EXIT.ok;
 }

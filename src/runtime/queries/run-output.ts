@@ -14,6 +14,7 @@ import { isProviderId, PROVIDERS, type TranscriptFormat } from '../agents/index.
 import { maskingSecretsSync, runSecrets } from '../execution/run-secrets.js';
 import { SecretMasker, StreamMasker } from '../execution/secrets.js';
 import { runDir } from '../paths.js';
+import { hostId } from '../host.js';
 import { findRun, type RunView } from './loops.js';
 import {
   openSource,
@@ -56,6 +57,19 @@ export interface OutputUnit {
    * folder does not exist: a run imported from another tool never had one. Null otherwise.
    */
   kept: Record<OutputStream, string> | null;
+  /**
+   * The host whose runner ran it, when that is not this host (a fleet on a shared store,
+   * docs/scaling.md): its output files are in that host's data directory. Null when it ran here.
+   */
+  otherHost: string | null;
+}
+
+/** The host of a runner id `<host>:<pid>:<random>`, when it is not this host's. */
+function otherHostOf(runnerId: string): string | null {
+  const parts = runnerId.split(':');
+  if (parts.length < 3) return null;
+  const host = parts.slice(0, -2).join(':');
+  return host === hostId() ? null : host;
 }
 
 /** One look at the subject: its units and whether it ended. */
@@ -104,6 +118,7 @@ function runUnit(dataDir: string, run: RunView, provider: string | null): Output
     stepId: null,
     attempt: null,
     kept: ended ? { stdout: run.stdout, stderr: run.stderr } : null,
+    otherHost: otherHostOf(run.runnerId),
   };
 }
 
@@ -162,6 +177,7 @@ export function outputTracker(db: Db, dataDir: string, subject: LogsSubject, sel
           stepId: step.stepId,
           attempt: a.attempt,
           kept: last ? { stdout: step.stdout, stderr: step.stderr } : null,
+          otherHost: null,
         });
       }
     }
