@@ -93,6 +93,10 @@ describe.skipIf(!havePg)('loops on a PostgreSQL store (LOOPS_STORE)', () => {
     expect(runs.filter((r) => !['succeeded', 'cancelled'].includes(r.status))).toEqual([]);
     const verified = cli.run(['verify'], { LOOPS_STORE: store });
     expect(verified.code, verified.stdout + verified.stderr).toBe(0);
+    // PostgreSQL's tables and this host's replica, each against a rebuild.
+    const projections = cli.json(['projections', 'verify'], { LOOPS_STORE: store }) as { ok: boolean; postgres: { ok: boolean; events: number }; replica: { ok: boolean; events: number } };
+    expect(projections).toMatchObject({ ok: true, postgres: { ok: true }, replica: { ok: true } });
+    expect(projections.replica.events).toBe(projections.postgres.events);
   }, 90_000);
 
   it('a LOOPS_STORE that is not a store is one clear line and exit 2 — with the password hidden', () => {

@@ -1,7 +1,8 @@
 import { rebuildProjections, verifyProjections } from '../../runtime/admin/projections.js';
 import { openReader } from '../../runtime/store.js';
 import { JSON_OPTION, type CommandSpec } from '../args.js';
-import type { CliCommand } from '../context.js';
+import type { CliCommand, CliContext } from '../context.js';
+import { chooseStore } from '../../runtime/store-choice.js';
 import { EXIT } from '../exit-codes.js';
 import { paint, printJson } from '../render.js';
 
@@ -32,33 +33,57 @@ const verify: CliCommand = {
   spec: {
     name: 'projections verify',
     summary: 'Rebuild every projection into a scratch database and compare it with the live tables.',
-    description: 'Exit code 0 when they are identical, 6 with a short diff otherwise (fix with loops projections rebuild).',
+    description: [
+      'Exit code 0 when they are identical, 6 with a short diff otherwise (fix with loops projections rebuild).',
+      "On a PostgreSQL store (docs/scaling.md): PostgreSQL's tables against a rebuild from its log, and this",
+      "host's replica against a rebuild from the events it copied; --json: {ok, postgres, replica}.",
+    ].join('\n'),
     positionals: [],
     options: { json: JSON_OPTION },
   },
   async run(_parsed, ctx) {
+    const choice = chooseStore(process.env, ctx.dataDir);
+    if (choice.kind === 'postgres') {
+      const { openPgParts } = await import('../../runtime/pg-store.js');
+      const parts = await openPgParts(ctx.dataDir, choice, { follow: false });
+      try {
+        const postgres = await parts.store.verifyProjections();
+        const replica = verifyProjections(parts.db);
+        const ok = postgres.ok && replica.ok;
+        if (ctx.json) printJson(ctx, { ok, postgres, replica });
+        else {
+          printVerify(ctx, postgres, `PostgreSQL ${choice.where} (schema ${choice.schema}): `);
+          printVerify(ctx, replica, 'replica on this host: ');
+        }
+        return ok ? EXIT.ok : mismatch(ctx);
+      } finally {
+        parts.close();
+        await parts.store.end();
+      }
+    }
     const reader = await openReader(ctx.dataDir);
     try {
       const result = verifyProjections(reader.db);
       if (ctx.json) printJson(ctx, result);
-      else {
-        for (const t of result.tables) {
-          const ok = t.differences.length === 0;
-          ctx.out.write(
-            `${ok ? paint(ctx.color, 'green', 'ok') : paint(ctx.color, 'red', 'differs')}  ${t.table}: ${t.liveRows} live row(s), ${t.rebuiltRows} rebuilt from ${result.events} event(s)\n`,
-          );
-          for (const d of t.differences) ctx.out.write(`    ${d}\n`);
-        }
-      }
-      if (!result.ok) {
-        ctx.err.write('loops: projections differ from the log (loops projections rebuild restores them)\n');
-        return EXIT.mismatch;
-      }
-      return EXIT.ok;
+      else printVerify(ctx, result, '');
+      return result.ok ? EXIT.ok : mismatch(ctx);
     } finally {
       reader.close();
     }
   },
 };
+
+function mismatch(ctx: CliContext): number {
+  ctx.err.write('loops: projections differ from the log (loops projections rebuild restores them)\n');
+  return EXIT.mismatch;
+}
+
+function printVerify(ctx: CliContext, result: { events: number; tables: ReadonlyArray<{ table: string; liveRows: number; rebuiltRows: number; differences: ReadonlyArray<string> }> }, prefix: string): void {
+  for (const t of result.tables) {
+    const ok = t.differences.length === 0;
+    ctx.out.write(`${ok ? paint(ctx.color, 'green', 'ok') : paint(ctx.color, 'red', 'differs')}  ${prefix}${t.table}: ${t.liveRows} live row(s), ${t.rebuiltRows} rebuilt from ${result.events} event(s)\n`);
+    for (const d of t.differences) ctx.out.write(`    ${d}\n`);
+  }
+}
 
 export const commands: Record<string, CliCommand> = { 'projections rebuild': rebuild, 'projections verify': verify };
