@@ -1,10 +1,13 @@
 /**
  * PostgreSQL for tests of the PostgreSQL store: the server's URL (`LOOPS_TEST_PG_URL`, default the
  * machine's own, trust auth), whether it answers (a prerequisite: test/helpers/prerequisite.ts —
- * skipped loudly locally, a failure under CI), a schema per store under test, dropped afterwards.
+ * skipped loudly locally, a failure under CI), a schema per store under test, dropped afterwards
+ * (`pgLog`: stores on one, ended when the test ends).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { onTestFinished } from 'vitest';
+import { openPgStore, type PgStore, type PgStoreOptions } from '../../src/events/pg/index.js';
 
 export const DEFAULT_PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
 export const PG_URL = process.env.LOOPS_TEST_PG_URL ?? DEFAULT_PG_URL;
@@ -28,6 +31,36 @@ export async function pgReachable(url = PG_URL): Promise<true | string> {
 /** A schema name no other test run uses: `loops_test_<random>`. */
 export function testSchemaName(): string {
   return `loops_test_${randomBytes(6).toString('hex')}`;
+}
+
+/** PostgreSQL stores on one schema of a test's own (`pgLog`). */
+export interface PgLog {
+  schema: string;
+  /** Another store on the schema (as another process on the same log), with `more` over the log's options. */
+  open(more?: Partial<PgStoreOptions>): Promise<PgStore>;
+}
+
+/**
+ * PostgreSQL stores on one new schema (as several processes on one log), with `options`: ended and
+ * the schema dropped when the test ends. The schema is added to `schemas`, the test file's, whose
+ * `afterAll` drops any left over.
+ */
+export function pgLog(schemas: string[], options: Partial<PgStoreOptions> = {}): PgLog {
+  const schema = testSchemaName();
+  schemas.push(schema);
+  const stores: PgStore[] = [];
+  onTestFinished(async () => {
+    for (const store of stores) await store.end();
+    await dropSchemas([schema]);
+  });
+  return {
+    schema,
+    open: async (more = {}) => {
+      const store = await openPgStore({ url: PG_URL, schema, ...options, ...more });
+      stores.push(store);
+      return store;
+    },
+  };
 }
 
 /** One connection of the test's own, for what the test does behind the store's back (DDL, pg_stat_activity, pg_terminate_backend). */

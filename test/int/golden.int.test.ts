@@ -9,62 +9,20 @@
  * A machine change that alters history therefore fails here unless its version is bumped.
  * LOOPS_GOLDEN_DIR points the test at another copy of the goldens (e.g. a doctored one).
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/events/db.js';
 import { projections } from '../../src/projections/registry.js';
 import { rebuildProjections } from '../../src/runtime/admin/projections.js';
 import { replayStream } from '../../src/runtime/admin/replay.js';
+import { goldenDir, goldenScenarios, loadGolden, recordedTables, type Golden, type GoldenStream } from '../helpers/golden.js';
 import { expectVerifyOk } from '../helpers/invariants.js';
 import { openTestRuntime, type TestRuntime } from '../helpers/tmp.js';
 
-const goldenDir = process.env.LOOPS_GOLDEN_DIR ?? fileURLToPath(new URL('../fixtures/golden', import.meta.url));
 const REDERIVE_CMD = 'npm run build && node scripts/record-golden.mjs --projections-only';
 const REDERIVE = `re-derive the goldens' projections from their recorded events with the new build (${REDERIVE_CMD}; the events stay as recorded; see test/fixtures/golden/README.md)`;
 
 /** The scenarios scripts/record-golden.mjs records: all must be present. */
 const expectedScenarios = ['adopted-run', 'archived-run', 'cancelled-workflow', 'command-run', 'context-hashes', 'process-adopted', 'recorded-skips', 'retried-slot', 'sequential-workflow', 'timed-out-run'];
-
-type Row = Record<string, unknown>;
-
-interface GoldenEvent {
-  position: number;
-  stream_id: string;
-  version: number;
-  type: string;
-  v: number;
-  data: unknown;
-  meta: unknown;
-  at: string;
-  state: unknown;
-}
-
-interface Golden {
-  name: string;
-  events: GoldenEvent[];
-  streams: Row[];
-  projections: {
-    /** The `projections` table as recorded: name → version. */
-    versions: Record<string, number>;
-    tables: Record<string, { projection: string | null; orderBy: string; rows: Row[] }>;
-  };
-}
-
-function readGolden(name: string): Golden {
-  const dir = join(goldenDir, name);
-  const events = readFileSync(join(dir, 'events.jsonl'), 'utf8')
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => JSON.parse(line) as GoldenEvent);
-  return {
-    name,
-    events,
-    streams: JSON.parse(readFileSync(join(dir, 'streams.json'), 'utf8')) as Row[],
-    projections: JSON.parse(readFileSync(join(dir, 'projections.json'), 'utf8')) as Golden['projections'],
-  };
-}
 
 type SqlValue = string | number | null;
 
@@ -79,9 +37,9 @@ function loadLog(db: Db, golden: Golden): void {
       insertEvent.run(e.position, e.stream_id, e.version, e.type, e.v, JSON.stringify(e.data), JSON.stringify(e.meta), e.at, e.state === null ? null : JSON.stringify(e.state));
     }
     for (const stream of golden.streams) {
-      const columns = Object.keys(stream);
+      const columns = Object.keys(stream) as Array<keyof GoldenStream>;
       db.prepare<SqlValue[]>(`INSERT INTO streams (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`).run(
-        ...columns.map((c) => stream[c] as SqlValue),
+        ...columns.map((c) => stream[c]),
       );
     }
   })();
@@ -89,17 +47,14 @@ function loadLog(db: Db, golden: Golden): void {
 
 const show = (state: unknown): string => (typeof state === 'string' ? `'${state}'` : JSON.stringify(state));
 
-const scenarios = readdirSync(goldenDir, { withFileTypes: true })
-  .filter((entry) => entry.isDirectory())
-  .map((entry) => entry.name)
-  .sort();
+const scenarios = goldenScenarios();
 
 it('has every recorded scenario', () => {
   expect(scenarios, `golden logs in ${goldenDir}`).toEqual(expect.arrayContaining(expectedScenarios));
 });
 
 describe.each(scenarios)('golden %s', (name) => {
-  const golden = readGolden(name);
+  const golden = loadGolden(name);
   let runtime: TestRuntime;
 
   beforeAll(async () => {
@@ -116,15 +71,15 @@ describe.each(scenarios)('golden %s', (name) => {
       // An archived stream (loops prune --archive) begins with its tombstone, after the versions it moved.
       const first = events[0]?.type === 'stream.archived' ? (events[0].data as { toVersion: number }).toVersion + 1 : 1;
       const versions = events.map((e) => e.version);
-      const contiguous = Array.from({ length: (stream.version as number) - first + 1 }, (_, i) => i + first);
-      expect(versions, `golden ${name}: versions of ${String(stream.stream_id)}`).toEqual(contiguous);
+      const contiguous = Array.from({ length: stream.version - first + 1 }, (_, i) => i + first);
+      expect(versions, `golden ${name}: versions of ${stream.stream_id}`).toEqual(contiguous);
     }
   });
 
   it('replays every stream to the states recorded in the log', async () => {
     const problems: string[] = [];
     for (const stream of golden.streams) {
-      const id = stream.stream_id as string;
+      const id = stream.stream_id;
       let result: Awaited<ReturnType<typeof replayStream>>;
       try {
         result = await replayStream(runtime.log, id);
@@ -157,23 +112,17 @@ describe.each(scenarios)('golden %s', (name) => {
   });
 
   it('rebuilds the projection tables to the recorded rows', () => {
-    let compared = 0;
-    for (const projection of projections) {
-      // A projection new since the recording, or one whose version moved (reported above), is not compared.
-      if (golden.projections.versions[projection.name] !== projection.version) continue;
-      for (const table of projection.tables) {
-        const recorded = golden.projections.tables[table.name];
-        if (!recorded) continue;
-        const rows = runtime.db.prepare(`SELECT * FROM ${table.name} ORDER BY ${recorded.orderBy}`).all();
-        expect(
-          rows,
-          `golden ${name}: table ${table.name} (projection ${projection.name}@${projection.version}) rebuilt from the recorded events differs from the recorded rows; ` +
-            `if its evolve changed on purpose, bump the projection's version, then ${REDERIVE}`,
-        ).toStrictEqual(recorded.rows);
-        compared += 1;
-      }
+    // A projection new since the recording, or one whose version moved (reported above), is not compared.
+    const tables = recordedTables(golden);
+    for (const { projection, table, recorded } of tables) {
+      const rows = runtime.db.prepare(`SELECT * FROM ${table.name} ORDER BY ${recorded.orderBy}`).all();
+      expect(
+        rows,
+        `golden ${name}: table ${table.name} (projection ${projection.name}@${projection.version}) rebuilt from the recorded events differs from the recorded rows; ` +
+          `if its evolve changed on purpose, bump the projection's version, then ${REDERIVE}`,
+      ).toStrictEqual(recorded.rows);
     }
-    expect(compared, `golden ${name}: no projection table was compared`).toBeGreaterThan(0);
+    expect(tables.length, `golden ${name}: no projection table was compared`).toBeGreaterThan(0);
   });
 
   it('passes verifyProjections', () => {

@@ -15,10 +15,9 @@
  * answering: these tests are skipped, loudly, or fail under CI=true (test/helpers/prerequisite.ts).
  * Every test uses a schema of its own (loops_test_<random>), dropped when it ends.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { upcast } from '../../src/events/catalog.js';
 import { openDatabase } from '../../src/events/db.js';
@@ -28,6 +27,7 @@ import { SqliteEventLog } from '../../src/events/sqlite-log.js';
 import type { AppendOptions, NewEvent } from '../../src/events/types.js';
 import { inlineHandler, projections } from '../../src/projections/registry.js';
 import { accountEv, at, loopEv, retentionEv, runEv, slotEv, wfSpec, wfStep, wfrunEv, workflowEv } from '../helpers/events.js';
+import { goldenScenarios, loadGolden, recordedTables, type Golden } from '../helpers/golden.js';
 import { DEFAULT_PG_URL, PG_URL, adminClient, dropSchemas, pgReachable, tableRows, testSchemaName } from '../helpers/pg.js';
 import { requirePrerequisite } from '../helpers/prerequisite.js';
 
@@ -77,52 +77,7 @@ const orderByOf = (table: string) => projections.flatMap((p) => p.tables).find((
 
 // ── golden logs ─────────────────────────────────────────────────────────────
 
-const goldenDir = process.env.LOOPS_GOLDEN_DIR ?? fileURLToPath(new URL('../fixtures/golden', import.meta.url));
-
-interface GoldenEvent {
-  position: number;
-  stream_id: string;
-  version: number;
-  type: string;
-  v: number;
-  data: unknown;
-  meta: unknown;
-  at: string;
-  state: unknown;
-}
-
-interface GoldenStream {
-  stream_id: string;
-  kind: string;
-  version: number;
-  machine_id: string | null;
-  machine_version: number | null;
-  created_at: string;
-  updated_at: string;
-}
-
-interface Golden {
-  events: GoldenEvent[];
-  streams: GoldenStream[];
-  projections: { versions: Record<string, number>; tables: Record<string, { orderBy: string; rows: Row[] }> };
-}
-
-function readGolden(name: string): Golden {
-  const dir = join(goldenDir, name);
-  return {
-    events: readFileSync(join(dir, 'events.jsonl'), 'utf8')
-      .split('\n')
-      .filter((line) => line.trim() !== '')
-      .map((line) => JSON.parse(line) as GoldenEvent),
-    streams: JSON.parse(readFileSync(join(dir, 'streams.json'), 'utf8')) as GoldenStream[],
-    projections: JSON.parse(readFileSync(join(dir, 'projections.json'), 'utf8')) as Golden['projections'],
-  };
-}
-
-const scenarios = readdirSync(goldenDir, { withFileTypes: true })
-  .filter((entry) => entry.isDirectory())
-  .map((entry) => entry.name)
-  .sort();
+const scenarios = goldenScenarios();
 
 /**
  * The golden log, appended through the store: each run of consecutive events of one stream is one
@@ -152,7 +107,7 @@ async function appendGolden(store: PgStore, admin: Awaited<ReturnType<typeof adm
         [stream.stream_id, stream.kind, expected, stream.machine_id, stream.machine_version, stream.created_at],
       );
     }
-    const appended: NewEvent[] = group.map((e) => ({ type: e.type, data: upcast(e.type, e.v, e.data), meta: e.meta as NewEvent['meta'], at: e.at, state: e.state as NewEvent['state'] }));
+    const appended: NewEvent[] = group.map((e) => ({ type: e.type, data: upcast(e.type, e.v, e.data), meta: e.meta, at: e.at, state: e.state }));
     const result = await store.events.append(first.stream_id, appended, {
       expectedVersion: expected,
       kind: stream.kind,
@@ -167,23 +122,17 @@ async function appendGolden(store: PgStore, admin: Awaited<ReturnType<typeof adm
 
 /** The recorded rows of every table of a projection whose version is the recorded one, against the schema's. */
 async function expectGoldenRows(name: string, golden: Golden, rows: (table: string) => Promise<Row[]>, how: string): Promise<void> {
-  let compared = 0;
-  for (const projection of projections) {
-    if (golden.projections.versions[projection.name] !== projection.version) continue;
-    for (const table of projection.tables) {
-      const recorded = golden.projections.tables[table.name];
-      if (!recorded) continue;
-      expect(recorded.orderBy).toBe(table.orderBy);
-      expect(await rows(table.name), `golden ${name}: table ${table.name} on PostgreSQL (${how}) differs from the rows recorded on SQLite`).toStrictEqual(recorded.rows);
-      compared += 1;
-    }
+  const tables = recordedTables(golden);
+  for (const { table, recorded } of tables) {
+    expect(recorded.orderBy).toBe(table.orderBy);
+    expect(await rows(table.name), `golden ${name}: table ${table.name} on PostgreSQL (${how}) differs from the rows recorded on SQLite`).toStrictEqual(recorded.rows);
   }
-  expect(compared, `golden ${name}: no table compared`).toBeGreaterThan(0);
+  expect(tables.length, `golden ${name}: no table compared`).toBeGreaterThan(0);
 }
 
 describe.skipIf(!havePg)('golden logs on PostgreSQL', () => {
   it.each(scenarios)('%s: appended with the projections inline, then rebuilt on a version bump: the rows recorded on SQLite, and verify passes', async (name) => {
-    const golden = readGolden(name);
+    const golden = loadGolden(name);
     const db = await pgSchema();
     const store = await db.open();
     await appendGolden(store, db.admin, db.schema, golden);

@@ -13,24 +13,23 @@
  * PostgreSQL side runs no projections here: the replica runs SQLite's.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { buildSync } from 'esbuild';
 import { filter, firstValueFrom, timeout } from 'rxjs';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { upcast } from '../../src/events/catalog.js';
 import { openDatabase, type Db } from '../../src/events/db.js';
 import { LoopsError } from '../../src/events/errors.js';
-import { openPgStore, type PgStore } from '../../src/events/pg/index.js';
 import { SqliteEventLog, type ReplicaPage } from '../../src/events/sqlite-log.js';
-import type { AppendOptions, EventMeta, EventStore, Json, NewEvent } from '../../src/events/types.js';
+import type { AppendOptions, EventStore, NewEvent } from '../../src/events/types.js';
 import { inlineHandler, projections } from '../../src/projections/registry.js';
 import { rebuildProjections } from '../../src/runtime/admin/projections.js';
 import { Replica, ReplicaMismatchError, ReplicatedEventStore, type ReplicaOptions, type ReplicaSource } from '../../src/runtime/replica.js';
 import { openReader } from '../../src/runtime/store.js';
 import { at, loopEv } from '../helpers/events.js';
-import { DEFAULT_PG_URL, PG_URL, adminClient, dropSchemas, pgReachable, testSchemaName } from '../helpers/pg.js';
+import { goldenScenarios, loadGolden, type GoldenEvent } from '../helpers/golden.js';
+import { DEFAULT_PG_URL, PG_URL, adminClient, dropSchemas, pgLog, pgReachable } from '../helpers/pg.js';
 import { requirePrerequisite } from '../helpers/prerequisite.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -38,32 +37,12 @@ const pgVerdict = await pgReachable();
 const havePg = requirePrerequisite(`PostgreSQL for the replica's tests (LOOPS_TEST_PG_URL, default ${DEFAULT_PG_URL})`, () => pgVerdict);
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const goldenDir = fileURLToPath(new URL('../fixtures/golden', import.meta.url));
 
 /** Schemas made by this file's run; each is dropped when its test ends, and any left over at the end. */
 const schemas: string[] = [];
 afterAll(async () => {
   if (havePg) await dropSchemas(schemas);
 });
-
-/** PostgreSQL stores on one new schema (as several processes on one log), ended and the schema dropped when the test ends. */
-function pgLog(): { schema: string; open: () => Promise<PgStore> } {
-  const schema = testSchemaName();
-  schemas.push(schema);
-  const stores: PgStore[] = [];
-  onTestFinished(async () => {
-    for (const store of stores) await store.end();
-    await dropSchemas([schema]);
-  });
-  return {
-    schema,
-    open: async () => {
-      const store = await openPgStore({ url: PG_URL, schema });
-      stores.push(store);
-      return store;
-    },
-  };
-}
 
 /** A replica, ended when the test ends. */
 async function openReplica(options: ReplicaOptions): Promise<Replica> {
@@ -104,42 +83,7 @@ function contents(db: Db): { userVersion: unknown; events: Row[]; streams: Row[]
 
 // ── golden logs as appends ───────────────────────────────────────────────────
 
-interface GoldenEvent {
-  position: number;
-  stream_id: string;
-  version: number;
-  type: string;
-  v: number;
-  data: unknown;
-  meta: EventMeta;
-  at: string;
-  state: Json | null;
-}
-
-interface GoldenStream {
-  stream_id: string;
-  kind: string;
-  version: number;
-  machine_id: string | null;
-  machine_version: number | null;
-  created_at: string;
-}
-
-const scenarios = readdirSync(goldenDir, { withFileTypes: true })
-  .filter((entry) => entry.isDirectory())
-  .map((entry) => entry.name)
-  .sort();
-
-function readGolden(name: string): { events: GoldenEvent[]; streams: GoldenStream[] } {
-  const dir = join(goldenDir, name);
-  return {
-    events: readFileSync(join(dir, 'events.jsonl'), 'utf8')
-      .split('\n')
-      .filter((line) => line.trim() !== '')
-      .map((line) => JSON.parse(line) as GoldenEvent),
-    streams: JSON.parse(readFileSync(join(dir, 'streams.json'), 'utf8')) as GoldenStream[],
-  };
-}
+const scenarios = goldenScenarios();
 
 interface Append {
   streamId: string;
@@ -156,7 +100,7 @@ interface Append {
  * when the stream was created, so its `stream.archived` tombstone archives real events.
  */
 function goldenAppends(name: string): Append[] {
-  const golden = readGolden(name);
+  const golden = loadGolden(name);
   const byId = new Map(golden.streams.map((s) => [s.stream_id, s]));
   const toNew = (e: Pick<GoldenEvent, 'type' | 'v' | 'data' | 'meta' | 'at' | 'state'>): NewEvent => ({ type: e.type, data: upcast(e.type, e.v, e.data), meta: e.meta, at: e.at, state: e.state });
   const creation = (streamId: string): Partial<AppendOptions> => {
@@ -239,7 +183,7 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
     it('reaches the replica, which then equals a SQLite log that made the same appends: events, streams, every projection table', async () => {
       const appends = goldenAppends(name);
       const ref = await referenceLog();
-      const pg = await pgLog().open();
+      const pg = await pgLog(schemas).open();
       const dir = tempDir('loops-replica-');
       // Caught up after every append (the live path: a tombstone finds the whole history), after
       // every third (part of an archived history), and only at the end (none of it).
@@ -278,9 +222,9 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
   });
 
   it('copies events verbatim, one of an older schema version too (never upcast and written back), and its projections equal a rebuild', async () => {
-    const log = pgLog();
+    const log = pgLog(schemas);
     const pg = await log.open();
-    const golden = readGolden('cancelled-workflow');
+    const golden = loadGolden('cancelled-workflow');
     expect(golden.events.some((e) => e.v === 1 && e.type === 'wfrun.started'), 'the golden holds a wfrun.started v1').toBe(true);
     // Written as an older loops wrote them: straight into the tables.
     const admin = await adminClient();
@@ -307,7 +251,7 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
         s.machine_id,
         s.machine_version,
         s.created_at,
-        (s as unknown as { updated_at: string }).updated_at,
+        s.updated_at,
       ]);
     }
     await admin.query(`UPDATE "${log.schema}".log_head SET position = $1`, [Math.max(...golden.events.map((e) => e.position))]);
@@ -331,7 +275,7 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
   });
 
   it("follows another process's appends through events$, without being asked to catch up", async () => {
-    const log = pgLog();
+    const log = pgLog(schemas);
     const [here, elsewhere] = [await log.open(), await log.open()];
     const replica = await openReplica({ file: join(tempDir('loops-replica-'), 'replica.db'), source: here.events });
     const first = await elsewhere.events.append('loop:loop_a', [created('loop_a', 'from-elsewhere')], { expectedVersion: 0, kind: 'loop' });
@@ -349,7 +293,7 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
   });
 
   it('a catch-up that failed (the source unreachable for a moment) is tried again by itself', async () => {
-    const pg = await pgLog().open();
+    const pg = await pgLog(schemas).open();
     let failures = 1;
     const flaky = new Proxy(pg.events, {
       get(target, key, receiver) {
@@ -368,7 +312,7 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
   });
 
   it('read-your-writes: an append or a batch through ReplicatedEventStore is in the replica when it resolves', async () => {
-    const pg = await pgLog().open();
+    const pg = await pgLog(schemas).open();
     // Not following: nothing but the store's own catching up brings the events in.
     const replica = await openReplica({ file: join(tempDir('loops-replica-'), 'replica.db'), source: pg.events, follow: false });
     const store: EventStore = new ReplicatedEventStore(pg.events, replica);
@@ -416,7 +360,7 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
   });
 
   it('two replicas on one file, catching up together in one process, copy every event once', async () => {
-    const pg = await pgLog().open();
+    const pg = await pgLog(schemas).open();
     for (let i = 0; i < 25; i++) await pg.events.append(`loop:loop_${i}`, [created(`loop_${i}`, `n${i}`), paused('x', 1)], { expectedVersion: 0, kind: 'loop' });
     const file = join(tempDir('loops-replica-'), 'replica.db');
     const source = together(pg.events, 2);
@@ -432,7 +376,7 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
   });
 
   it('replicas in several processes on one file, catching up together, copy every event once', async () => {
-    const log = pgLog();
+    const log = pgLog(schemas);
     const pg = await log.open();
     const total = 600;
     for (let i = 0; i < total / 3; i++) {
@@ -489,8 +433,8 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
     const refusal = (what: RegExp) => expect.objectContaining({ name: 'ReplicaMismatchError', message: expect.stringMatching(what), hint: expect.stringMatching(/delete .*replica\.db/) });
 
     it('another log: another schema, or the same schema dropped and made again', async () => {
-      const first = pgLog();
-      const other = pgLog();
+      const first = pgLog(schemas);
+      const other = pgLog(schemas);
       const [a, b] = [await first.open(), await other.open()];
       await a.events.append('loop:loop_a', [paused('a')], { expectedVersion: 0, kind: 'loop' });
       const file = join(tempDir('loops-replica-'), 'replica.db');
@@ -508,7 +452,7 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
     });
 
     it('a log behind the replica (restored from an older backup), and one written since', async () => {
-      const log = pgLog();
+      const log = pgLog(schemas);
       const pg = await log.open();
       for (let i = 0; i < 5; i++) await pg.events.append(`loop:loop_${i}`, [paused(`${i}`)], { expectedVersion: 0, kind: 'loop' });
       const file = join(tempDir('loops-replica-'), 'replica.db');
@@ -528,7 +472,7 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
     });
 
     it('a database that holds a log of its own', async () => {
-      const pg = await pgLog().open();
+      const pg = await pgLog(schemas).open();
       const file = join(tempDir('loops-replica-'), 'replica.db');
       const db = openDatabase(file);
       const own = new SqliteEventLog(db);

@@ -20,12 +20,12 @@ import { firstValueFrom, filter, take, toArray, type Observable } from 'rxjs';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { openDatabase, type Db } from '../../src/events/db.js';
 import { ClaimLostError, ConcurrencyConflictError, FormatVersionError, LeaseLostError, LoopsError, ValidationError } from '../../src/events/errors.js';
-import { openPgStore, pgPlaceholders, type PgStore, type PgStoreOptions } from '../../src/events/pg/index.js';
+import { openPgStore, pgPlaceholders } from '../../src/events/pg/index.js';
 import { SqliteLeaseStore } from '../../src/events/sqlite-leases.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
 import type { AppendResult, Batch, EventStore, InlineHandler, LeaseStore, NewEvent, StoredEvent } from '../../src/events/types.js';
 import { at, T0 } from '../helpers/events.js';
-import { DEFAULT_PG_URL, PG_URL, adminClient, dropSchemas, lockWaiters, pgReachable, testSchemaName, waitForDb } from '../helpers/pg.js';
+import { DEFAULT_PG_URL, PG_URL, adminClient, dropSchemas, lockWaiters, pgLog, pgReachable, testSchemaName, waitForDb } from '../helpers/pg.js';
 import { requirePrerequisite } from '../helpers/prerequisite.js';
 
 const pgVerdict = await pgReachable();
@@ -94,30 +94,11 @@ const sqlite: Backend = {
   },
 };
 
-/** PostgreSQL stores on one new schema (as several processes on one log), ended and dropped when the test ends. */
-async function pgLog(options: Partial<PgStoreOptions> = {}): Promise<{ schema: string; open: (more?: Partial<PgStoreOptions>) => Promise<PgStore> }> {
-  const schema = testSchemaName();
-  schemas.push(schema);
-  const stores: PgStore[] = [];
-  onTestFinished(async () => {
-    for (const store of stores) await store.end();
-    await dropSchemas([schema]);
-  });
-  return {
-    schema,
-    open: async (more = {}) => {
-      const store = await openPgStore({ url: PG_URL, schema, ...options, ...more });
-      stores.push(store);
-      return store;
-    },
-  };
-}
-
 const postgres: Backend = {
   name: 'postgres',
   available: havePg,
   async open({ handlers = [], ddl = [] } = {}) {
-    const log = await pgLog({ handlers });
+    const log = pgLog(schemas, { handlers });
     const first = await log.open();
     const admin = await adminClient();
     onTestFinished(() => admin.end());
@@ -597,7 +578,7 @@ describe('PostgreSQL store: inline projections written for SQLite', () => {
 
 describe.skipIf(!havePg)('PostgreSQL store: concurrency', () => {
   it('positions follow commit order: a transaction that began first but wrote last commits after; one that wrote first holds the others until its commit; a reader by position misses nothing', async () => {
-    const log = await pgLog();
+    const log = pgLog(schemas);
     const a = await log.open({ applicationName: 'loops-test-a' });
     const b = await log.open({ applicationName: 'loops-test-b' });
     const reader = await log.open({ follow: false });
@@ -675,7 +656,7 @@ describe.skipIf(!havePg)('PostgreSQL store: concurrency', () => {
   });
 
   it('lease take race: of 20 takers of an expired lease, exactly one wins, and its token is the previous one + 1', async () => {
-    const log = await pgLog();
+    const log = pgLog(schemas);
     const stores = await Promise.all([0, 1, 2, 3].map(() => log.open({ poolSize: 5 })));
     const tokens: number[] = [];
     for (let round = 0; round < 5; round++) {
@@ -706,7 +687,7 @@ describe.skipIf(!havePg)('PostgreSQL store: concurrency', () => {
   });
 
   it('fence against takeover: a holder\'s fenced append and a takeover never both commit on one token', async () => {
-    const log = await pgLog();
+    const log = pgLog(schemas);
     const holder = await log.open({ applicationName: 'loops-test-holder' });
     const taker = await log.open({ applicationName: 'loops-test-taker' });
     const admin = await adminClient();
@@ -768,7 +749,7 @@ describe.skipIf(!havePg)('PostgreSQL store: concurrency', () => {
   });
 
   it('events$ of another process (a second pool): it receives this one\'s events through LISTEN/NOTIFY, with its own, in position order, once each', async () => {
-    const log = await pgLog();
+    const log = pgLog(schemas);
     const one = await log.open();
     const two = await log.open();
     expect(two.events.listening).toBe(true);
@@ -793,7 +774,7 @@ describe.skipIf(!havePg)('PostgreSQL store: concurrency', () => {
   });
 
   it('a lost LISTEN connection: the store says so, polls the head and still delivers, then listens again', async () => {
-    const log = await pgLog();
+    const log = pgLog(schemas);
     const writer = await log.open({ follow: false });
     const store = await log.open({ pollMs: 50, reconnectMs: 2000 });
     const admin = await adminClient();
@@ -874,7 +855,7 @@ describe.skipIf(!havePg)('PostgreSQL store: opening, errors, closing', () => {
   });
 
   it('a schema migrated or a log written by a newer loops is refused', async () => {
-    const log = await pgLog();
+    const log = pgLog(schemas);
     await (await log.open()).end();
     const admin = await adminClient();
     onTestFinished(() => admin.end());
@@ -887,7 +868,7 @@ describe.skipIf(!havePg)('PostgreSQL store: opening, errors, closing', () => {
   });
 
   it('the queued guard without a run_queue table: not supported yet, said plainly', async () => {
-    const log = await pgLog();
+    const log = pgLog(schemas);
     const store = await log.open();
     await expect(store.events.append('run:r', [paused('claim')], { expectedVersion: 0, kind: 'run', guards: [{ kind: 'queued', runId: 'r' }] })).rejects.toThrow(
       /cannot check that run r is still queued: schema \w+ has no run_queue table/,
@@ -895,14 +876,14 @@ describe.skipIf(!havePg)('PostgreSQL store: opening, errors, closing', () => {
   });
 
   it('two processes opening a new schema at once: one creates it, both work', async () => {
-    const log = await pgLog();
+    const log = pgLog(schemas);
     const [one, two] = await Promise.all([log.open(), log.open()]);
     await one.events.append('loop:a', [paused('a')], { expectedVersion: 0, kind: 'loop' });
     expect(await two.events.headPosition()).toBe(1);
   });
 
   it('a process that opens the store, appends and ends it (awaited), closes it, or forgets to, exits by itself', async () => {
-    const log = await pgLog();
+    const log = pgLog(schemas);
     // The store as a process would load it: bundled from the sources (packages left to node_modules).
     const dir = join(ROOT, 'node_modules', '.cache', `loops-pg-exit-${process.pid}-${Date.now()}`);
     mkdirSync(dir, { recursive: true });
