@@ -163,3 +163,21 @@ export function uniqueViolation(error: unknown): string | null {
   if (e.code === '23505') return typeof e.constraint === 'string' ? e.constraint : String(e.message ?? '');
   return null;
 }
+
+/**
+ * A database server or the network ended the connection, or never let one be made (PostgreSQL's
+ * 08xxx and 57P0x codes, socket errors): the write did not happen, or — while committing — may
+ * have; the same write may succeed once the server is back (storage-fault.ts).
+ */
+export function isConnectionLoss(error: unknown): boolean {
+  const e = error as { code?: string; message?: string };
+  const code = e.code ?? '';
+  return (
+    code.startsWith('08') ||
+    code === '57P01' || // admin_shutdown (pg_terminate_backend)
+    code === '57P02' ||
+    code === '57P03' ||
+    ['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT'].includes(code) ||
+    /Connection terminated|connection is closed|Client has encountered a connection error/i.test(e.message ?? '')
+  );
+}

@@ -24,3 +24,9 @@ export function hostId(env: NodeJS.ProcessEnv = process.env): string {
   const id = env.LOOPS_HOST_ID?.trim();
   return id ? id : hostname();
 }
+
+/** The host of a runner id `<host>:<pid>:<random>` (null for an id of another shape). */
+export function runnerHost(runnerId: string): string | null {
+  const parts = runnerId.split(':');
+  return parts.length >= 3 ? parts.slice(0, -2).join(':') : null;
+}

@@ -1,14 +1,15 @@
 /**
  * Faults of the machine, not of the work: the disk is full, the database stays locked by another
- * connection beyond its busy timeout, the file system reports an I/O error or turned read-only.
- * A write that fails for one of these did not happen (SQLite rolled its transaction back), and the
+ * connection beyond its busy timeout, the file system reports an I/O error or turned read-only, or
+ * the database server cannot be reached (PostgreSQL restarting, the network down: `unreachable`).
+ * A write that fails for one of these did not happen (its transaction was rolled back), and the
  * same write may succeed later: the runtime retries it with back-off instead of giving up on the
  * run (DurableActor.recordOrFail) and the daemon reports itself degraded while they last
  * (daemon.ts). Anything else is a real error and is reported as before.
  */
-import { LoopsError } from '../events/errors.js';
+import { isConnectionLoss, LoopsError } from '../events/errors.js';
 
-export type StorageFaultKind = 'disk_full' | 'busy' | 'io';
+export type StorageFaultKind = 'disk_full' | 'busy' | 'io' | 'unreachable';
 
 export interface StorageFault {
   kind: StorageFaultKind;
@@ -28,6 +29,7 @@ export function storageFault(error: unknown): StorageFault | null {
     if (e instanceof LoopsError && e.code === 'busy') {
       return { kind: 'busy', reason: 'the database is locked by another connection beyond the busy timeout' };
     }
+    if (isConnectionLoss(e)) return { kind: 'unreachable', reason: `the database cannot be reached (${typeof code === 'string' ? `${code}: ` : ''}${text})` };
     if (typeof code !== 'string') continue;
     if (DISK_FULL.has(code)) return { kind: 'disk_full', reason: `disk full (${code}: ${text})` };
     if (/^SQLITE_BUSY(_|$)/.test(code)) return { kind: 'busy', reason: 'the database is locked by another connection beyond the busy timeout' };

@@ -9,7 +9,7 @@
 import pg from 'pg';
 import type { Client, ClientConfig, Pool, PoolClient, QueryResult, QueryResultRow } from 'pg';
 import { busyError } from '../db.js';
-import { LoopsError, ValidationError } from '../errors.js';
+import { isConnectionLoss, LoopsError, ValidationError } from '../errors.js';
 
 export interface PgConnectOptions {
   /** `postgres://user[:password]@host[:port]/database[?…]` (`postgresql://` too). */
@@ -185,19 +185,7 @@ export class PgConnection {
   }
 }
 
-/** The server or the network ended the connection (or never let us have one). */
-export function isConnectionLoss(error: unknown): boolean {
-  const e = error as { code?: string; message?: string };
-  const code = e.code ?? '';
-  return (
-    code.startsWith('08') ||
-    code === '57P01' || // admin_shutdown (pg_terminate_backend)
-    code === '57P02' ||
-    code === '57P03' ||
-    ['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT'].includes(code) ||
-    /Connection terminated|connection is closed|Client has encountered a connection error/i.test(e.message ?? '')
-  );
-}
+export { isConnectionLoss } from '../errors.js';
 
 /** The connection settings of `options`, checked: a bad URL or schema name is the user's to fix. */
 function clientConfig(options: PgConnectOptions): { config: ClientConfig; where: string; user: string; database: string } {

@@ -285,7 +285,15 @@ export class Daemon {
     this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
     // `loops cancel` (and other writers) nudge the daemon with SIGUSR2: look at the log now.
     process.on('SIGUSR2', this.onNudge);
-    await this.recover();
+    try {
+      await this.recover();
+    } catch (error) {
+      // Started but not running: stop what recovery began (adopted runs, the lease) rather than
+      // stay alive doing nothing — the caller sees the error and exits.
+      this.log(`start failed while recovering: ${(error as Error).message}`);
+      await this.stop('start failed').catch(() => undefined);
+      throw error;
+    }
     this.heartbeat(ttl);
     this.stopped = this.loop();
   }
@@ -352,6 +360,23 @@ export class Daemon {
     if (due !== null && due - this.runtime.clock.now() <= 2000) this.runtime.spawner?.warm();
   }
 
+  /**
+   * The log's head, or null when it cannot be read now: a storage fault (the disk, a lock, a lost
+   * connection to PostgreSQL) makes the daemon degraded and back off, like a failed write; anything
+   * else is its last error. The loop never dies of a read between passes.
+   */
+  private async head(): Promise<number | null> {
+    try {
+      return await this.runtime.log.headPosition();
+    } catch (error) {
+      if (!this.noteFault(error, 'reading the log head')) {
+        this.state.lastError = `reading the log head: ${(error as Error).message}`;
+        this.log(this.state.lastError);
+      }
+      return null;
+    }
+  }
+
   private async loop(): Promise<void> {
     const maxSleep = this.options.maxSleepMs ?? 30_000;
     const watch = this.options.watchMs ?? 1000;
@@ -371,7 +396,7 @@ export class Daemon {
       }
       // Sleep until the earliest due time, at most maxSleep, waking every `watch` to see whether
       // someone else changed the log (then re-plan at once).
-      const head = await this.runtime.log.headPosition();
+      const head = await this.head();
       const next = this.nextDue(passMs);
       this.warmAhead(next);
       this.state.nextFireAt = next === null ? null : new Date(next).toISOString();
@@ -411,7 +436,8 @@ export class Daemon {
         const left = deadline - this.runtime.clock.monotonic();
         if (left <= 0) break;
         await this.sleep(Math.min(left, watch));
-        if ((await this.runtime.log.headPosition()) !== head) break;
+        const now = await this.head();
+        if (now !== null && now !== head) break;
         // Degraded: due work waits for the back-off (it is what cannot be written).
         if (degraded) continue;
         // A wall-clock jump (or suspend) can make something due early: check the due time again.

@@ -5,6 +5,7 @@
  * fired but not claimed yet. On PostgreSQL it also says whether other hosts' events arrive by
  * LISTEN/NOTIFY or by reading the head while that connection is down.
  */
+import { runnerHost } from '../host.js';
 import type { Runtime } from '../runtime.js';
 
 export interface FleetRunner {
@@ -51,8 +52,4 @@ export async function fleetStatus(runtime: Runtime): Promise<FleetStatus> {
   return { store, runners, waiting };
 }
 
-/** The host part of a runner id `<host>:<pid>:<random>`. */
-function hostOf(runnerId: string): string {
-  const parts = runnerId.split(':');
-  return parts.length >= 3 ? parts.slice(0, -2).join(':') : runnerId;
-}
+const hostOf = (runnerId: string): string => runnerHost(runnerId) ?? runnerId;

@@ -9,7 +9,9 @@
 import { join } from 'node:path';
 import { cached } from '../../events/db.js';
 import { currentMachines } from '../../machines/registry.js';
+import { ConcurrencyConflictError, LeaseLostError, LoopsError } from '../../events/errors.js';
 import { DurableActor } from '../actor.js';
+import { hostId, runnerHost } from '../host.js';
 import { finishStaleRun } from '../execution/attempt.js';
 import { findRunProcess } from '../execution/executor.js';
 import { HeldLease } from '../leases.js';
@@ -78,18 +80,38 @@ export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000, skip: (
   const now = runtime.clock.now();
   const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [], workflows: [], unconfirmed: [] };
   for (const runId of await staleRuns(runtime, now, skip)) {
+    try {
+      await recoverRun(runtime, runId, leaseTtlMs, report);
+    } catch (error) {
+      // Another runner (another host of a fleet) took the run over, or recorded its end, between
+      // the read that found it stale and this runner's write: it is theirs now.
+      if (error instanceof ConcurrencyConflictError || error instanceof LeaseLostError || (error instanceof LoopsError && error.code === 'conflict')) continue;
+      throw error;
+    }
+  }
+  return report;
+}
+
+/** Recovers one stale run (see `recoverRuns`), adding what became of it to `report`. */
+async function recoverRun(runtime: Runtime, runId: string, leaseTtlMs: number, report: RecoveryReport): Promise<void> {
+  {
     const actor = await DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
-    if (actor.snapshot.status === 'done') continue;
+    if (actor.snapshot.status === 'done') return;
     const context = actor.context;
     if (context.target?.kind === 'workflow' && actor.state === 'running') {
       report.workflows.push(runId);
-      continue;
+      return;
     }
+    // On a store hosts share, liveness is judged only on the host that ran it (docs/scaling.md): a
+    // process another host started is neither looked for nor signalled here, whatever pid this
+    // host has. (A SQLite data directory is one machine's: its runners all ran here.)
+    const ranOn = runtime.fleet && context.runnerId !== null ? runnerHost(context.runnerId) : null;
+    const elsewhere = ranOn !== null && ranOn !== hostId() ? `it ran on host ${ranOn}, and only that host can check its process` : null;
     // A recorded process is adopted only when its identity is confirmed. A live pid that cannot be
     // told from another process's (no start time recorded, another boot) is left alone — never
     // adopted, never signalled — and the run is recorded from its status file or abandoned.
     let unconfirmed: string | null = null;
-    if (context.pid !== null) {
+    if (context.pid !== null && elsewhere === null) {
       const identity = { pid: context.pid, startTime: context.startTime, bootId: context.bootId };
       const os = processState(identity);
       // Ended but not yet reaped by the spawner helper that started it (its status file still says
@@ -98,14 +120,14 @@ export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000, skip: (
       const reaping = os.state === 'gone' && isSameProcessAlive(identity) && readStartedStatus(join(runDir(runtime.dataDir, runId), 'exit-status'))?.pid === context.pid;
       if (os.state === 'running' || reaping) {
         report.orphaned.push({ runId, ...identity, timeoutAt: context.timeoutAt });
-        continue;
+        return;
       }
       if (os.state === 'unconfirmed') {
         unconfirmed = os.reason;
         report.unconfirmed.push({ runId, pid: context.pid, reason: os.reason });
       }
     }
-    if (context.pid === null && actor.state === 'spawning') {
+    if (context.pid === null && actor.state === 'spawning' && elsewhere === null) {
       // Its runner died after the fork but before it recorded the pid: the process may be running
       // all the same. Found by its wrapper's argv, it is recorded now and adopted, never run twice.
       const found = findRunProcess(join(runDir(runtime.dataDir, runId), 'exit-status'));
@@ -114,12 +136,11 @@ export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000, skip: (
         const lease = new HeldLease(runtime, `run:${runId}`, leaseTtlMs);
         await actor.record('process.spawned', { pid: found.pid, pgid: found.pid, startTime: found.startTime, bootId: found.bootId }, lease.takeOverIn({ release: true }));
         report.orphaned.push({ runId, ...found, timeoutAt: context.timeoutAt });
-        continue;
+        return;
       }
     }
-    const ended = await finishStaleRun(runtime, runId, { leaseTtlMs, unconfirmed });
+    const ended = await finishStaleRun(runtime, runId, { leaseTtlMs, unconfirmed, ...(elsewhere ? { elsewhere } : {}) });
     (ended.outcome === 'exited' ? report.exited : report.abandoned).push(runId);
     report.retried.push(...ended.followUp.flatMap((e) => (e.type === 'slot.retry_scheduled' ? [(e.data as { runId: string }).runId] : [])));
   }
-  return report;
 }

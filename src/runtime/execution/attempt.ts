@@ -447,7 +447,7 @@ export async function adoptRun(runtime: Runtime, runId: string, identity: Proces
 export async function finishStaleRun(
   runtime: Runtime,
   runId: string,
-  options: { leaseTtlMs?: number; unconfirmed?: string | null } = {},
+  options: { leaseTtlMs?: number; unconfirmed?: string | null; elsewhere?: string } = {},
 ): Promise<{ outcome: 'exited' | 'abandoned'; run: RunView; followUp: StoredEvent[] }> {
   const actor = await DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
   if (actor.snapshot.status === 'done') return { outcome: 'exited', run: findRun(runtime.db, runId), followUp: [] };
@@ -477,7 +477,9 @@ export async function finishStaleRun(
     const reason =
       context.pid === null
         ? `runner ${context.runnerId} stopped before the process was started`
-        : options.unconfirmed
+        : options.elsewhere
+          ? `runner ${context.runnerId} stopped renewing its lease (${options.elsewhere}); its process was not checked or signalled from here, and its exit status is unknown`
+          : options.unconfirmed
           ? `runner ${context.runnerId} stopped and its process identity could not be confirmed (${options.unconfirmed}): pid ${context.pid} is alive but may be another process, so it was not signalled; its exit status is unknown`
           : `runner ${context.runnerId} stopped and the process (pid ${context.pid}) is gone; its exit status is unknown`;
     await actor.record('run.abandoned', { reason }, takeOver);

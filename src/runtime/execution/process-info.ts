@@ -5,7 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { hostId } from '../host.js';
+import { hostId, runnerHost } from '../host.js';
 
 let cachedBootId: string | null | undefined;
 
@@ -261,9 +261,8 @@ export function findWrapperProcess(statusFile: string, wrapperName = 'loops-run'
  * killed mid-run, or that gave up recording its end on a full disk).
  */
 export function runnerGone(runnerId: string): boolean {
-  const parts = runnerId.split(':');
-  if (parts.length < 3) return false;
-  const pid = Number(parts[parts.length - 2]);
-  const host = parts.slice(0, -2).join(':');
+  const host = runnerHost(runnerId);
+  if (host === null) return false;
+  const pid = Number(runnerId.split(':').at(-2));
   return host === hostId() && Number.isInteger(pid) && pid > 0 && processStartTime(pid) === null;
 }

@@ -14,7 +14,7 @@ import { isProviderId, PROVIDERS, type TranscriptFormat } from '../agents/index.
 import { maskingSecretsSync, runSecrets } from '../execution/run-secrets.js';
 import { SecretMasker, StreamMasker } from '../execution/secrets.js';
 import { runDir } from '../paths.js';
-import { hostId } from '../host.js';
+import { hostId, runnerHost } from '../host.js';
 import { findRun, type RunView } from './loops.js';
 import {
   openSource,
@@ -64,12 +64,10 @@ export interface OutputUnit {
   otherHost: string | null;
 }
 
-/** The host of a runner id `<host>:<pid>:<random>`, when it is not this host's. */
+/** The host of a runner id, when it is not this host. */
 function otherHostOf(runnerId: string): string | null {
-  const parts = runnerId.split(':');
-  if (parts.length < 3) return null;
-  const host = parts.slice(0, -2).join(':');
-  return host === hostId() ? null : host;
+  const host = runnerHost(runnerId);
+  return host === null || host === hostId() ? null : host;
 }
 
 /** One look at the subject: its units and whether it ended. */

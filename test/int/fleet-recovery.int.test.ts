@@ -1,0 +1,54 @@
+/**
+ * Recovery on a store hosts share (issue 15, docs/scaling.md): a stale run another host ran is
+ * abandoned after its lease expired without this host looking for its process — even when this
+ * host has a live process with that very pid and start time (here: the test's own), which a
+ * same-host recovery would adopt. Its reason says where it ran. PostgreSQL, a schema of its own.
+ */
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SimulatedClock } from '../../src/runtime/clock.js';
+import { recoverRuns } from '../../src/runtime/daemon/recovery.js';
+import { processStartTime } from '../../src/runtime/execution/process-info.js';
+import { hostId } from '../../src/runtime/host.js';
+import { createCommandLoop } from '../../src/runtime/loops/commands.js';
+import { openRuntime } from '../../src/runtime/runtime.js';
+import { chooseStore } from '../../src/runtime/store-choice.js';
+import { DEFAULT_PG_URL, PG_URL, dropSchemas, pgReachable, testSchemaName } from '../helpers/pg.js';
+import { requirePrerequisite } from '../helpers/prerequisite.js';
+import { strandRun } from '../helpers/strand.js';
+import { tempDir } from '../helpers/tmp.js';
+
+const pgVerdict = await pgReachable();
+const havePg = requirePrerequisite(`PostgreSQL for the fleet's recovery (LOOPS_TEST_PG_URL, default ${DEFAULT_PG_URL})`, () => pgVerdict);
+const schemas: string[] = [];
+afterAll(async () => {
+  if (havePg) await dropSchemas(schemas);
+});
+
+describe.skipIf(!havePg)('recovery on a shared store: liveness is judged only on the host that ran the run', () => {
+  it("another host's stale run is abandoned, its process neither looked for nor adopted here", async () => {
+    const schema = testSchemaName();
+    schemas.push(schema);
+    const store = chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` });
+    const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
+    const root = tempDir();
+    const other = await openRuntime({ dataDir: join(root, 'a'), clock, runnerId: `far-away-host:${process.pid}:x`, store });
+    const loop = await createCommandLoop(other, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
+    // The process it recorded is, on this machine, a live one with that pid and start time.
+    const runId = await strandRun(other, loop, { pid: process.pid, startTime: processStartTime(process.pid) });
+    other.close();
+    const here = await openRuntime({ dataDir: join(root, 'b'), clock, runnerId: `${hostId()}:222:recoverer`, store });
+    try {
+      clock.advance(30_001);
+      const report = await recoverRuns(here);
+      expect(report).toMatchObject({ abandoned: [runId], orphaned: [], unconfirmed: [] });
+      const last = (await here.log.readStream(`run:${runId}`)).at(-1)!;
+      expect(last.type).toBe('run.abandoned');
+      expect((last.data as { reason: string }).reason).toBe(
+        `runner far-away-host:${process.pid}:x stopped renewing its lease (it ran on host far-away-host, and only that host can check its process); its process was not checked or signalled from here, and its exit status is unknown`,
+      );
+    } finally {
+      here.close();
+    }
+  });
+});
