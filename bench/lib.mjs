@@ -1,8 +1,10 @@
 // Shared helpers for the benchmark harness: statistics, temp directories, machine info and
 // WAL inspection. Plain ESM, no dependencies beyond what the project already has.
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { cpus, loadavg, platform, arch, release, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 export function median(values) {
   if (values.length === 0) return NaN;
@@ -130,4 +132,45 @@ export function checkOptions(args, { flags = [], valued = [] }, usage) {
     process.stderr.write(`bench: unknown option ${arg}\n${usage}\n`);
     process.exit(2);
   }
+}
+
+// ── PostgreSQL server binaries and ports (bench/fleet.mjs) ───────────────────────────────────
+/**
+ * The directory holding PostgreSQL's server programs (`initdb`, `pg_ctl`, `postgres`): the first of
+ * `$LOOPS_PG_BINDIR`, the directories of `PATH`, `pg_config --bindir`, and Debian's
+ * /usr/lib/postgresql/<version>/bin (newest first) that has all three; null when none has.
+ */
+export function findPgBinDir(env = process.env) {
+  const has = (dir) => ['initdb', 'pg_ctl', 'postgres'].every((name) => existsSync(join(dir, name)));
+  const candidates = [];
+  if (env.LOOPS_PG_BINDIR) candidates.push(env.LOOPS_PG_BINDIR);
+  for (const dir of (env.PATH ?? '').split(':')) if (dir) candidates.push(dir);
+  const config = spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' });
+  if (config.status === 0 && config.stdout.trim()) candidates.push(config.stdout.trim());
+  try {
+    const versions = readdirSync('/usr/lib/postgresql')
+      .filter((v) => /^\d+(\.\d+)?$/.test(v))
+      .sort((a, b) => Number(b) - Number(a));
+    for (const v of versions) candidates.push(join('/usr/lib/postgresql', v, 'bin'));
+  } catch {
+    // not Debian's layout
+  }
+  for (const dir of candidates) {
+    // PATH may hold symbolic links (/usr/local/bin/initdb → …): pg_ctl finds `postgres` next to
+    // itself, so the directory used is the one the links point into.
+    if (has(dir)) return dirname(realpathSync(join(dir, 'pg_ctl')));
+  }
+  return null;
+}
+
+/** A TCP port free on 127.0.0.1 now (the kernel's pick; free again once this returns). */
+export function freePort() {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolvePort(port));
+    });
+  });
 }

@@ -1,0 +1,149 @@
+/**
+ * The fleet's CI version (issue 15's acceptance, "a short version in CI"): `node bench/fleet.mjs
+ * --quick --json` — three daemons (hosts h1–h3, each its own data directory) on one PostgreSQL log
+ * of a private cluster the bench starts, for 60 s of loops firing every second with retries and the
+ * skip / buffer-one / cancel-other overlap policies, a daemon's node process killed with SIGKILL
+ * every 20 s and started again, and PostgreSQL restarted once with the daemons running — and what
+ * it found: no (loop, slot, attempt) with two runs, no slot decided twice and every due slot
+ * decided, every run terminal, no command run twice, `loops verify` and `loops projections verify`
+ * passing, PostgreSQL's tables equal to a rebuild, no daemon exit the bench did not cause, and every
+ * host claiming runs and writing again after the restart. Its table is printed to the test output.
+ * `npm run fleet` is the 10-minute version.
+ *
+ * Prerequisites (test/helpers/prerequisite.ts: skipped loudly locally, a failure under CI): the
+ * PostgreSQL server programs (initdb, pg_ctl, postgres), and as root `setpriv` to run them as uid
+ * 65534 (PostgreSQL refuses root). The bench stops its daemons and cluster whatever ends it; should
+ * this test fail half-way, the bench is sent SIGTERM (which does that) and waited for.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { canSetpriv, requirePrerequisite } from '../helpers/prerequisite.js';
+import { BIN } from './cli-helpers.js';
+
+const FLEET = resolve(__dirname, '..', '..', 'bench', 'fleet.mjs');
+
+/** Where initdb, pg_ctl and postgres are (as bench/lib.mjs findPgBinDir looks), or why not. */
+function pgServerPrograms(): true | string {
+  const has = (dir: string) => ['initdb', 'pg_ctl', 'postgres'].every((name) => existsSync(join(dir, name)));
+  const candidates: string[] = [];
+  if (process.env.LOOPS_PG_BINDIR) candidates.push(process.env.LOOPS_PG_BINDIR);
+  candidates.push(...(process.env.PATH ?? '').split(':').filter(Boolean));
+  const config = spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' });
+  if (config.status === 0 && config.stdout.trim()) candidates.push(config.stdout.trim());
+  if (existsSync('/usr/lib/postgresql')) {
+    for (const v of readdirSync('/usr/lib/postgresql')) candidates.push(join('/usr/lib/postgresql', v, 'bin'));
+  }
+  if (candidates.some(has)) return true;
+  return 'initdb, pg_ctl and postgres are not on PATH, in pg_config --bindir, in /usr/lib/postgresql/*/bin or in $LOOPS_PG_BINDIR (Debian: apt-get install postgresql)';
+}
+
+const havePg = requirePrerequisite('PostgreSQL server programs for the fleet bench’s private cluster', pgServerPrograms);
+const canRunPg = process.getuid?.() !== 0 || requirePrerequisite('setpriv, to run PostgreSQL as uid 65534 (it refuses root)', () => canSetpriv(65534));
+
+interface FleetResult {
+  ok: boolean;
+  failed: string[];
+  config: { seconds: number; daemons: number; pgRestarts: number; loops: Array<{ name: string; due: number; decided: number }> };
+  runs: { total: number; byStatus: Record<string, number>; perHost: Record<string, number>; perMinute: number[]; dueSlots: number };
+  executions: { total: number; duplicates: string[]; stray: string[] };
+  restarts: {
+    kills: Array<{ host: string; pid: number | null; newPid: number | null }>;
+    pg: Array<{ n: number; downMs: number | null; error: string | null }>;
+    unexpectedExits: Array<{ host: string; error: string }>;
+  };
+  reconnects: Array<{ n: number; firstWriteMs: Record<string, number | null> }>;
+  checks: {
+    duplicateRuns: number;
+    slotsDecidedTwice: number;
+    undecided: string[];
+    nonTerminal: number;
+    leftQueued: number;
+    verify: { ok: boolean; violations: string[] };
+    projections: { ok: boolean };
+    pgProjections: { ok: boolean };
+    exercised: Record<string, number>;
+  };
+  stalls: Array<{ host: string; pid: number; lastPassAt: string | null }>;
+  stops: Array<{ host: string; stopped: boolean; code?: number | null; signal?: string | null }>;
+}
+
+beforeAll(() => {
+  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run npm run build (npm test does it)`);
+});
+
+const running: ChildProcess[] = [];
+afterEach(async () => {
+  for (const child of running.splice(0)) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    // SIGTERM: the bench kills its daemons and stops its cluster, then exits.
+    child.kill('SIGTERM');
+    await new Promise((done) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        done(undefined);
+      }, 20_000);
+      child.once('close', () => {
+        clearTimeout(timer);
+        done(undefined);
+      });
+    });
+  }
+});
+
+describe('fleet (60 s, 3 daemons on one PostgreSQL, kill -9 and a PostgreSQL restart)', () => {
+  it.skipIf(!havePg || !canRunPg)('runs every due slot once, no run twice, every run terminal, and the log and tables verify', async () => {
+    const fleet = spawn(process.execPath, [FLEET, '--quick', '--json'], {
+      env: { ...process.env, NO_COLOR: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    running.push(fleet);
+    let stdout = '';
+    let stderr = '';
+    fleet.stdout!.on('data', (d) => (stdout += d));
+    fleet.stderr!.on('data', (d) => (stderr += d));
+    const code = await new Promise<number | null>((done) => fleet.once('close', (c) => done(c)));
+    // The bench's progress and table (stderr with --json) in the test output.
+    console.log(stderr);
+    expect(stdout, `the bench printed no JSON (exit ${code}): ${stderr}`).toMatch(/^\{/);
+    const r = JSON.parse(stdout) as FleetResult;
+
+    // The faults happened: kills (each daemon started again), a PostgreSQL restart, three hosts.
+    expect(r.config.daemons).toBe(3);
+    expect(r.restarts.kills.length).toBeGreaterThanOrEqual(2);
+    for (const k of r.restarts.kills) expect(k.newPid, `daemon ${k.host} was started again`).not.toBeNull();
+    expect(r.restarts.pg.length).toBe(r.config.pgRestarts);
+    expect(r.restarts.pg.length).toBeGreaterThanOrEqual(1);
+    for (const p of r.restarts.pg) expect(p.error).toBeNull();
+    // No daemon went by itself (a crash on the restart would be here, with its error), and none
+    // lingered alive without working (a start that failed but did not exit).
+    expect(r.restarts.unexpectedExits).toEqual([]);
+    expect(r.stalls).toEqual([]);
+    // Every host claimed runs, and wrote again after each restart.
+    expect(Object.keys(r.runs.perHost).sort()).toEqual(['h1', 'h2', 'h3']);
+    for (const n of Object.values(r.runs.perHost)) expect(n).toBeGreaterThan(0);
+    expect(r.reconnects).toHaveLength(r.restarts.pg.length);
+    for (const rc of r.reconnects) for (const [host, ms] of Object.entries(rc.firstWriteMs)) expect(ms, `${host} after restart ${rc.n}`).not.toBeNull();
+
+    // The acceptance: zero duplicate runs per slot, zero slots decided twice, every run terminal.
+    expect(r.checks.duplicateRuns).toBe(0);
+    expect(r.checks.slotsDecidedTwice).toBe(0);
+    expect(r.checks.undecided).toEqual([]);
+    for (const l of r.config.loops) expect(l.decided, l.name).toBe(l.due);
+    expect(r.checks.nonTerminal).toBe(0);
+    expect(r.checks.leftQueued).toBe(0);
+    expect(r.executions.duplicates).toEqual([]);
+    expect(r.executions.stray).toEqual([]);
+    expect(r.checks.verify).toMatchObject({ ok: true, violations: [] });
+    expect(r.checks.projections.ok).toBe(true);
+    expect(r.checks.pgProjections.ok).toBe(true);
+    // What the window exercised: retries that succeeded, each overlap policy.
+    for (const [what, n] of Object.entries(r.checks.exercised)) expect(n, what).toBeGreaterThan(0);
+    expect(r.runs.total).toBeGreaterThan(0);
+    for (const s of r.stops) expect(s, `daemon ${s.host} stopped gracefully on SIGTERM`).toMatchObject({ stopped: true, code: 0 });
+    expect(r.failed).toEqual([]);
+    expect(r.ok).toBe(true);
+    expect(code, stderr).toBe(0);
+  }, 300_000);
+});
