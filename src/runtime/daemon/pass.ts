@@ -274,12 +274,21 @@ export class Dispatcher {
     if (this.closed || this.options.signal?.aborted) return report;
     const signal = this.options.signal ? { signal: this.options.signal } : {};
     const ttl = this.options.runOptions?.leaseTtlMs !== undefined ? { leaseTtlMs: this.options.runOptions.leaseTtlMs } : {};
+    // Each adoption is waited for until its lease is taken and recorded (not its process's end):
+    // the decisions that follow (overlap) see the run as going — on a store whose lease writes
+    // are a round trip away, before they were made.
+    const taken: Array<Promise<unknown>> = [];
     for (const o of report.orphaned) {
       if (this.inFlight.has(o.runId)) continue;
       const run = findRun(this.runtime.db, o.runId);
       const release = this.options.signal ? { release: this.options.signal } : {};
-      this.track(o.runId, run.loopId, run.loopName, null, adoptRun(this.runtime, o.runId, o, { ...release, ...ttl }));
+      let adopted!: () => void;
+      const ready = new Promise<void>((resolve) => (adopted = resolve));
+      const adoption = adoptRun(this.runtime, o.runId, o, { ...release, ...ttl, onAdopted: () => adopted() });
+      this.track(o.runId, run.loopId, run.loopName, null, adoption);
+      taken.push(Promise.race([ready, adoption.then(() => undefined, () => undefined)]));
     }
+    await Promise.all(taken);
     for (const runId of report.workflows) {
       if (this.inFlight.has(runId)) continue;
       const run = findRun(this.runtime.db, runId);
