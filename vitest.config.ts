@@ -10,7 +10,9 @@ const shared = { testTimeout: 30_000, hookTimeout: 30_000, pool: 'forks' as cons
  * store's own tests); elsewhere when the machine's PostgreSQL answers (LOOPS_TEST_PG_URL, default
  * 127.0.0.1:5432). LOOPS_HOST_ID: the test runtimes' runner ids (`test-host:<n>:…`) name this host, so
  * their runs are this host's to check and adopt (on a shared store only the host that ran a run
- * looks for its process).
+ * looks for its process). Not listed: the event store's own suites, which build their store
+ * themselves — store-contract runs every case on both stores already; event-log and
+ * concurrent-append are SQLite's (SqliteEventLog, its file, its locks).
  */
 const POSTGRES_SCENARIOS = [
   'test/int/scheduler.int.test.ts',
@@ -19,6 +21,11 @@ const POSTGRES_SCENARIOS = [
   'test/int/stranded.int.test.ts',
   'test/int/notify.int.test.ts',
   'test/int/stats.int.test.ts',
+  'test/int/runs-on.int.test.ts',
+  'test/int/run-now.int.test.ts',
+  'test/int/daemon.int.test.ts',
+  'test/int/actor.int.test.ts',
+  'test/int/recovery.int.test.ts',
 ];
 const pgAnswers = () => process.env.CI === 'true' || spawnSync('pg_isready', ['-q', '-d', process.env.LOOPS_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'], { timeout: 5000 }).status === 0;
 

@@ -15,6 +15,7 @@ import { z } from 'zod';
 import { ValidationError } from './errors.js';
 import { CATCH_UP_POLICY_NAMES, OVERLAP_POLICY_NAMES, RETRY, WAITING_OVERLAP_POLICY_NAMES } from './policies.js';
 import { workflowSpecSchema } from './workflow-model.js';
+import { LABEL_RE } from './names.js';
 
 /** `build`, called once, on the first call (the schemas below are built when first needed). */
 function lazy<T>(build: () => T): () => T {
@@ -392,6 +393,12 @@ const eventDefinitions = {
         importedFrom: importedFromSchema().optional(),
         /** Who is told of the loop's run ends (absent: nobody, as before it existed). */
         notify: loopNotifySchema().optional(),
+        /**
+         * The labels a runner must have to run it (`--runs-on gpu,linux`, a host's id is one of
+         * its labels): any scheduler decides its slots, only such a runner claims them. Absent:
+         * any runner (as before it existed).
+         */
+        runsOn: z.array(z.string().regex(LABEL_RE)).min(1).optional(),
       })
       .strict(),
   },
@@ -595,6 +602,27 @@ const eventDefinitions = {
     schema: () => z.object({ accountId: z.string().min(1), name: z.string().min(1), tool: z.string().min(1), dir: z.string().min(1) }).strict(),
   },
   'account.removed': { v: 1, schema: () => z.object({ reason: reason() }).strict() },
+
+  // ── host stream: host:<hostId> ──────────────────────────────────────────
+  /**
+   * A daemon started on a host and holds its daemon lease: who it is (its runner id, pid, boot)
+   * and the labels it runs loops for (`--runs-on`). Every runner also has its host's id as a label.
+   */
+  'host.started': {
+    v: 1,
+    schema: () => z
+      .object({
+        hostId: z.string().min(1),
+        runnerId: z.string().min(1),
+        labels: z.array(z.string().regex(LABEL_RE)),
+        pid: z.number().int().positive(),
+        bootId: z.string().nullable(),
+        version: z.string().min(1),
+      })
+      .strict(),
+  },
+  /** The host's daemon stopped (a daemon that was killed records nothing: its lease runs out). */
+  'host.stopped': { v: 1, schema: () => z.object({ runnerId: z.string().min(1), reason: reason() }).strict() },
 
   // ── workflow spec stream: workflow:<id> ─────────────────────────────────
   /** Version 1 of a workflow spec, normalised (see workflow-model.ts); `sourceFile` is where it was read from. */

@@ -7,3 +7,4 @@ export * from './workflow.js';
 export * from './workflow-run.js';
 export * from './account.js';
 export * from './typed.js';
+export * from './host.js';

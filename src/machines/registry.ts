@@ -10,6 +10,7 @@ import { ACCOUNT_MACHINE_ID, ACCOUNT_MACHINE_VERSION, accountMachine } from './a
 import { RETENTION_MACHINE_ID, RETENTION_MACHINE_VERSION, retentionMachine } from './retention.js';
 import { NOTICE_MACHINE_ID, NOTICE_MACHINE_VERSION, noticeMachine } from './notice.js';
 import { WORKFLOW_MACHINE_ID, WORKFLOW_MACHINE_VERSION, workflowMachine } from './workflow.js';
+import { HOST_MACHINE_ID, HOST_MACHINE_VERSION, hostMachine } from './host.js';
 import { WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine } from './workflow-run.js';
 
 /**
@@ -32,6 +33,7 @@ const machines = new Map<string, AnyStateMachine>([
   [`${ACCOUNT_MACHINE_ID}@${ACCOUNT_MACHINE_VERSION}`, accountMachine],
   [`${RETENTION_MACHINE_ID}@${RETENTION_MACHINE_VERSION}`, retentionMachine],
   [`${NOTICE_MACHINE_ID}@${NOTICE_MACHINE_VERSION}`, noticeMachine],
+  [`${HOST_MACHINE_ID}@${HOST_MACHINE_VERSION}`, hostMachine],
   [`${WORKFLOW_MACHINE_ID}@${WORKFLOW_MACHINE_VERSION}`, workflowMachine],
   // Version 1 streams (decisions derived, not recorded) fold on the same definition: their
   // wfrun.started v1 is upcast to `decisions: 'derived'`, on which it behaves as version 1 did
@@ -46,6 +48,7 @@ export const currentMachines = {
   account: ref(ACCOUNT_MACHINE_ID, ACCOUNT_MACHINE_VERSION, accountMachine),
   retention: ref(RETENTION_MACHINE_ID, RETENTION_MACHINE_VERSION, retentionMachine),
   notice: ref(NOTICE_MACHINE_ID, NOTICE_MACHINE_VERSION, noticeMachine),
+  host: ref(HOST_MACHINE_ID, HOST_MACHINE_VERSION, hostMachine),
   workflow: ref(WORKFLOW_MACHINE_ID, WORKFLOW_MACHINE_VERSION, workflowMachine),
   workflowRun: ref(WORKFLOW_RUN_MACHINE_ID, WORKFLOW_RUN_MACHINE_VERSION, workflowRunMachine),
 } as const;

@@ -44,6 +44,7 @@ export const loopsProjection = defineProjection({
   // v7: an index on (status, next_run_at): finding due loops costs the same with 10 or 10,000 loops.
   // v8: no run_count / last_run_*: readers compute them from loop_runs, which an archived run
   //     (its run.claimed gone from the log) still has a row in.
+  // v9: runs_on, the labels a runner needs to claim its work (`--runs-on`).
   version: PROJECTION_VERSIONS.loops,
   ddl: [
     `CREATE TABLE IF NOT EXISTS loops (
@@ -62,7 +63,9 @@ export const loopsProjection = defineProjection({
       created_at      TEXT NOT NULL,
       updated_at      TEXT NOT NULL,
       -- Runs of scheduled slots (not run-now): what --max-runs counts.
-      scheduled_runs  INTEGER NOT NULL DEFAULT 0
+      scheduled_runs  INTEGER NOT NULL DEFAULT 0,
+      -- JSON array of the labels a runner needs to run it (--runs-on); NULL: any runner.
+      runs_on         TEXT
     )`,
     `CREATE UNIQUE INDEX IF NOT EXISTS loops_live_name ON loops (live_name)`,
     `CREATE INDEX IF NOT EXISTS loops_due ON loops (status, next_run_at)`,
@@ -73,8 +76,8 @@ export const loopsProjection = defineProjection({
       const d = e.data;
       return [
         sql(
-          `INSERT INTO loops (id, name, live_name, description, status, schedule, timing, target, policies, next_run_at, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO loops (id, name, live_name, description, status, schedule, timing, target, policies, next_run_at, created_at, updated_at, runs_on)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           d.loopId,
           d.name,
           d.name,
@@ -87,6 +90,7 @@ export const loopsProjection = defineProjection({
           d.nextRunAt,
           e.at,
           e.at,
+          d.runsOn ? JSON.stringify(d.runsOn) : null,
         ),
       ];
     },

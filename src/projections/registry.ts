@@ -1,5 +1,6 @@
 import type { InlineHandler, StoredEvent } from '../events/types.js';
 import { accountsProjection } from './accounts.js';
+import { hostsProjection } from './hosts.js';
 import { loopsProjection } from './loops.js';
 import { noticesProjection } from './notices.js';
 import { runsProjection } from './runs.js';
@@ -18,6 +19,7 @@ export const projections: ReadonlyArray<Projection> = [
   workflowRunsProjection,
   accountsProjection,
   noticesProjection,
+  hostsProjection,
 ];
 
 export { retiredProjections } from './versions.js';

@@ -7,7 +7,7 @@
  * checks them without loading every projection module — a cold `loops list` loads none of them.
  */
 export const PROJECTION_VERSIONS = {
-  loops: 8,
+  loops: 9,
   loop_runs: 9,
   slot_decisions: 4,
   run_queue: 1,
@@ -16,6 +16,7 @@ export const PROJECTION_VERSIONS = {
   workflow_runs: 7,
   accounts: 1,
   notices: 1,
+  hosts: 1,
 } as const;
 
 /**

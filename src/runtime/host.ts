@@ -5,6 +5,7 @@
  */
 import { hostname, uptime } from 'node:os';
 import { hostBootMs, setHostBoot } from '../scheduling/boot.js';
+import { parseLabels } from '../events/names.js';
 
 /** Tells the scheduler when the host booted, unless it knows already (a test may have set it). */
 export function learnHostBoot(env: NodeJS.ProcessEnv = process.env): void {
@@ -29,4 +30,24 @@ export function hostId(env: NodeJS.ProcessEnv = process.env): string {
 export function runnerHost(runnerId: string): string | null {
   const parts = runnerId.split(':');
   return parts.length >= 3 ? parts.slice(0, -2).join(':') : null;
+}
+
+/**
+ * This host's labels, which loops pinned with `--runs-on` ask for: `LOOPS_HOST_LABELS`
+ * (comma-separated; `loops daemon --labels` sets it), else none. The host's id is a label too,
+ * without being listed: `--runs-on <host>` pins a loop to one host.
+ */
+export function hostLabels(env: NodeJS.ProcessEnv = process.env): string[] {
+  const given = env.LOOPS_HOST_LABELS?.trim();
+  return given ? parseLabels(given, 'LOOPS_HOST_LABELS') : [];
+}
+
+/** Whether a runner on `host` with `labels` may run a loop pinned to `runsOn` (null: any runner): it has each of them. */
+export function runsOnMet(runsOn: ReadonlyArray<string> | null, host: string, labels: ReadonlyArray<string>): boolean {
+  return runsOn === null || runsOn.every((label) => label === host || labels.includes(label));
+}
+
+/** Whether this runner (its host is the one its id names) may run a loop pinned to `runsOn`. */
+export function runnerMayRun(runner: { runnerId: string; labels?: ReadonlyArray<string> }, runsOn: ReadonlyArray<string> | null): boolean {
+  return runsOnMet(runsOn, runnerHost(runner.runnerId) ?? hostId(), runner.labels ?? []);
 }

@@ -14,7 +14,7 @@ import { SnapshotStore } from './snapshots.js';
 import { Spawner } from './execution/spawner.js';
 import { ensureDataDir, openSqliteReader } from './store.js';
 import { chooseStore, type StoreChoice } from './store-choice.js';
-import { hostId, learnHostBoot } from './host.js';
+import { hostId, hostLabels, learnHostBoot } from './host.js';
 import { actedBy, type ActedBy } from './acting.js';
 import type { Inspector } from './inspection.js';
 
@@ -35,6 +35,8 @@ export interface RuntimeOptions {
   inspect?: Inspector;
   /** The store (default: what `LOOPS_STORE` names, store-choice.ts; SQLite when unset). */
   store?: StoreChoice;
+  /** This runner's host labels, which `--runs-on` loops ask for (default: `LOOPS_HOST_LABELS`, host.ts). */
+  labels?: string[];
 }
 
 export interface Runtime {
@@ -47,6 +49,11 @@ export interface Runtime {
   leases: LeaseStore;
   clock: Clock;
   runnerId: string;
+  /**
+   * The labels this runner has (`loops daemon --labels`, `LOOPS_HOST_LABELS`; its host's id is one
+   * too): it claims the work of loops pinned with `--runs-on` only when it has every label they name.
+   */
+  labels?: ReadonlyArray<string>;
   /** Who acts, recorded with every event this runtime appends (`meta.by`). */
   actedBy?: ActedBy;
   /** The spawner helper runs are started through, or null to start them from this process. */
@@ -91,6 +98,8 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
   const clock = options.clock ?? systemClock;
   learnHostBoot();
   const dataDir = options.dataDir ?? resolveDataDir();
+  // Checked before anything is opened: a bad LOOPS_HOST_LABELS leaves nothing open.
+  const labels = options.labels ?? hostLabels();
   const choice = options.store ?? chooseStore(process.env, dataDir);
   const parts = await openStoreParts(dataDir, choice);
   const runnerId = options.runnerId ?? `${hostId()}:${process.pid}:${newId('r', clock.now()).slice(-6)}`;
@@ -101,6 +110,7 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
     leases: parts.leases,
     clock,
     runnerId,
+    labels,
     actedBy: actedBy(options.source),
     spawner: null,
     snapshots: new SnapshotStore(parts.db),

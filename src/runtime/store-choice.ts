@@ -14,7 +14,7 @@
  * forgets it. A password in the URL is used to connect and never written anywhere or shown;
  * `PGPASSWORD` or `~/.pgpass` keep it out of the URL altogether (and serve the remembered store).
  */
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UsageError, ValidationError } from '../events/errors.js';
 
@@ -66,16 +66,27 @@ function rememberedStore(dataDir: string): string | null {
  * never with a password), so later commands there use it without `LOOPS_STORE`.
  */
 export function rememberStore(dataDir: string, choice: Extract<StoreChoice, { kind: 'postgres' }>): void {
-  const where = new URL(choice.where);
-  where.searchParams.set('schema', choice.schema);
-  const text = `${JSON.stringify({ store: where.href }, null, 2)}\n`;
+  const text = `${JSON.stringify({ store: storeUrl(choice) }, null, 2)}\n`;
   const file = join(dataDir, STORE_FILE);
   if (existsSync(file) && readFileSync(file, 'utf8') === text) return;
   writeFileSync(`${file}.tmp`, text, { mode: 0o600 });
   renameSync(`${file}.tmp`, file);
 }
 
-function parseStore(raw: string, from: string): StoreChoice {
+/**
+ * Makes a data directory forget the PostgreSQL store it remembers (`store.json`), so later
+ * commands there use its own SQLite database again (`loops store copy --to sqlite --switch`).
+ * Returns whether there was one.
+ */
+export function forgetStore(dataDir: string): boolean {
+  const file = join(dataDir, STORE_FILE);
+  if (!existsSync(file)) return false;
+  rmSync(file);
+  return true;
+}
+
+/** A store named by `raw` (a PostgreSQL URL, `sqlite` or empty), `from` naming where it was given, for messages. */
+export function parseStore(raw: string, from: string): StoreChoice {
   const value = raw.trim();
   if (value === '' || value === 'sqlite') return { kind: 'sqlite' };
   if (!/^postgres(ql)?:\/\//i.test(value)) {
@@ -103,7 +114,14 @@ export function replicaFileName(schema: string): string {
   return `pg-${schema}.db`;
 }
 
+/** A PostgreSQL store as a URL without its password, with its schema: what `store.json` holds, and messages show. */
+export function storeUrl(choice: Extract<StoreChoice, { kind: 'postgres' }>): string {
+  const where = new URL(choice.where);
+  where.searchParams.set('schema', choice.schema);
+  return where.href;
+}
+
 /** `value` with the password of a URL in it replaced by `***` (for messages). */
-function hidePassword(value: string): string {
+export function hidePassword(value: string): string {
   return value.replace(/^([a-z]+:\/\/[^:/@]*:)[^@]*@/i, '$1***@');
 }

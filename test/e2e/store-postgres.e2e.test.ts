@@ -99,6 +99,50 @@ describe.skipIf(!havePg)('loops on a PostgreSQL store (LOOPS_STORE)', () => {
     expect(projections.replica.events).toBe(projections.postgres.events);
   }, 90_000);
 
+  it('--runs-on gpu: only the daemon started with --labels gpu runs the loop; why and status --fleet say so', async () => {
+    const store = storeUrl();
+    const [plain, gpu, cli] = [sandbox(), sandbox(), sandbox()];
+    const onCli = { LOOPS_STORE: store, LOOPS_HOST_ID: 'laptop' };
+    expect(cli.run(['create', 'command', 'train', '--every', '1s', '--cmd', 'echo $LOOPS_RUN_ID', '--runs-on', 'gpu'], onCli).code).toBe(0);
+    expect(cli.run(['create', 'command', 'any', '--every', '1s', '--cmd', 'true'], onCli).code).toBe(0);
+    expect(cli.run(['show', 'train'], onCli).stdout).toMatch(/runs on {5}runners labelled gpu — no daemon with them has started yet/);
+    expect(plain.run(['daemon', 'start', '--store', store], { LOOPS_HOST_ID: 'host-plain' }).code).toBe(0);
+    try {
+      // Only the plain host runs: train's slots are decided (by it) and wait for a gpu runner.
+      await waitFor(() => (cli.json(['runs', 'any', '--limit', '100'], onCli) as Run[]).length >= 3, 30_000, 'three runs of the unpinned loop');
+      expect(cli.json(['runs', 'train'], onCli)).toEqual([]);
+      const waiting = cli.json(['daemon', 'status', '--fleet'], onCli) as { noRunner: Array<{ runsOn: string[]; loops: string[] }> };
+      expect(waiting.noRunner).toMatchObject([{ runsOn: ['gpu'], loops: ['train'] }]);
+      expect(cli.run(['why', 'train'], onCli).stdout).toMatch(/it waits for a runner labelled gpu/);
+      const started = gpu.run(['daemon', 'start', '--store', store, '--labels', 'gpu,linux'], { LOOPS_HOST_ID: 'host-gpu' });
+      expect(started.code, started.stderr).toBe(0);
+      await waitFor(() => (cli.json(['runs', 'train', '--limit', '100'], onCli) as Run[]).filter((r) => r.status === 'succeeded').length >= 3, 30_000, 'three runs of train');
+      const fleet = cli.json(['daemon', 'status', '--fleet'], onCli) as { runners: Array<{ host: string; kind: string; labels: string[] }>; noRunner: unknown[] };
+      expect(fleet.runners.filter((r) => r.kind === 'daemon').map((r) => [r.host, r.labels])).toEqual([
+        ['host-gpu', ['gpu', 'linux']],
+        ['host-plain', []],
+      ]);
+    } finally {
+      for (const s of [plain, gpu]) s.run(['daemon', 'stop']);
+    }
+    const runs = cli.json(['runs', 'train', '--limit', '1000'], onCli) as Array<Run & { runnerId: string }>;
+    expect(runs.length).toBeGreaterThanOrEqual(3);
+    expect(runs.filter((r) => !r.runnerId.startsWith('host-gpu:'))).toEqual([]);
+    // No daemon live: exit 1, and both hosts listed as stopped.
+    const after = cli.run(['daemon', 'status', '--fleet', '--json'], onCli);
+    expect(after.code).toBe(1);
+    const down = JSON.parse(after.stdout) as { down: Array<{ host: string; status: string }> };
+    expect(down.down.map((h) => [h.host, h.status])).toEqual([
+      ['host-gpu', 'stopped'],
+      ['host-plain', 'stopped'],
+    ]);
+    expect(cli.run(['verify'], onCli).code).toBe(0);
+    // A bad label is one clear line, before anything starts.
+    const bad = plain.run(['daemon', 'start', '--labels', 'gpu box'], { LOOPS_STORE: store, LOOPS_HOST_ID: 'host-plain' });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--labels: invalid label "gpu box"/);
+  }, 120_000);
+
   it('a LOOPS_STORE that is not a store is one clear line and exit 2 — with the password hidden', () => {
     const s = sandbox();
     const r = s.run(['list'], { LOOPS_STORE: 'mysql://root:hunter2@db/loops' });

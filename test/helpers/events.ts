@@ -379,6 +379,13 @@ export const accountEv = {
   removed: (reason: string | null = null, when = at(1000)) => ev('account.removed', { reason }, when),
 };
 
+// ── hosts (host stream) ──────────────────────────────────────────────────────
+export const hostEv = {
+  started: (data: Partial<EventData<'host.started'>> = {}, when = at(0)) =>
+    ev('host.started', { hostId: 'gpu-box', runnerId: 'gpu-box:42:abc123', labels: ['gpu'], pid: 42, bootId: 'boot-1', version: '0.1.0', ...data }, when),
+  stopped: (data: Partial<EventData<'host.stopped'>> = {}, when = at(1000)) => ev('host.stopped', { runnerId: 'gpu-box:42:abc123', reason: 'SIGTERM received', ...data }, when),
+};
+
 // ── retention (stream retention:output) ──────────────────────────────────────
 export const retentionEv = {
   runOutputPruned: (data: Partial<EventData<'run.output_pruned'>> = {}, when = at(86_400_000)) =>

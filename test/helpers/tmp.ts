@@ -35,13 +35,14 @@ export interface TestRuntime extends Runtime {
  * schema of its own (test/helpers/pg.ts), which the data directory then remembers: a second
  * runtime opened on it uses the same store. The schema is dropped when the runtime is closed.
  */
-export async function openTestRuntime(options: { clock?: Clock; runnerId?: string; root?: string } = {}): Promise<TestRuntime> {
+export async function openTestRuntime(options: { clock?: Clock; runnerId?: string; root?: string; labels?: string[] } = {}): Promise<TestRuntime> {
   const root = options.root ?? makeTempDir();
   const schema = process.env.LOOPS_TEST_STORE === 'postgres' ? testSchemaName() : null;
   const runtime = await openRuntime({
     dataDir: join(root, 'data'),
     clock: options.clock ?? systemClock,
     runnerId: options.runnerId ?? 'test-host:1:runner',
+    ...(options.labels ? { labels: options.labels } : {}),
     // LOOPS_TEST_SPAWNER=helper runs a suite's spawns through the spawner helper (see *-helper tests).
     ...(process.env.LOOPS_TEST_SPAWNER === 'helper' ? { spawner: 'helper' as const } : {}),
     ...(schema ? { store: chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` }) } : {}),
@@ -64,7 +65,7 @@ export async function openTestRuntime(options: { clock?: Clock; runnerId?: strin
  * `openTestRuntime`, closed and removed when the current test finishes; any process group a run
  * spawned that is still alive then (only after a failure) is killed.
  */
-export async function useRuntime(options: { clock?: Clock; runnerId?: string } = {}): Promise<TestRuntime> {
+export async function useRuntime(options: { clock?: Clock; runnerId?: string; labels?: string[] } = {}): Promise<TestRuntime> {
   const runtime = await openTestRuntime(options);
   const groups: number[] = [];
   const sub = runtime.log.events$.subscribe((e) => {

@@ -11,8 +11,10 @@ import { SimulatedClock } from '../../src/runtime/clock.js';
 import { changeLoopState, createCommandLoop } from '../../src/runtime/loops/commands.js';
 import { rebuildProjections, verifyProjections } from '../../src/runtime/admin/projections.js';
 import { determinismError, replayStream } from '../../src/runtime/admin/replay.js';
+import type { Runtime } from '../../src/runtime/runtime.js';
 import { loopEv, runEv } from '../helpers/events.js';
 import { expectLogConsistent } from '../helpers/invariants.js';
+import { adminClient } from '../helpers/pg.js';
 import { useRuntime } from '../helpers/tmp.js';
 
 describe('DurableActor', () => {
@@ -131,6 +133,25 @@ describe('DurableActor', () => {
   });
 });
 
+/**
+ * Rewrites the state an event recorded, behind the store's back, where the log is: the data
+ * directory's SQLite file, or the PostgreSQL schema (the host's replica is a copy; the log's reads
+ * go to PostgreSQL).
+ */
+async function rewriteRecordedState(runtime: Runtime, streamId: string, version: number, state: string): Promise<void> {
+  if (!runtime.fleet) {
+    runtime.db.prepare('UPDATE events SET state = ? WHERE stream_id = ? AND version = ?').run(JSON.stringify(state), streamId, version);
+    return;
+  }
+  const admin = await adminClient();
+  try {
+    const { rowCount } = await admin.query(`UPDATE "${runtime.fleet.schema}".events SET state = $1 WHERE stream_id = $2 AND version = $3`, [JSON.stringify(state), streamId, version]);
+    expect(rowCount).toBe(1);
+  } finally {
+    await admin.end();
+  }
+}
+
 describe('the consistency checks can fail', () => {
   it('replay reports the first event whose recorded state the machine does not reproduce', async () => {
     const runtime = await useRuntime();
@@ -138,7 +159,7 @@ describe('the consistency checks can fail', () => {
     const { id } = runtime.db.prepare('SELECT id FROM loops').get() as { id: string };
     await changeLoopState(runtime, id, 'pause');
     expect((await replayStream(runtime.log, `loop:${id}`)).ok).toBe(true);
-    runtime.db.prepare('UPDATE events SET state = ? WHERE stream_id = ? AND version = 2').run(JSON.stringify('stopped'), `loop:${id}`);
+    await rewriteRecordedState(runtime, `loop:${id}`, 2, 'stopped');
     const result = await replayStream(runtime.log, `loop:${id}`);
     expect(result).toMatchObject({ ok: false, firstMismatch: 2 });
     expect(result.steps[1]).toMatchObject({ stateBefore: 'active', stateAfter: 'paused', recordedState: 'stopped', matches: false, actions: ['scheduleChanged'] });

@@ -1,5 +1,6 @@
 /**
- * The scheduler daemon on real SQLite files and real child processes, time from a SimulatedClock:
+ * The scheduler daemon on a real store (SQLite; PostgreSQL in the `postgres` project) and real
+ * child processes, time from a SimulatedClock:
  * each slot fires once as the clock advances; a loop created after start (by another runner on
  * the same data directory, or by the daemon's own runtime) is picked up within a watch interval;
  * a 3-day wall-clock jump is handled by the catch-up policy on the next wake (≤ maxSleep), never as
@@ -7,23 +8,25 @@
  * everything; a second daemon on the same data directory is refused.
  *
  * The daemon's loop only moves when a simulated timer fires: `advance` steps the clock one watch
- * interval at a time and yields to the event loop (setImmediate) after each step so the daemon can
- * run its pass and arm its next timer. Runs are awaited through `onRun` / `log.events$`.
+ * interval at a time and awaits `daemon.asleep()` after each step, so the daemon has run what the
+ * step woke it for (its head read, its pass) and armed its next timer before the clock moves on.
+ * Runs are awaited through `onRun` / `log.events$`. Leases are read through the lease store.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { filter, firstValueFrom, take, toArray } from 'rxjs';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { LoopsError } from '../../src/events/errors.js';
 import type { StoredEvent } from '../../src/events/types.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
-import { Daemon, pidFile, readDaemonState, runningDaemon, type DaemonOptions } from '../../src/runtime/daemon/daemon.js';
+import { Daemon, daemonLease, pidFile, readDaemonState, runningDaemon, type DaemonOptions } from '../../src/runtime/daemon/daemon.js';
 import { createCommandLoop, type CreateCommandLoopInput } from '../../src/runtime/loops/commands.js';
 import type { LoopView, RunView } from '../../src/runtime/queries/loops.js';
+import { hostId } from '../../src/runtime/host.js';
 import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
+import { leaseRows } from '../helpers/leases.js';
 import { isAlive, killGroupIfAlive, waitForGroupGone } from '../helpers/proc.js';
 import { tempDir, useRuntime, type TestRuntime } from '../helpers/tmp.js';
 
@@ -34,16 +37,21 @@ const DAY = 86_400_000;
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');
 const iso = (ms: number) => new Date(ms).toISOString();
 
-/** Lets the daemon's pending continuations (pass, next sleep) run: a yield, not a sleep. */
+/** Lets pending continuations (a state file written at the end of a turn) run: a yield, not a sleep. */
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/** Advances the simulated clock by `ms`, `step` at a time, yielding after every step. */
-async function advance(clock: SimulatedClock, ms: number, step = SEC): Promise<void> {
+/**
+ * Advances the simulated clock by `ms`, `step` at a time, the daemon asleep before and after every
+ * step: what a step woke it for (a head read, a pass) is done before the next — one turn on SQLite,
+ * round trips on PostgreSQL.
+ */
+async function advance(clock: SimulatedClock, daemon: Daemon, ms: number, step = SEC): Promise<void> {
   for (let done = 0; done < ms; ) {
     const d = Math.min(step, ms - done);
+    await daemon.asleep();
     clock.advance(d);
     done += d;
-    await flush();
+    await daemon.asleep();
   }
 }
 
@@ -123,7 +131,8 @@ interface RunRow {
 const runRows = (runtime: Runtime, loopId: string) =>
   runtime.db.prepare('SELECT id, slot, status, trigger, claimed_at, error FROM loop_runs WHERE loop_id = ? ORDER BY claimed_position').all(loopId) as RunRow[];
 
-const leaseRows = (runtime: Runtime) => runtime.db.prepare('SELECT name, holder FROM leases ORDER BY name').all() as Array<{ name: string; holder: string }>;
+/** Every lease the store has (on PostgreSQL the shared schema's, not the replica's), name and holder. */
+const leases = async (runtime: Runtime) => (await leaseRows(runtime)).map(({ name, holder }) => ({ name, holder }));
 
 /** Positions of a run's process.spawned and process.exited events. */
 async function processSpan(runtime: Runtime, runId: string): Promise<{ spawned: number; exited: number }> {
@@ -150,19 +159,19 @@ describe('Daemon: firing on the simulated clock', () => {
     expect(loop.nextRunAt).toBe(iso(T0 + MIN));
 
     await daemon.start();
-    await flush();
+    await daemon.asleep();
     expect(existsSync(pidFile(runtime.dataDir))).toBe(true);
     expect(runningDaemon(runtime.dataDir)).toMatchObject({ pid: process.pid, runnerId: runtime.runnerId });
     expect(readDaemonState(runtime.dataDir)).toMatchObject({ passes: 1, nextFireAt: iso(T0 + MIN), activeRuns: 0 });
 
     // 59 s in: nothing decided yet.
-    await advance(clock, 59 * SEC);
+    await advance(clock, daemon, 59 * SEC);
     expect(decisions(runtime, loop.id)).toEqual([]);
 
     for (let n = 1; n <= 3; n += 1) {
-      if (n > 1) await advance(clock, 59 * SEC);
+      if (n > 1) await advance(clock, daemon, 59 * SEC);
       expect(decisions(runtime, loop.id), `nothing early for slot ${n}`).toHaveLength(n - 1);
-      await advance(clock, SEC);
+      await advance(clock, daemon, SEC);
       // The slot is decided at its due time, in the pass of that wake.
       expect(decisions(runtime, loop.id)).toHaveLength(n);
       const [run] = (await runs.count(n)).slice(-1);
@@ -186,28 +195,28 @@ describe('Daemon: firing on the simulated clock', () => {
   it('picks up a loop created after start by another runner within one watch interval, and one created by its own runtime', async () => {
     const { clock, runtime, runs, daemon } = await setup();
     await daemon.start();
-    await flush();
+    await daemon.asleep();
     // No loops: the daemon sleeps the longest allowed (30 s), watching the log every second.
     expect(readDaemonState(runtime.dataDir)).toMatchObject({ passes: 1, nextFireAt: null });
-    await advance(clock, 5 * SEC);
+    await advance(clock, daemon, 5 * SEC);
     expect(readDaemonState(runtime.dataDir)!.passes).toBe(1);
 
     const cli = await otherRuntime(runtime, clock);
     const created = await everyLoop(cli, 'late', '10s'); // at T0+5s: due at T0+15s
     expect(created.nextRunAt).toBe(iso(T0 + 15 * SEC));
     // One watch interval later the daemon has re-planned: the new loop is its next fire time.
-    await advance(clock, SEC);
+    await advance(clock, daemon, SEC);
     expect(readDaemonState(runtime.dataDir)).toMatchObject({ passes: 2, nextFireAt: iso(T0 + 15 * SEC) });
 
-    await advance(clock, 9 * SEC);
+    await advance(clock, daemon, 9 * SEC);
     const [first] = await runs.count(1);
     expect(first).toMatchObject({ loopId: created.id, status: 'succeeded', slot: iso(T0 + 15 * SEC), claimedAt: iso(T0 + 15 * SEC) });
 
     // Created through the daemon's own runtime: noticed the same way.
     const own = await everyLoop(runtime, 'own', '3s'); // at T0+15s: due at T0+18s
-    await advance(clock, SEC);
+    await advance(clock, daemon, SEC);
     expect(readDaemonState(runtime.dataDir)!.nextFireAt).toBe(iso(T0 + 18 * SEC));
-    await advance(clock, 2 * SEC);
+    await advance(clock, daemon, 2 * SEC);
     const all = await runs.count(2);
     expect(all[1]).toMatchObject({ loopId: own.id, status: 'succeeded', slot: iso(T0 + 18 * SEC) });
 
@@ -227,11 +236,11 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
     const { clock, runtime, runs, daemon } = await setup(wakes);
     const loop = await everyLoop(runtime, 'hourly', '1h');
     await daemon.start();
-    await flush();
+    await daemon.asleep();
     clock.jumpWall(3 * DAY + 30 * MIN);
-    await advance(clock, 29 * SEC);
+    await advance(clock, daemon, 29 * SEC);
     expect(decisions(runtime, loop.id)).toEqual([]);
-    await advance(clock, SEC); // the wake
+    await advance(clock, daemon, SEC); // the wake
     expect(decisions(runtime, loop.id).map((r) => [r.decision, r.slot_from, r.slot_to, r.count])).toEqual([
       ['coalesced', iso(T0 + HOUR), iso(T0 + 71 * HOUR), 71],
       ['fired', iso(T0 + 72 * HOUR), iso(T0 + 72 * HOUR), 1],
@@ -240,9 +249,9 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
     expect(run).toMatchObject({ status: 'succeeded', slot: iso(T0 + 72 * HOUR) });
 
     // Later wakes decide nothing more until the next slot (73) is due.
-    await advance(clock, 10 * MIN, 30 * SEC);
+    await advance(clock, daemon, 10 * MIN, 30 * SEC);
     expect(decisions(runtime, loop.id)).toHaveLength(2);
-    await advance(clock, 20 * MIN, 30 * SEC);
+    await advance(clock, daemon, 20 * MIN, 30 * SEC);
     expect(decisions(runtime, loop.id).slice(2).map((r) => [r.decision, r.slot_from])).toEqual([['fired', iso(T0 + 73 * HOUR)]]);
     await runs.count(2);
 
@@ -255,10 +264,10 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
     const { clock, runtime, runs, daemon } = await setup();
     const loop = await everyLoop(runtime, 'hourly', '1h');
     await daemon.start();
-    await flush();
-    await advance(clock, 5 * SEC);
+    await daemon.asleep();
+    await advance(clock, daemon, 5 * SEC);
     clock.jumpWall(3 * DAY + 30 * MIN);
-    await advance(clock, SEC);
+    await advance(clock, daemon, SEC);
     expect(decisions(runtime, loop.id).map((r) => r.decision)).toEqual(['coalesced', 'fired']);
     const [run] = await runs.count(1);
     expect(run).toMatchObject({ status: 'succeeded', slot: iso(T0 + 72 * HOUR), claimedAt: iso(T0 + 3 * DAY + 30 * MIN + 6 * SEC) });
@@ -270,13 +279,13 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
     const { clock, runtime, runs, daemon } = await setup(wakes);
     const loop = await everyLoop(runtime, 'hourly', '1h', { catchUp: 'none' });
     await daemon.start();
-    await flush();
+    await daemon.asleep();
     clock.jumpWall(3 * DAY + 30 * MIN);
-    await advance(clock, 30 * SEC);
+    await advance(clock, daemon, 30 * SEC);
     expect(decisions(runtime, loop.id).map((r) => [r.decision, r.slot_from, r.slot_to, r.count])).toEqual([
       ['missed', iso(T0 + HOUR), iso(T0 + 72 * HOUR), 72],
     ]);
-    await advance(clock, 5 * MIN, 30 * SEC);
+    await advance(clock, daemon, 5 * MIN, 30 * SEC);
     expect(decisions(runtime, loop.id)).toHaveLength(1);
     await daemon.stop();
     expect(runs.all).toEqual([]);
@@ -288,9 +297,9 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
     const { clock, runtime, runs, daemon } = await setup({ ...wakes, concurrency: 4 });
     const loop = await everyLoop(runtime, 'hourly', '1h', { catchUp: 'all', catchUpLimit: 3, command: 'sleep 0.05' });
     await daemon.start();
-    await flush();
+    await daemon.asleep();
     clock.jumpWall(3 * DAY + 30 * MIN);
-    await advance(clock, 30 * SEC);
+    await advance(clock, daemon, 30 * SEC);
     const rows = decisions(runtime, loop.id);
     expect(rows.filter((r) => r.decision === 'fired').map((r) => r.slot_from)).toEqual([70, 71, 72].map((n) => iso(T0 + n * HOUR)));
     const all = await runs.count(3);
@@ -299,7 +308,7 @@ describe('Daemon: the wall clock jumps 3 days and 30 minutes forward', () => {
     const spans = await Promise.all(all.map((r) => processSpan(runtime, r.id)));
     for (let i = 1; i < spans.length; i += 1) expect(spans[i]!.spawned).toBeGreaterThan(spans[i - 1]!.exited);
 
-    await advance(clock, 5 * MIN, 30 * SEC);
+    await advance(clock, daemon, 5 * MIN, 30 * SEC);
     expect(decisions(runtime, loop.id)).toEqual(rows);
     await daemon.stop();
     const slots = runRows(runtime, loop.id).map((r) => r.slot);
@@ -319,9 +328,9 @@ describe('Daemon: concurrency', () => {
     const a = await everyLoop(runtime, 'a', '1m', { command: gated(gate) });
     const b = await everyLoop(runtime, 'b', '1m', { command: gated(gate) });
     await daemon.start();
-    await flush();
+    await daemon.asleep();
     const firstSpawn = nextEvents(runtime, 'process.spawned');
-    await advance(clock, MIN);
+    await advance(clock, daemon, MIN);
     expect(decisions(runtime, a.id).map((r) => r.decision)).toEqual(['fired']);
     expect(decisions(runtime, b.id).map((r) => r.decision)).toEqual(['fired']);
     const [spawned] = await firstSpawn;
@@ -349,9 +358,9 @@ describe('Daemon: concurrency', () => {
     await everyLoop(runtime, 'a', '1m', { command: gated(gate) });
     await everyLoop(runtime, 'b', '1m', { command: gated(gate) });
     await daemon.start();
-    await flush();
+    await daemon.asleep();
     const bothSpawned = nextEvents(runtime, 'process.spawned', 2);
-    await advance(clock, MIN);
+    await advance(clock, daemon, MIN);
     await bothSpawned; // both processes are up while neither can have exited (the gate is shut)
     expect(readDaemonState(runtime.dataDir)).toMatchObject({ activeRuns: 2, queuedRuns: 0 });
     writeFileSync(gate, '');
@@ -368,16 +377,16 @@ describe('Daemon: stop and exclusivity', () => {
     const { clock, runtime, runs, daemon } = await setup();
     const loop = await everyLoop(runtime, 'sleepy', '1m', { command: 'sleep 30' });
     await daemon.start();
-    await flush();
-    expect(leaseRows(runtime)).toEqual([{ name: 'daemon', holder: runtime.runnerId }]);
+    await daemon.asleep();
+    expect(await leases(runtime)).toEqual([{ name: daemonLease(runtime), holder: runtime.runnerId }]);
     const spawnedP = nextEvents(runtime, 'process.spawned');
-    await advance(clock, MIN);
+    await advance(clock, daemon, MIN);
     const [spawned] = await spawnedP;
     const { pgid } = spawned!.data as { pgid: number };
     onTestFinished(() => killGroupIfAlive(pgid));
     expect(isAlive(pgid)).toBe(true);
     // The daemon's, the run's, and the runner's own (the work it decided is its to run while it lives).
-    expect(leaseRows(runtime).map((l) => l.name).sort()).toEqual(['daemon', `runner:${runtime.runnerId}`, spawned!.streamId].sort());
+    expect((await leases(runtime)).map((l) => l.name).sort()).toEqual([daemonLease(runtime), `runner:${runtime.runnerId}`, spawned!.streamId].sort());
 
     await daemon.stop('test says stop');
     const [run] = runs.all;
@@ -391,7 +400,7 @@ describe('Daemon: stop and exclusivity', () => {
       'process.exited',
     ]);
     await waitForGroupGone(pgid);
-    expect(leaseRows(runtime)).toEqual([]);
+    expect(await leases(runtime)).toEqual([]);
     expect(existsSync(pidFile(runtime.dataDir))).toBe(false);
     expect(runningDaemon(runtime.dataDir)).toBeNull();
     expect(readDaemonState(runtime.dataDir)).toMatchObject({ activeRuns: 0, queuedRuns: 0 });
@@ -399,7 +408,7 @@ describe('Daemon: stop and exclusivity', () => {
 
     // Stopped: advancing the clock decides nothing more.
     const before = await runtime.log.headPosition();
-    await advance(clock, 5 * MIN, 30 * SEC);
+    await advance(clock, daemon, 5 * MIN, 30 * SEC);
     expect(await runtime.log.headPosition()).toBe(before);
     expectLogConsistent(runtime);
   });
@@ -407,7 +416,7 @@ describe('Daemon: stop and exclusivity', () => {
   it('a second daemon on the same data directory is refused while the first runs, and starts once it stopped', async () => {
     const { clock, runtime, daemon, lines } = await setup();
     await daemon.start();
-    await flush();
+    await daemon.asleep();
     const other = await otherRuntime(runtime, clock, 'test-host:3:second');
     const second = new Daemon(other, { log: () => undefined });
     let error: unknown;
@@ -420,41 +429,42 @@ describe('Daemon: stop and exclusivity', () => {
     expect((error as LoopsError).code).toBe('already_exists');
     expect((error as LoopsError).message).toContain(`pid ${process.pid}`);
     // Refused without touching anything: the first still holds the lease and the pid file.
-    expect(leaseRows(runtime)).toEqual([{ name: 'daemon', holder: runtime.runnerId }]);
+    expect(await leases(runtime)).toEqual([{ name: daemonLease(runtime), holder: runtime.runnerId }]);
     expect(runningDaemon(runtime.dataDir)?.runnerId).toBe(runtime.runnerId);
 
     await daemon.stop();
     expect(lines.at(-1)).toMatch(/daemon stopped$/);
     await second.start();
     onTestFinished(() => second.stop());
-    await flush();
+    await second.asleep();
     expect(runningDaemon(runtime.dataDir)?.runnerId).toBe(other.runnerId);
-    expect(leaseRows(runtime)).toEqual([{ name: 'daemon', holder: other.runnerId }]);
+    expect(await leases(runtime)).toEqual([{ name: daemonLease(runtime), holder: other.runnerId }]);
     await second.stop();
-    expect(leaseRows(runtime)).toEqual([]);
+    expect(await leases(runtime)).toEqual([]);
   });
 
   it('killed between taking its lease and writing its pid file (no pid file): a holder on this host whose pid no process has does not block the next start', async () => {
     const { clock, runtime, daemon, lines } = await setup();
-    // A dead process's pid, as a runner id of this host would carry it.
+    // A dead process's pid, as a runner id of this host would carry it (LOOPS_HOST_ID, else the host name).
     const child = spawnSync('true');
-    const deadHolder = `${hostname()}:${child.pid}:dead01`;
-    await runtime.leases.take('daemon', deadHolder, 15_000, clock.now());
+    const deadHolder = `${hostId()}:${child.pid}:dead01`;
+    await runtime.leases.take(daemonLease(runtime), deadHolder, 15_000, clock.now());
     await runtime.leases.take('run:run_x', deadHolder, 30_000, clock.now());
     expect(existsSync(pidFile(runtime.dataDir))).toBe(false);
     await daemon.start();
     expect(lines.some((l) => l.includes('daemon started'))).toBe(true);
     expect(runningDaemon(runtime.dataDir)).toMatchObject({ pid: process.pid, runnerId: runtime.runnerId });
     // The dead holder's leases were expired at once (its run's lease too, for recovery).
-    const leases = runtime.db.prepare("SELECT name, holder, expires_at AS expiresAt FROM leases WHERE name = 'run:run_x'").get() as { expiresAt: string };
-    expect(Date.parse(leases.expiresAt)).toBeLessThanOrEqual(clock.now());
+    const lease = await runtime.leases.get('run:run_x');
+    expect(lease).toMatchObject({ holder: deadHolder });
+    expect(lease!.expiresAt).toBeLessThanOrEqual(clock.now());
     await daemon.stop();
   });
 
   it('without a pid file, a live daemon lease still refuses a second daemon (retryable conflict)', async () => {
     const { clock, runtime, daemon } = await setup();
     await daemon.start();
-    await flush();
+    await daemon.asleep();
     const other = await otherRuntime(runtime, clock, 'test-host:4:second');
     // The pid file is gone (deleted by hand, say) but the lease is live.
     rmSync(pidFile(runtime.dataDir));
@@ -467,7 +477,7 @@ describe('Daemon: stop and exclusivity', () => {
     }
     expect(error).toBeInstanceOf(LoopsError);
     expect(error).toMatchObject({ code: 'conflict', retryable: true });
-    expect(leaseRows(runtime)).toEqual([{ name: 'daemon', holder: runtime.runnerId }]);
+    expect(await leases(runtime)).toEqual([{ name: daemonLease(runtime), holder: runtime.runnerId }]);
     await daemon.stop();
   });
 });

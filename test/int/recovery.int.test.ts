@@ -1,8 +1,9 @@
 /**
- * Recovery of runs left unfinished by a runner that is gone, on a real SQLite file with real
- * processes standing in for the runs' processes. The stranded state is built the way a runner
- * writes it (its own runtime on the same data directory, its runner id, its lease), then that
- * runner "dies" (its runtime is closed, its lease left to expire on the SimulatedClock):
+ * Recovery of runs left unfinished by a runner that is gone, on a real store (SQLite; PostgreSQL in
+ * the `postgres` project) with real processes standing in for the runs' processes. The stranded
+ * state is built the way a runner writes it (its own runtime on the same data directory, its
+ * runner id, its lease), then that runner "dies" (its runtime is closed, its lease left to expire
+ * on the SimulatedClock):
  *
  *  - lease expired, process gone (never started, exited, killed, pid reused, or a zombie nobody
  *    reaped) → `run.abandoned` under a lease taken over by the new runner, the reason names the
@@ -26,6 +27,7 @@ import { currentMachines } from '../../src/machines/registry.js';
 import { DurableActor } from '../../src/runtime/actor.js';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { Daemon, daemonLease, pidFile, runningDaemon } from '../../src/runtime/daemon/daemon.js';
+import { hostId } from '../../src/runtime/host.js';
 import { newId } from '../../src/runtime/ids.js';
 import { createAgentLoop, createCommandLoop } from '../../src/runtime/loops/commands.js';
 import { bootId, processStartTime } from '../../src/runtime/execution/process-info.js';
@@ -45,8 +47,16 @@ import { strandRun } from '../helpers/strand.js';
 
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');
 const TTL = 30_000;
-const OLD = 'old-host:111:gone';
-const NEW = 'new-host:222:recoverer';
+/**
+ * Both runners are of this host (LOOPS_HOST_ID, else the host name), as two processes on one data
+ * directory are: on a store hosts share (PostgreSQL) only the host a run ran on looks for its
+ * process. Their pid is this live process's, so neither is ever proved gone by its pid: the old
+ * runner "dies" only by its lease running out (or by a daemon's pid file naming a dead process).
+ */
+const OLD = `${hostId()}:${process.pid}:gone`;
+const NEW = `${hostId()}:${process.pid}:recoverer`;
+/** OLD in a RegExp. */
+const OLD_RE = OLD.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 interface Setup {
   clock: SimulatedClock;
@@ -144,7 +154,7 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     die();
     clock.advance(TTL + 1);
     expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped before the process was started$`));
+    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD_RE} stopped before the process was started$`));
     expect(eventTypes(runtime.log, `run:${runId}`)).toEqual(['run.claimed', 'run.abandoned']);
   });
 
@@ -154,7 +164,7 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     die();
     clock.advance(TTL + 1);
     expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    await expectAbandoned(runtime, runId, new RegExp(`runner ${OLD} stopped before the process was started`));
+    await expectAbandoned(runtime, runId, new RegExp(`runner ${OLD_RE} stopped before the process was started`));
   });
 
   it('running, its process gone: abandoned, naming the runner and the pid; the old lease is fenced out', async () => {
@@ -164,7 +174,7 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     die();
     clock.advance(TTL + 1);
     expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${proc.pid}\\) is gone; its exit status is unknown$`));
+    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD_RE} stopped and the process \\(pid ${proc.pid}\\) is gone; its exit status is unknown$`));
     expect(findRun(runtime.db, runId)).toMatchObject({ status: 'abandoned', pid: proc.pid, runnerId: OLD });
     // The old runner, should it come back, can no longer record anything under its lease.
     const stale = { name: `run:${runId}`, holder: OLD, token: 1, expiresAt: T0 + TTL };
@@ -251,7 +261,7 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     await expectAbandoned(
       runtime,
       runId,
-      new RegExp(`^runner ${OLD} stopped and its process identity could not be confirmed \\(it was recorded on another boot .*\\): pid ${other.pid} is alive but may be another process, so it was not signalled; its exit status is unknown$`),
+      new RegExp(`^runner ${OLD_RE} stopped and its process identity could not be confirmed \\(it was recorded on another boot .*\\): pid ${other.pid} is alive but may be another process, so it was not signalled; its exit status is unknown$`),
     );
     expect(isAlive(other.pid), 'the process that has its pid now is not touched').toBe(true);
   });
@@ -289,7 +299,7 @@ describe('recoverRuns: the runner is gone (its lease expired)', () => {
     await runtime.leases.release({ name: `run:${runId}`, holder: lease.holder, token: lease.token });
     // Not a second later: the missing lease alone makes the run stale.
     expect((await recoverRuns(runtime)).abandoned).toEqual([runId]);
-    await expectAbandoned(runtime, runId, new RegExp(`runner ${OLD}`));
+    await expectAbandoned(runtime, runId, new RegExp(`runner ${OLD_RE}`));
   });
 });
 
@@ -533,7 +543,7 @@ describe('a runner dies in the middle of executeRun', () => {
     expect(await recover(runtime)).toEqual({ abandoned: [], orphaned: [] });
     clock.advance(TTL + 1);
     expect(await recover(runtime)).toEqual({ abandoned: [runId], orphaned: [] });
-    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${pid}\\) is gone`));
+    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD_RE} stopped and the process \\(pid ${pid}\\) is gone`));
     expect(eventTypes(runtime.log, `run:${runId}`)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawned', 'run.abandoned']);
   });
 });
@@ -563,7 +573,7 @@ describe('Daemon.start() recovers first', () => {
     await daemon.start();
     expect(runningDaemon(runtime.dataDir)).toMatchObject({ pid: process.pid, runnerId: NEW });
     expect(await leaseOf(runtime, runId)).toBeUndefined();
-    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD} stopped and the process \\(pid ${gone.pid}\\) is gone`));
+    await expectAbandoned(runtime, runId, new RegExp(`^runner ${OLD_RE} stopped and the process \\(pid ${gone.pid}\\) is gone`));
     expect(lines.some((l) => l.endsWith(`recovered run ${runId}: abandoned (its runner stopped and its process is gone)`))).toBe(true);
     // Only the dead daemon's leases were expired: another runner's live run is untouched.
     expect(runRow(runtime, otherRunner).status).toBe('claimed');

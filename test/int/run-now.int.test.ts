@@ -13,6 +13,7 @@ import type { Runtime } from '../../src/runtime/runtime.js';
 import { fixture } from '../helpers/fixtures.js';
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
 import { isAlive, waitForGroupGone } from '../helpers/proc.js';
+import { leaseRenewedPast, leaseRows } from '../helpers/leases.js';
 import { tempDir, useRuntime } from '../helpers/tmp.js';
 
 function loop(runtime: Runtime, input: Partial<CreateCommandLoopInput> & { command: string }) {
@@ -22,8 +23,6 @@ function loop(runtime: Runtime, input: Partial<CreateCommandLoopInput> & { comma
 function nextEvent(runtime: Runtime, type: string): Promise<StoredEvent> {
   return firstValueFrom(runtime.log.events$.pipe(filter((e) => e.type === type)));
 }
-
-const leaseRows = (runtime: Runtime) => runtime.db.prepare('SELECT * FROM leases').all();
 
 describe('runNow: outcomes', () => {
   it('echo hi succeeds; the run, its events, the loop summary and the output files agree', async () => {
@@ -55,7 +54,7 @@ describe('runNow: outcomes', () => {
     expect((await runtime.log.readStream(`run:${run.id}`)).map((e) => e.state)).toEqual(['claimed', 'spawning', 'running', 'succeeded']);
     expect((await runtime.log.readStream(`run:${run.id}`)).every((e) => e.meta.runnerId === runtime.runnerId && e.meta.leaseToken === 1)).toBe(true);
     expect(findLoop(runtime.db, 'job')).toMatchObject({ runCount: 1, lastRun: { id: run.id, status: 'succeeded' } });
-    expect(leaseRows(runtime)).toEqual([]);
+    expect(await leaseRows(runtime)).toEqual([]);
     const dir = runDir(runtime.dataDir, run.id);
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     expect(readFileSync(join(dir, 'stdout.log'), 'utf8')).toBe('hi\n');
@@ -69,7 +68,7 @@ describe('runNow: outcomes', () => {
     const run = await runNow(runtime, 'job');
     expect(run).toMatchObject({ status: 'failed', exitCode: 3, error: 'exited with code 3', stderr: 'bad\n' });
     expect(findLoop(runtime.db, 'job').lastRun?.status).toBe('failed');
-    expect(leaseRows(runtime)).toEqual([]);
+    expect(await leaseRows(runtime)).toEqual([]);
     expectLogConsistent(runtime);
   });
 
@@ -171,7 +170,7 @@ describe('runNow: outcomes', () => {
     expect(run.error).toMatch(/^command not found: no-such-program-loops-test/);
     expect(eventTypes(runtime.log, `run:${run.id}`)).toEqual(['run.claimed', 'process.spawn_requested', 'process.spawn_failed']);
     expect((await runtime.log.readStream(`run:${run.id}`))[2]!.data).toMatchObject({ code: 'ENOENT' });
-    expect(leaseRows(runtime)).toEqual([]);
+    expect(await leaseRows(runtime)).toEqual([]);
     expectLogConsistent(runtime);
   });
 });
@@ -207,7 +206,7 @@ describe('runNow: cancellation', () => {
     await waitForGroupGone(run.pid!);
     expect(grandchild).toBeGreaterThan(0);
     expect(isAlive(grandchild)).toBe(false);
-    expect(leaseRows(runtime)).toEqual([]);
+    expect(await leaseRows(runtime)).toEqual([]);
     expectLogConsistent(runtime);
   });
 
@@ -219,7 +218,7 @@ describe('runNow: cancellation', () => {
     const run = await runNow(runtime, 'job', { signal: controller.signal });
     expect(run).toMatchObject({ status: 'cancelled', error: 'cancelled: changed my mind', pid: null, stdout: '', durationMs: 0 });
     expect(eventTypes(runtime.log, `run:${run.id}`)).toEqual(['run.claimed', 'run.cancel_requested']);
-    expect(leaseRows(runtime)).toEqual([]);
+    expect(await leaseRows(runtime)).toEqual([]);
     expectLogConsistent(runtime);
   });
 
@@ -252,8 +251,8 @@ describe('runNow: leases', () => {
     const streamId = event.streamId;
     const pid = (event.data as { pid: number }).pid;
 
-    // Another runner takes over after forcing the lease to expire.
-    runtime.db.prepare('UPDATE leases SET expires_at = ? WHERE name = ?').run('2026-05-01T09:00:00.000Z', streamId);
+    // Another runner takes over after forcing the lease to expire (this runner's only lease: a manual run holds no runner lease).
+    await runtime.leases.expireHolder(runtime.runnerId, clock.now());
     const stolen = await runtime.leases.take(streamId, 'thief', 30_000, clock.now());
     expect(stolen.token).toBe(2);
     const versionBefore = (await runtime.log.streamInfo(streamId))!.version;
@@ -268,7 +267,7 @@ describe('runNow: leases', () => {
     expect(await runtime.log.headPosition()).toBe(headBefore);
     expect(eventTypes(runtime.log, streamId).at(-1)).toBe('process.spawned');
     expect(findRun(runtime.db, streamId.slice(4)).status).toBe('running');
-    expect(runtime.db.prepare('SELECT holder, token FROM leases').all()).toEqual([{ holder: 'thief', token: 2 }]);
+    expect((await leaseRows(runtime)).map(({ holder, token }) => ({ holder, token }))).toEqual([{ holder: 'thief', token: 2 }]);
     expectLogConsistent(runtime);
   });
 
@@ -280,16 +279,20 @@ describe('runNow: leases', () => {
     const controller = new AbortController();
     const done = runNow(runtime, 'job', { leaseTtlMs: 9000, signal: controller.signal });
     const { streamId } = await spawned;
-    const expiry = () => (runtime.db.prepare('SELECT expires_at FROM leases WHERE name = ?').get(streamId) as { expires_at: string }).expires_at;
-    expect(expiry()).toBe('2026-05-01T10:00:09.000Z');
+    const expiry = async () => new Date((await runtime.leases.get(streamId))!.expiresAt).toISOString();
+    // A renewal is a write of the lease store, no event: awaited there (on PostgreSQL, a round trip after the beat).
+    const renewedTo = (iso: string) => leaseRenewedPast(runtime, streamId, Date.parse(iso) - 1);
+    expect(await expiry()).toBe('2026-05-01T10:00:09.000Z');
     clock.advance(3000);
-    expect(expiry()).toBe('2026-05-01T10:00:12.000Z');
+    await renewedTo('2026-05-01T10:00:12.000Z');
+    expect(await expiry()).toBe('2026-05-01T10:00:12.000Z');
     clock.advance(6000);
-    expect(expiry()).toBe('2026-05-01T10:00:18.000Z');
+    await renewedTo('2026-05-01T10:00:18.000Z');
+    expect(await expiry()).toBe('2026-05-01T10:00:18.000Z');
     controller.abort();
     const run = await done;
     expect(run.status).toBe('cancelled');
-    expect(leaseRows(runtime)).toEqual([]);
+    expect(await leaseRows(runtime)).toEqual([]);
     expectLogConsistent(runtime);
   });
 
@@ -315,7 +318,7 @@ describe('runNow: refusals', () => {
     await changeLoopState(runtime, 'old', 'remove');
     await expect(runNow(runtime, 'old')).rejects.toBeInstanceOf(NotFoundError);
     expect(await runtime.log.headPosition()).toBe(head + 1);
-    expect(leaseRows(runtime)).toEqual([]);
+    expect(await leaseRows(runtime)).toEqual([]);
     expectLogConsistent(runtime);
   });
 

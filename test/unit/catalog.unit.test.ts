@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { eventSchemas, isEventType, schemaVersion, upcast, validateEventData, type EventType } from '../../src/events/catalog.js';
 import { LoopsError, ValidationError, isLoopsError, ConcurrencyConflictError } from '../../src/events/errors.js';
-import { loopEv, runEv, slotEv, wfrunEv, workflowEv, accountEv, retentionEv, noticeEv } from '../helpers/events.js';
+import { loopEv, runEv, slotEv, wfrunEv, workflowEv, accountEv, retentionEv, noticeEv, hostEv } from '../helpers/events.js';
 
 function messageOf(type: string, data: unknown): string {
   try {
@@ -71,6 +71,8 @@ describe('event catalogue', () => {
       noticeEv.attemptFailed(),
       noticeEv.delivered(),
       noticeEv.givenUp(),
+      hostEv.started(),
+      hostEv.stopped(),
     ];
     expect(new Set(samples.map((s) => s.type))).toEqual(new Set(Object.keys(eventSchemas)));
     for (const sample of samples) expect(validateEventData(sample.type, sample.data)).toEqual(sample.data);

@@ -20,7 +20,7 @@ const decisions = (...events: GivenEvent[]) => projectionSpec(slotDecisionsProje
 
 describe('slot_decisions projection', () => {
   it('is registered after loops and loop_runs, and handles the slot decision events only', () => {
-    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions', 'run_queue', 'workflows', 'workflow_versions', 'workflow_runs', 'accounts', 'notices']);
+    expect(projections.map((p) => p.name)).toEqual(['loops', 'loop_runs', 'slot_decisions', 'run_queue', 'workflows', 'workflow_versions', 'workflow_runs', 'accounts', 'notices', 'hosts']);
     expect(findProjection('slot_decisions')).toBe(slotDecisionsProjection);
     expect([...slotDecisionsProjection.handles].sort()).toEqual([
       'slot.buffered',
@@ -114,11 +114,11 @@ describe('slot_decisions projection', () => {
   });
 });
 
-describe('loops projection (v8): slot decisions and expiry', () => {
+describe('loops projection (v9): slot decisions and expiry', () => {
   const loopRow = (spec: ReturnType<typeof projectionSpec>) => spec.row('loops', { id: 'loop_1' });
 
-  it('is version 8 (v7 without run counts) and handles the events that carry a due time, and loop.expired', () => {
-    expect(loopsProjection.version).toBe(8);
+  it('is version 9 (v8 with runs_on) and handles the events that carry a due time, and loop.expired', () => {
+    expect(loopsProjection.version).toBe(9);
     for (const type of ['slot.fired', 'slot.skipped', 'slot.missed', 'loop.rescheduled', 'loop.expired']) expect(loopsProjection.handles.has(type)).toBe(true);
     // slot.coalesced is always recorded with the slot it was folded into, which carries the due time.
     expect(loopsProjection.handles.has('slot.coalesced')).toBe(false);

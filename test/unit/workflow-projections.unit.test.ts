@@ -80,7 +80,7 @@ beforeEach(() => {
 
 describe('registration', () => {
   it('registers workflows, workflow_versions and workflow_runs (owning the step tables) after the loop projections', () => {
-    expect(projections.map((p) => p.name).slice(-5, -2)).toEqual(['workflows', 'workflow_versions', 'workflow_runs']);
+    expect(projections.map((p) => p.name).slice(-6, -3)).toEqual(['workflows', 'workflow_versions', 'workflow_runs']);
     expect(findProjection('workflows')).toBe(workflowsProjection);
     expect(findProjection('workflow_versions')).toBe(workflowVersionsProjection);
     expect(findProjection('workflow_steps')).toBe(workflowRunsProjection);

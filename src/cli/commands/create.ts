@@ -116,6 +116,12 @@ const spec: CommandSpec = {
     },
     'notify-url': { type: 'string', value: '<url>', description: 'POST a JSON summary of each failed run to this http(s) URL (retried, with an Idempotency-Key header)' },
     'notify-on': { type: 'string', value: '<outcomes>', description: 'with --notify-url: failure (default), success, or failure,success' },
+    'runs-on': {
+      type: 'string',
+      multiple: true,
+      value: '<labels>',
+      description: "only runners with all these labels run it (comma-separated; a daemon's --labels, and its host id): e.g. --runs-on gpu",
+    },
     json: JSON_OPTION,
   },
   examples: [
@@ -124,6 +130,7 @@ const spec: CommandSpec = {
     "loops create command tests --cmd 'make test && ./deploy' --every 1h --cwd ~/app --timeout 20m",
     'loops create command ping --no-shell --cmd curl --arg -fsS --arg https://example.com --every 5m',
     "loops create command sync --cmd ./sync.sh --every 1h --secret-file API_TOKEN=$HOME/.config/loops/api-token --secret-cmd DB_PASSWORD='pass show db'",
+    "loops create command train --cmd ./train.sh --cron '0 1 * * *' --runs-on gpu   # on a fleet: only a daemon started with --labels gpu runs it",
   ],
 };
 
@@ -230,6 +237,7 @@ function loopOptions(values: Record<string, unknown>) {
     onFailure: (values['on-failure'] as string | undefined) ?? null,
     notifyUrl: (values['notify-url'] as string | undefined) ?? null,
     notifyOn: (values['notify-on'] as string | undefined) ?? null,
+    runsOn: (values['runs-on'] as string[] | undefined) ?? null,
   };
 }
 
@@ -252,7 +260,8 @@ function printCreated(ctx: CliContext, loop: LoopView, nowMs: number): void {
     const next = loop.nextRunAt ? `, next run ${relativeTime(loop.nextRunAt, nowMs)} (${loop.nextRunAt})` : '';
     const what =
       loop.target.kind === 'workflow' ? ` runs workflow ${loop.target.workflowName}` : loop.target.kind === 'agent' ? ` runs ${loop.target.provider}` : '';
-    ctx.out.write(`Created loop ${paint(ctx.color, 'bold', loop.name)} (${loop.id})${what}: ${describeSchedule(loop.schedule)}${next}\n`);
+    const where = loop.runsOn ? `, on runners labelled ${loop.runsOn.join(',')}` : '';
+    ctx.out.write(`Created loop ${paint(ctx.color, 'bold', loop.name)} (${loop.id})${what}: ${describeSchedule(loop.schedule)}${where}${next}\n`);
   }
 }
 

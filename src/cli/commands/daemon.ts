@@ -1,12 +1,13 @@
 import { existsSync, fstatSync, watch, writeSync } from 'node:fs';
 import { LoopsError } from '../../events/errors.js';
+import { parseLabels } from '../../events/names.js';
 import { Daemon, logFile } from '../../runtime/daemon/daemon.js';
 import { cliEntry, daemonLogLines, daemonStatus, startDaemon, stopDaemon, watchInterval } from '../../runtime/daemon/control.js';
 import { formatDuration } from '../../events/durations.js';
 import { DaemonLog, daemonLogMaxBytes } from '../../runtime/daemon/log-file.js';
 import { FileCursor } from '../../runtime/queries/follow-file.js';
 import { openRuntime } from '../../runtime/runtime.js';
-import { chooseStore } from '../../runtime/store-choice.js';
+import { parseStore } from '../../runtime/store-choice.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
 import { EXIT } from '../exit-codes.js';
@@ -46,6 +47,13 @@ const STORE_OPTION = {
   description: 'the store: a PostgreSQL URL shared by a fleet, postgres://user@host/db?schema=loops (default $LOOPS_STORE, else this data directory’s SQLite; a password is better in PGPASSWORD or ~/.pgpass)',
 } as const;
 
+const LABELS_OPTION = {
+  type: 'string',
+  multiple: true,
+  value: '<labels>',
+  description: "this host's labels, comma-separated: it runs loops created with --runs-on naming them (default $LOOPS_HOST_LABELS; its host id is always one)",
+} as const;
+
 const run: CliCommand = {
   spec: {
     name: 'daemon run',
@@ -62,14 +70,16 @@ const run: CliCommand = {
       'interval-ms': INTERVAL_OPTION,
       'log-max-size': LOG_MAX_SIZE_OPTION,
       store: STORE_OPTION,
+      labels: LABELS_OPTION,
     },
   },
   async run({ values }, ctx) {
     const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
     const watchMs = watchInterval(values['interval-ms']);
     const maxBytes = daemonLogMaxBytes(values['log-max-size'] as string | undefined);
-    const store = typeof values.store === 'string' ? chooseStore({ LOOPS_STORE: values.store }) : undefined;
-    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock, ...(store ? { store } : {}) });
+    const store = typeof values.store === 'string' ? parseStore(values.store, '--store') : undefined;
+    const labels = values.labels !== undefined ? parseLabels(values.labels as string[], '--labels') : undefined;
+    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock, ...(store ? { store } : {}), ...(labels ? { labels } : {}) });
     // When stdout is daemon.log (daemon start, a LaunchAgent), it is rotated past the cap.
     // A file stdout (daemon.log) is written with writeSync, whose failure (the disk full) the log
     // catches and holds the line; through process.stdout it would be an 'error' event that kills
@@ -119,14 +129,18 @@ const start: CliCommand = {
       'interval-ms': INTERVAL_OPTION,
       'log-max-size': LOG_MAX_SIZE_OPTION,
       store: STORE_OPTION,
+      labels: LABELS_OPTION,
       json: JSON_OPTION,
     },
   },
   async run({ values }, ctx) {
     const concurrency = intOption(this.spec, 'concurrency', values.concurrency, 4);
+    // Checked here, under the name it was given by: the daemon gets it in its environment (LOOPS_STORE).
+    if (typeof values.store === 'string') parseStore(values.store, '--store');
     const started = await startDaemon(ctx.dataDir, {
       concurrency,
       ...(typeof values.store === 'string' ? { store: values.store } : {}),
+      ...(values.labels !== undefined ? { labels: values.labels as string[] } : {}),
       ...(typeof values['interval-ms'] === 'string' ? { intervalMs: values['interval-ms'] } : {}),
       ...(typeof values['log-max-size'] === 'string' ? { logMaxSize: values['log-max-size'] } : {}),
     });
@@ -212,12 +226,29 @@ async function fleetView(ctx: CliContext): Promise<number> {
       const store = fleet.store.kind === 'sqlite'
         ? `sqlite (${ctx.dataDir})`
         : `${fleet.store.where} (schema ${fleet.store.schema})${fleet.store.listening === false ? `; ${paint(ctx.color, 'yellow', 'LISTEN is down: other hosts\' events are read from the head every second')}` : ''}`;
-      const rows = fleet.runners.map((r) => [r.host, r.kind, r.runnerId, r.leaseUntil ?? '-', r.runs.length === 0 ? '0' : `${r.runs.length} (${r.runs.slice(0, 3).join(', ')}${r.runs.length > 3 ? ', …' : ''})`]);
-      const head = ['HOST', 'KIND', 'RUNNER', 'LEASE UNTIL', 'RUNNING'];
+      const ago = (at: string | null) => (at === null ? '-' : `${formatDuration(Math.max(0, ctx.now - Date.parse(at)))} ago`);
+      const rows = fleet.runners.map((r) => [
+        r.host,
+        r.kind,
+        r.labels.length ? r.labels.join(',') : '-',
+        r.runnerId,
+        ago(r.heartbeatAt),
+        r.runs.length === 0 ? '0' : `${r.runs.length} (${r.runs.slice(0, 3).join(', ')}${r.runs.length > 3 ? ', …' : ''})`,
+      ]);
+      const head = ['HOST', 'KIND', 'LABELS', 'RUNNER', 'HEARTBEAT', 'RUNNING'];
       const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
       const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
       ctx.out.write(`store    ${store}\ndaemons  ${daemons} live; ${fleet.waiting} fired slot(s) waiting for a runner\n\n`);
       ctx.out.write(rows.length ? `${[line(head), ...rows.map(line)].join('\n')}\n` : 'no runner holds a lease now\n');
+      for (const h of fleet.down) {
+        const labels = h.labels.length ? ` (labels ${h.labels.join(',')})` : '';
+        ctx.out.write(`${paint(ctx.color, 'yellow', 'down')}     ${h.host}${labels}: ${h.status === 'stopped' ? `stopped ${ago(h.stoppedAt)}` : `its daemon (started ${ago(h.startedAt)}) stopped renewing its lease without recording a stop`}\n`);
+      }
+      for (const w of fleet.noRunner) {
+        ctx.out.write(
+          `${paint(ctx.color, 'yellow', 'waiting')}  ${w.waiting} run(s) of ${w.loops.join(', ')} for a runner labelled ${w.runsOn.join(',')}: no live daemon has those labels (loops daemon start --labels ${w.runsOn.join(',')} on a host that should run them)\n`,
+        );
+      }
     }
     return daemons > 0 ? EXIT.ok : EXIT.error;
   } finally {

@@ -9,12 +9,12 @@ import { paint, printJson, statusColor, table, truncate } from '../render.js';
 const eventsSpec: CommandSpec = {
   name: 'events',
   summary: "Print the event stream of a run or a loop, in order: every fact loops recorded.",
-  positionals: [{ name: 'run-or-loop', required: true, description: 'run id (or unique prefix), or loop name or id' }],
+  positionals: [{ name: 'run-or-loop', required: true, description: 'run id (or unique prefix), or loop name or id, or a stream id (host:<id>, account:<id>, …)' }],
   options: {
     limit: { type: 'string', short: 'n', value: '<n>', description: 'only the first n events (default: all)' },
     json: JSON_OPTION,
   },
-  examples: ['loops events run_01m8pavs3mv5h5nscgtr49', 'loops events backup --json', 'loops workflows events wfrun_01m8pb2k4x --limit 20'],
+  examples: ['loops events run_01m8pavs3mv5h5nscgtr49', 'loops events backup --json', 'loops events host:gpu-box', 'loops workflows events wfrun_01m8pb2k4x --limit 20'],
 };
 
 function summarize(data: unknown): string {

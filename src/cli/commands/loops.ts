@@ -5,6 +5,8 @@ import { UsageError } from '../../events/errors.js';
 import type { LoopNotify, SecretRef } from '../../events/catalog.js';
 import { loopNotify, noticeOfHookRun, runNotices } from '../../runtime/queries/notices.js';
 import { findLoop, findRun, listRuns, type LoopView } from '../../runtime/queries/loops.js';
+import { hostsWithLabels } from '../../runtime/queries/hosts.js';
+import type { Db } from '../../events/db.js';
 import { runTarget, workflowRunOfLoopRun } from '../../runtime/queries/run-files.js';
 import { isRunId, runDetail } from '../run-view.js';
 import { runSpawnRecord } from '../../runtime/queries/spawn-record.js';
@@ -87,6 +89,13 @@ function notifyText(notify: LoopNotify | null): string[] {
   ];
 }
 
+/** Where the loop's runs may run (`--runs-on`), and which hosts known to the store have those labels. */
+function runsOnText(db: Db, runsOn: string[] | null): string[] {
+  if (!runsOn) return [];
+  const hosts = hostsWithLabels(db, runsOn).map((h) => `${h.id}${h.status === 'down' ? ' (stopped)' : ''}`);
+  return [`runs on     runners labelled ${runsOn.join(',')} — ${hosts.length ? `hosts with them: ${hosts.join(', ')}` : 'no daemon with them has started yet'}`];
+}
+
 /** The loop as `show --json` prints it: environment values and an agent's prompt redacted unless revealed. */
 function redacted(loop: LoopView): LoopView {
   const t = loop.target;
@@ -136,6 +145,7 @@ const show: CliCommand = {
         `policies    overlap ${loop.policies.overlap}, catch-up ${loop.policies.catchUp}${loop.policies.catchUpWindowMs ? ` within ${formatDuration(loop.policies.catchUpWindowMs)}` : ''}${loop.policies.catchUpLimit ? ` (at most ${loop.policies.catchUpLimit})` : ''}${loop.policies.attempts > 1 ? `, ${loop.policies.attempts} attempts (retry after ${formatDuration(loop.policies.retryDelayMs)}, ×${loop.policies.backoff}${loop.policies.maxRetryDelayMs ? `, at most ${formatDuration(loop.policies.maxRetryDelayMs)}` : ''})` : ''}`,
         `timeout     ${loop.policies.timeoutMs ? formatDuration(loop.policies.timeoutMs) : 'none'} (kill grace ${formatDuration(loop.policies.killGraceMs)})`,
         ...notifyText(loopNotify(reader.db, loop.id)),
+        ...runsOnText(reader.db, loop.runsOn),
         `created     ${when(loop.createdAt, ctx)}`,
         `updated     ${when(loop.updatedAt, ctx)}`,
         `runs        ${loop.runCount}`,

@@ -17,6 +17,7 @@ const spec: CommandSpec = {
   positionals: [{ name: 'loop', required: true, description: 'loop name or id' }],
   options: {
     'show-output': { type: 'boolean', description: "stream the command's stdout and stderr while it runs" },
+    here: { type: 'boolean', description: 'run a loop pinned with --runs-on on this host even without its labels' },
     json: JSON_OPTION,
   },
   examples: ['loops run-now backup', 'loops run-now tests --show-output', 'loops run-now tests --json | jq .status'],
@@ -56,6 +57,7 @@ const runNowCommand: CliCommand = {
     try {
       const run = await runNow(runtime, positionals[0]!, {
         signal: controller.signal,
+        ...(values.here === true ? { here: true } : {}),
         onClaimed: (runId) => {
           if (!ctx.json && ctx.err.isTTY) ctx.err.write(paint(ctx.color, 'gray', `running ${positionals[0]} as ${runId}…\n`));
         },

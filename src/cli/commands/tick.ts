@@ -1,5 +1,6 @@
 import type { RunView } from '../../runtime/queries/loops.js';
 import { openRuntime } from '../../runtime/runtime.js';
+import { parseLabels } from '../../events/names.js';
 import { tick } from '../../runtime/daemon/pass.js';
 import { intOption, JSON_OPTION, type CommandSpec } from '../args.js';
 import type { CliCommand, CliContext } from '../context.js';
@@ -18,6 +19,12 @@ const spec: CommandSpec = {
   positionals: [],
   options: {
     concurrency: { type: 'string', value: '<n>', description: 'loops whose runs execute at once (default 4)' },
+    labels: {
+      type: 'string',
+      multiple: true,
+      value: '<labels>',
+      description: "this runner's labels, comma-separated: it runs loops created with --runs-on naming them (default $LOOPS_HOST_LABELS)",
+    },
     json: JSON_OPTION,
   },
   examples: ['loops tick', 'loops tick --json'],
@@ -50,7 +57,8 @@ const tickCommand: CliCommand = {
   spec,
   async run({ values }, ctx: CliContext) {
     const concurrency = intOption(spec, 'concurrency', values.concurrency, 4);
-    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock });
+    const labels = values.labels !== undefined ? parseLabels(values.labels as string[], '--labels') : undefined;
+    const runtime = await openRuntime({ dataDir: ctx.dataDir, clock: ctx.clock, ...(labels ? { labels } : {}) });
     const controller = new AbortController();
     const onSignal = (signal: NodeJS.Signals) => controller.abort(`interrupted by ${signal}`);
     process.once('SIGINT', onSignal);
@@ -71,7 +79,9 @@ const tickCommand: CliCommand = {
                     ? `retry of ${item.slot} (attempt ${item.attempt}) due → ${item.runId}`
                     : item.kind === 'buffered'
                       ? `buffered slot ${item.slot} starts → ${item.runId}`
-                      : `${item.slot} fired earlier, not started (its runner stopped) → ${item.runId}`
+                      : item.runsOn
+                        ? `${item.slot} fired for a runner labelled ${item.runsOn.join(',')} → ${item.runId}`
+                        : `${item.slot} fired earlier, not started (its runner stopped) → ${item.runId}`
                 }\n`,
               ),
         onRun: ctx.json

@@ -38,7 +38,7 @@ const why: CliCommand = {
         else ctx.out.write(`${paint(ctx.color, 'bold', loop.name)}: ${result.explanation}\n`);
         return EXIT.ok;
       }
-      const decisions = recentDecisions(reader.db, loop.id, limit);
+      const decisions = recentDecisions(reader.db, loop.id, limit, loop.runsOn);
       if (ctx.json) {
         printJson(ctx, decisions);
         return EXIT.ok;
@@ -53,7 +53,7 @@ const why: CliCommand = {
           decisions.map((d) => [
             d.count > 1 ? `${d.from} … ${d.to} (${d.count})` : d.from,
             paint(ctx.color, d.decision === 'fired' ? 'green' : 'yellow', d.decision),
-            d.decision === 'coalesced' ? `catch-up latest → ${d.into}` : (d.reason ?? (d.decision === 'fired' ? 'due' : '')),
+            d.waitingFor ?? (d.decision === 'coalesced' ? `catch-up latest → ${d.into}` : (d.reason ?? (d.decision === 'fired' ? 'due' : ''))),
             d.runId ? `${d.runId}${d.runStatus ? ` ${paint(ctx.color, statusColor(d.runStatus), d.runStatus)}` : ''}` : '-',
             when(d.decidedAt, ctx),
           ]),

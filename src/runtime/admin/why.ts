@@ -6,6 +6,7 @@ import { cached, type Db } from '../../events/db.js';
 import type { LoopView } from '../queries/loops.js';
 import { upcomingSlots } from '../../scheduling/planner.js';
 import { streamEventsOfType } from '../../events/sqlite-reads.js';
+import { hostsWithLabels } from '../queries/hosts.js';
 
 export interface DecisionView {
   decision: 'fired' | 'buffered' | 'skipped' | 'coalesced' | 'missed' | 'retry' | 'dropped';
@@ -27,6 +28,8 @@ export interface DecisionView {
   dropped?: string | null;
   /** The retries of the slot, in order: each one's run and how it ended (or that it is pending). */
   retries?: string[];
+  /** A run not started yet of a loop pinned with `--runs-on`: which runners it waits for. */
+  waitingFor?: string;
 }
 
 interface Row {
@@ -63,10 +66,23 @@ function view(row: Row): DecisionView {
   };
 }
 
-export function recentDecisions(db: Db, loopId: string, limit: number): DecisionView[] {
+export function recentDecisions(db: Db, loopId: string, limit: number, runsOn: string[] | null = null): DecisionView[] {
   return cached<[string, number], Row>(db, `${SELECT} WHERE d.loop_id = ? ORDER BY d.position DESC LIMIT ?`)
     .all(loopId, limit)
-    .map(view);
+    .map((row) => waiting(db, view(row), runsOn));
+}
+
+/**
+ * A promised run of a loop pinned with `--runs-on` that has not started: says which runners it
+ * waits for and which hosts have their labels (a run dropped since says why instead).
+ */
+function waiting(db: Db, d: DecisionView, runsOn: string[] | null): DecisionView {
+  if (runsOn === null || d.runId === null || d.runStatus !== null || !['fired', 'buffered', 'retry'].includes(d.decision)) return d;
+  const dropped = cached<[string], { n: number }>(db, "SELECT count(*) AS n FROM slot_decisions WHERE decision = 'dropped' AND run_id = ?").get(d.runId)!.n > 0;
+  if (dropped) return d;
+  const hosts = hostsWithLabels(db, runsOn).map((h) => `${h.id}${h.status === 'down' ? ' (stopped)' : ''}`);
+  d.waitingFor = `it waits for a runner labelled ${runsOn.join(',')} (${hosts.length ? `hosts with those labels: ${hosts.join(', ')}; loops daemon status --fleet shows which are up` : 'no daemon started with those labels yet: start one with loops daemon start --labels ' + runsOn.join(',')})`;
+  return d;
 }
 
 export interface SlotExplanation {
@@ -99,7 +115,7 @@ export function explainSlot(db: Db, loop: LoopView, atMs: number, nowMs: number)
     db,
     `${SELECT} WHERE d.loop_id = ? AND d.slot_from <= ? AND d.decision NOT IN ('retry', 'dropped') ORDER BY d.slot_to DESC, d.position LIMIT 1`,
   ).get(loop.id, at);
-  const decision = row ? view(row) : null;
+  const decision = row ? waiting(db, view(row), loop.runsOn) : null;
   if (decision?.runId && decision.runStatus === null) {
     // A promised run that never ran: the record of why not.
     const drop = cached<[string, string], { reason: string | null; at: string }>(
@@ -150,7 +166,7 @@ function pruned(outputAt: string | null | undefined, archivedAt?: string | null)
 }
 
 function sentence(d: DecisionView, slot: string): string {
-  const told = first(d, slot) + (d.decision === 'fired' || d.decision === 'buffered' ? pruned(d.outputPrunedAt, d.archivedAt) : '');
+  const told = first(d, slot) + (d.decision === 'fired' || d.decision === 'buffered' ? pruned(d.outputPrunedAt, d.archivedAt) : '') + (d.waitingFor ? `; ${d.waitingFor}` : '');
   return d.retries?.length ? `${told}; retried — ${d.retries.join('; ')}` : told;
 }
 

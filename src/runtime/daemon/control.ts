@@ -6,6 +6,7 @@
  * state file), and read the end of its log. The daemon itself is daemon.ts.
  */
 import { chooseStore } from '../store-choice.js';
+import { parseLabels } from '../../events/names.js';
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -64,6 +65,8 @@ export interface StartDaemonOptions {
   logMaxSize?: string;
   /** The store (`LOOPS_STORE`'s form, store-choice.ts): given to the daemon in its environment, never on its command line (where `ps` would show a password). */
   store?: string;
+  /** The labels its runner has, for loops pinned with `--runs-on` (comma-separated or a list; default `$LOOPS_HOST_LABELS`). */
+  labels?: string | ReadonlyArray<string>;
 }
 
 /** A daemon `startDaemon` started. */
@@ -89,6 +92,7 @@ export async function startDaemon(dataDir: string, options: StartDaemonOptions =
     throw new UsageError(`loops daemon start: --log-max-size must be a size (10M, 512K, 0), got ${JSON.stringify(options.logMaxSize)}`);
   }
   daemonLogMaxBytes(options.logMaxSize);
+  const labels = options.labels !== undefined ? parseLabels(options.labels, '--labels') : null;
   // Checked here, so a bad URL is one line now, not a daemon that exits.
   if (options.store !== undefined) chooseStore({ LOOPS_STORE: options.store });
   const existing = runningDaemon(dataDir);
@@ -101,7 +105,8 @@ export async function startDaemon(dataDir: string, options: StartDaemonOptions =
   ensureDataDir(dataDir);
   const out = openSync(logFile(dataDir), 'a', 0o600);
   const logArgs = options.logMaxSize !== undefined ? ['--log-max-size', options.logMaxSize] : [];
-  const child = spawn(process.execPath, [main, 'daemon', 'run', '--concurrency', String(concurrency), ...intervalArgs, ...logArgs], {
+  const labelArgs = labels !== null ? ['--labels', labels.join(',')] : [];
+  const child = spawn(process.execPath, [main, 'daemon', 'run', '--concurrency', String(concurrency), ...intervalArgs, ...logArgs, ...labelArgs], {
     detached: true,
     stdio: ['ignore', out, out],
     env: { ...process.env, LOOPS_DATA_DIR: dataDir, ...(options.store !== undefined ? { LOOPS_STORE: options.store } : {}) },

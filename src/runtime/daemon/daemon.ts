@@ -20,6 +20,7 @@ import { pidFile, readPidFile, runningDaemon, type DaemonInfo } from './daemon-i
 import { processRunning } from './recovery.js';
 import { decide, Dispatcher } from './pass.js';
 import { nextQueuedDue } from './run-queue.js';
+import { recordHostStarted, recordHostStopped } from './hosts.js';
 import { type Runtime, useSpawnerHelper } from '../runtime.js';
 import { checkCancelRequests } from '../execution/cancel.js';
 import { faultPoint } from '../../events/faults.js';
@@ -33,6 +34,9 @@ export function daemonLease(runtime: Pick<Runtime, 'fleet'>): string {
   return runtime.fleet ? `daemon:${runtime.fleet.hostId}` : 'daemon';
 }
 export { pidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
+
+/** The daemon lease's time-to-live (`DaemonOptions.leaseTtlMs`), renewed every third of it. */
+export const DAEMON_LEASE_TTL_MS = 15_000;
 
 export interface DaemonState {
   lastPassAt: string | null;
@@ -226,7 +230,7 @@ export class Daemon {
     const dead = new Set<string>();
     if (previous && !other && previous.runnerId !== runtime.runnerId) dead.add(previous.runnerId);
     if (holder && holder.holder !== runtime.runnerId && holder.expiresAt > runtime.clock.now() && runnerGone(holder.holder)) dead.add(holder.holder);
-    const ttl = this.options.leaseTtlMs ?? 15_000;
+    const ttl = this.options.leaseTtlMs ?? DAEMON_LEASE_TTL_MS;
     const info: DaemonInfo = {
       pid: process.pid,
       startTime: processStartTime(process.pid),
@@ -243,6 +247,8 @@ export class Daemon {
       this.lease = await runtime.log.batch(async (batch) => {
           for (const runner of dead) await runtime.leases.expireHolder(runner, now, batch);
           const lease = await runtime.leases.take(daemonLease(runtime), runtime.runnerId, ttl, now, batch);
+          // Who runs on this host now, and the labels it runs pinned loops for: with the lease.
+          await recordHostStarted(runtime, info.version, batch);
           faultPoint('between-lease-and-pidfile');
           // The pid file is written while the write lock is held, before the lease commits: a
           // daemon killed at any point leaves either no lease, or a lease and a pid file that names
@@ -282,7 +288,8 @@ export class Daemon {
       this.log(`${name}: ${event.type} ${JSON.stringify(event.data)}`);
     });
     this.saveState();
-    this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}`);
+    const labels = runtime.labels?.length ? `, labels ${runtime.labels.join(',')}` : '';
+    this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}${labels}`);
     // `loops cancel` (and other writers) nudge the daemon with SIGUSR2: look at the log now.
     process.on('SIGUSR2', this.onNudge);
     try {
@@ -335,7 +342,28 @@ export class Daemon {
         this.wake = null;
         resolve();
       };
+      this.nowAsleep();
     });
+  }
+
+  /** Callers of `asleep()` waiting for the loop to go to sleep. */
+  private sleepers: Array<() => void> = [];
+
+  private nowAsleep(): void {
+    const sleepers = this.sleepers;
+    this.sleepers = [];
+    for (const resolve of sleepers) resolve();
+  }
+
+  /**
+   * Resolves once the daemon's loop is asleep until its next wake (its clock's timer, a change in
+   * the log, a run's end) — at once when it is asleep now, not started, or stopping. For tests
+   * that step a simulated clock: a step's wake, head read and pass are round trips on PostgreSQL
+   * (not one synchronous turn, as on SQLite), so each step awaits this before the next.
+   */
+  asleep(): Promise<void> {
+    if (this.wake !== null || this.stopping || this.stopped === undefined) return Promise.resolve();
+    return new Promise((resolve) => this.sleepers.push(resolve));
   }
 
   /**
@@ -456,12 +484,16 @@ export class Daemon {
   private async recover(): Promise<void> {
     const report = await this.dispatcher.recover();
     const unconfirmed = new Map(report.unconfirmed.map((u) => [u.runId, u]));
+    const elsewhere = new Map((report.elsewhere ?? []).map((e) => [e.runId, e]));
     for (const id of report.abandoned) {
       const u = unconfirmed.get(id);
+      const e = elsewhere.get(id);
       this.log(
-        u
-          ? `recovered run ${id}: abandoned (its runner stopped; pid ${u.pid} is alive but ${u.reason}, so it was not signalled)`
-          : `recovered run ${id}: abandoned (its runner stopped and its process is gone)`,
+        e
+          ? `recovered run ${id}: abandoned (its runner ${e.runnerId} on host ${e.host} stopped renewing its lease; its process there was not checked or signalled from here)`
+          : u
+            ? `recovered run ${id}: abandoned (its runner stopped; pid ${u.pid} is alive but ${u.reason}, so it was not signalled)`
+            : `recovered run ${id}: abandoned (its runner stopped and its process is gone)`,
       );
     }
     for (const id of report.retried) this.log(`scheduled retry ${id} for a recovered run`);
@@ -566,6 +598,7 @@ export class Daemon {
 
   private async shutdown(reason: string): Promise<void> {
     this.stopping = true;
+    this.nowAsleep(); // it will not sleep again
     this.log(`stopping: ${reason}; cancelling ${this.dispatcher.active ?? 0} running run(s)`);
     this.abort.abort(reason);
     this.wake?.();
@@ -578,6 +611,8 @@ export class Daemon {
     process.off('SIGUSR2', this.onNudge);
     const lease = this.lease;
     this.lease = null;
+    // Best effort, as the release: a daemon that cannot write leaves its host "up" until its lease runs out.
+    if (lease) await recordHostStopped(this.runtime, reason).catch(() => undefined);
     if (lease) await this.runtime.leases.release(lease).catch(() => undefined); // it runs out by itself
     const mine = runningDaemon(this.runtime.dataDir);
     if (!mine || mine.pid === process.pid) rmSync(pidFile(this.runtime.dataDir), { force: true });

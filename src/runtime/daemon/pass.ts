@@ -29,7 +29,8 @@ import { deliverNotice, pendingNotices, requestNotices, type RunHook } from '../
 import { findLoopRecord, findRun, type RunView } from '../queries/loops.js';
 import { recoverWorkflowLoopRun } from '../workflows/runner.js';
 import { recoverRuns, type RecoveryReport } from './recovery.js';
-import { claimableWork, QUEUE_COLUMNS, type QueueItem } from './run-queue.js';
+import { claimableWork, QUEUE_COLUMNS, queueItems, type QueueItem } from './run-queue.js';
+import { eligibleRunners, liveRunners } from './hosts.js';
 import { executeRun, type RunNowOptions } from '../execution/run-now.js';
 import type { Runtime } from '../runtime.js';
 import { decideLoop, repairFixedDelay } from '../loops/decisions.js';
@@ -101,7 +102,7 @@ export async function decide(runtime: Runtime, nowMs: number, options: DecideOpt
         else throw error;
       }
     }
-    const byLoop = new Map<string, QueueItem[]>();
+    const byLoop = new Map<string, Stranded[]>();
     for (const item of stranded) byLoop.set(item.loopId, [...(byLoop.get(item.loopId) ?? []), item]);
     for (const [loopId, items] of byLoop) {
       try {
@@ -118,18 +119,37 @@ export async function decide(runtime: Runtime, nowMs: number, options: DecideOpt
   return result;
 }
 
-/** Fired slots decided by a runner whose lease is gone (it stopped before starting them). */
-async function strandedWork(runtime: Runtime, nowMs: number): Promise<QueueItem[]> {
-  const rows = cached<[string, string], QueueItem>(
+/** A fired slot nobody is going to start, and why: its decider is gone, or no live runner has its loop's labels. */
+type Stranded = QueueItem & { why: string };
+
+/**
+ * Fired slots nobody is going to start: decided by a runner whose lease is gone (it stopped before
+ * starting them), or — of a loop pinned with `--runs-on`, meant for a runner with its labels
+ * whoever decided it — no runner with those labels is alive (holds its runner lease).
+ */
+async function strandedWork(runtime: Runtime, nowMs: number): Promise<Stranded[]> {
+  const rows = queueItems(
+    cached<[string], Parameters<typeof queueItems>[0][number]>(
       runtime.db,
       `SELECT ${QUEUE_COLUMNS} FROM run_queue q CROSS JOIN loops l ON l.id = q.loop_id
-       WHERE q.kind = 'fired' AND q.due_at <= ? AND coalesce(q.decided_by, '') != ?
+       WHERE q.kind = 'fired' AND q.due_at <= ?
        ORDER BY q.position`,
-    )
-    .all(new Date(nowMs).toISOString(), runtime.runnerId);
-  if (rows.length === 0) return rows;
+    ).all(new Date(nowMs).toISOString()),
+  ).filter((q) => q.runsOn !== null || q.decidedBy !== runtime.runnerId);
+  if (rows.length === 0) return [];
   const live = await runtime.leases.live('runner:', nowMs);
-  return rows.filter((q) => q.decidedBy === null || !live.has(`runner:${q.decidedBy}`));
+  const runners = rows.some((q) => q.runsOn !== null) ? await liveRunners(runtime, nowMs) : [];
+  const stranded: Stranded[] = [];
+  for (const q of rows) {
+    if (q.runsOn !== null) {
+      if (eligibleRunners(runners, q.runsOn).length === 0) {
+        stranded.push({ ...q, why: `no live runner has the label${q.runsOn.length > 1 ? 's' : ''} ${q.runsOn.join(',')} it runs on` });
+      }
+    } else if (q.decidedBy === null || !live.has(`runner:${q.decidedBy}`)) {
+      stranded.push({ ...q, why: `runner ${q.decidedBy ?? '?'} stopped before starting it` });
+    }
+  }
+  return stranded;
 }
 
 /**
@@ -140,7 +160,7 @@ async function strandedWork(runtime: Runtime, nowMs: number): Promise<QueueItem[
 async function judgeStranded(
   runtime: Runtime,
   loopId: string,
-  items: QueueItem[],
+  items: Stranded[],
   nowMs: number,
   graceMs: number,
   batch: Batch,
@@ -162,7 +182,7 @@ async function judgeStranded(
     const late = formatDuration(Math.max(0, nowMs - Date.parse(item.dueAt)));
     drops.push({
       type: 'slot.dropped',
-      data: { runId: item.runId, slot: item.slot, attempt: item.attempt, reason: `stranded: runner ${item.decidedBy ?? '?'} stopped before starting it; ${verdict} (${late} late)` },
+      data: { runId: item.runId, slot: item.slot, attempt: item.attempt, reason: `stranded: ${item.why}; ${verdict} (${late} late)` },
     });
   }
   if (drops.length === 0) return [];

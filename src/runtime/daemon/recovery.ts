@@ -39,6 +39,12 @@ export interface RecoveryReport {
    * abandoned (they are in `exited` or `abandoned` too). `reason` says why, for a log line.
    */
   unconfirmed: Array<{ runId: string; pid: number; reason: string }>;
+  /**
+   * Runs another host of a fleet ran, whose lease expired: ended here without their process being
+   * looked for or signalled (only the host that ran it can check it). They are in `abandoned` (or
+   * `exited`) too; `runnerId` is the runner that stopped renewing its lease, `host` its host.
+   */
+  elsewhere?: Array<{ runId: string; runnerId: string; host: string }>;
 }
 
 export { processRunning } from '../execution/process-info.js';
@@ -78,7 +84,7 @@ async function staleRuns(runtime: Runtime, nowMs: number, skip: (runId: string) 
 
 export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000, skip: (runId: string) => boolean = () => false): Promise<RecoveryReport> {
   const now = runtime.clock.now();
-  const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [], workflows: [], unconfirmed: [] };
+  const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [], workflows: [], unconfirmed: [], elsewhere: [] };
   for (const runId of await staleRuns(runtime, now, skip)) {
     try {
       await recoverRun(runtime, runId, leaseTtlMs, report);
@@ -141,6 +147,7 @@ async function recoverRun(runtime: Runtime, runId: string, leaseTtlMs: number, r
     }
     const ended = await finishStaleRun(runtime, runId, { leaseTtlMs, unconfirmed, ...(elsewhere ? { elsewhere } : {}) });
     (ended.outcome === 'exited' ? report.exited : report.abandoned).push(runId);
+    if (elsewhere !== null) (report.elsewhere ??= []).push({ runId, runnerId: context.runnerId!, host: ranOn! });
     report.retried.push(...ended.followUp.flatMap((e) => (e.type === 'slot.retry_scheduled' ? [(e.data as { runId: string }).runId] : [])));
   }
 }

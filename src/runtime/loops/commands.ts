@@ -17,7 +17,8 @@ import { checkCommand, effectivePath } from '../execution/preflight.js';
 import { buildSecretRefs } from '../execution/secret-refs.js';
 import { secretByConvention } from '../execution/secrets.js';
 import { AlreadyExistsError, InvalidTransitionError, ValidationError, uniqueViolation } from '../../events/errors.js';
-import { checkName } from '../../events/names.js';
+import { checkName, parseLabels } from '../../events/names.js';
+import { runnerMayRun } from '../host.js';
 import type { Batch } from '../../events/types.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
@@ -89,6 +90,11 @@ export interface CreateCommandLoopInput {
   notifyUrl?: string | null;
   /** `--notify-on`: failure, success or failure,success (default failure). */
   notifyOn?: string | null;
+  /**
+   * `--runs-on`: the labels a runner needs to run it (comma-separated, or a list; a host's id is
+   * one of its labels). Any scheduler decides its slots; only such a runner claims them.
+   */
+  runsOn?: string | ReadonlyArray<string> | null;
   /**
    * Check now that a run can start (default true): the command (a shell command's first word too)
    * is found on the effective PATH; for an agent, its CLI is installed and its account resolves.
@@ -319,7 +325,20 @@ export function accountFields(input: { account?: string | null; accountTool?: st
   return { account, accountTool: tool };
 }
 
-export async function createCommandLoop(runtime: Runtime, input: CreateCommandLoopInput): Promise<LoopView> {
+/**
+ * The labels of `--runs-on` (null when not given), and the input to check the target with: a loop
+ * pinned to labels this runner lacks runs elsewhere, so its command, CLI and account are not
+ * looked for here (`preflight: false`) — only where it runs.
+ */
+function pinning<T extends Pick<CreateCommandLoopInput, 'runsOn' | 'preflight'>>(runtime: Runtime, input: T): { runsOn: string[] | null; input: T } {
+  const given = input.runsOn;
+  if (given === undefined || given === null) return { runsOn: null, input };
+  const runsOn = parseLabels(given, '--runs-on');
+  return { runsOn, input: runnerMayRun(runtime, runsOn) ? input : { ...input, preflight: false } };
+}
+
+export async function createCommandLoop(runtime: Runtime, given: CreateCommandLoopInput): Promise<LoopView> {
+  const { input } = pinning(runtime, given);
   const built = buildCommandTarget(input, process.cwd(), runtime.dataDir);
   const target: Target = built.kind === 'command' ? { ...built, ...accountFields(input, 'command') } : built;
   // Checked once every input is valid, right before anything is recorded.
@@ -471,7 +490,8 @@ function asFlagError(error: unknown): unknown {
 }
 
 /** A loop whose runs run an AI coding-agent CLI (`loops create agent`). */
-export async function createAgentLoop(runtime: Runtime, input: CreateAgentLoopInput): Promise<LoopView> {
+export async function createAgentLoop(runtime: Runtime, given: CreateAgentLoopInput): Promise<LoopView> {
+  const { input } = pinning(runtime, given);
   const target = buildAgentTarget(input, process.cwd(), runtime.dataDir);
   // The profile must resolve now (registered, or through an external accounts command).
   const account = targetAccount(target);
@@ -497,6 +517,7 @@ async function createLoop(runtime: Runtime, input: CreateCommandLoopInput, targe
   const { schedule, timing } = buildSchedule(input.schedule, now, loopId);
   const policies = buildPolicies(input);
   const notify = buildNotify(input);
+  const { runsOn } = pinning(runtime, input);
   assertNameFree(runtime, name);
   preflight?.();
   const data: EventData<'loop.created'> = {
@@ -511,6 +532,7 @@ async function createLoop(runtime: Runtime, input: CreateCommandLoopInput, targe
     nextRunAt: nextFireAt({ id: loopId, schedule, timing }, now, 0),
     // Only when given: a loop without it is recorded as loops before it were.
     ...(notify ? { notify } : {}),
+    ...(runsOn ? { runsOn } : {}),
   };
   await recordLoopCreated(runtime, data);
   return findLoop(runtime.db, loopId);

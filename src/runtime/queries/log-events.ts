@@ -40,7 +40,7 @@ export interface EventFilter {
  * `account:…`, `retention:…`). NotFoundError when nothing (or several things) match.
  */
 export async function resolveStream(db: Db, log: Pick<EventStore, 'streamInfo'>, ref: string): Promise<string> {
-  if (/^(run|loop|wfrun|workflow|account|retention):/.test(ref)) {
+  if (/^(run|loop|wfrun|workflow|account|retention|host|notice):/.test(ref)) {
     if (!(await log.streamInfo(ref))) throw new NotFoundError(`no stream ${shownRef(ref)} in the log`);
     return ref;
   }

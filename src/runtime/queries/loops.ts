@@ -24,6 +24,8 @@ export interface LoopRecord {
   updatedAt: string;
   /** Runs of scheduled slots (run-now excluded): what max-runs counts. */
   scheduledRuns: number;
+  /** The labels a runner needs to run it (`--runs-on`); null: any runner. */
+  runsOn: string[] | null;
 }
 
 /** A loop as `list` and `show` present it: its record, with its run count and last run. */
@@ -82,6 +84,7 @@ interface LoopRow {
   created_at: string;
   updated_at: string;
   scheduled_runs: number;
+  runs_on: string | null;
 }
 
 interface LoopViewRow extends LoopRow {
@@ -155,6 +158,7 @@ function toLoopRecord(row: LoopRow): LoopRecord {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     scheduledRuns: row.scheduled_runs,
+    runsOn: row.runs_on ? (JSON.parse(row.runs_on) as string[]) : null,
   };
 }
 
