@@ -53,6 +53,7 @@ const entries: Entry[] = [
   { name: 'prune', summary: 'remove the output folders of finished runs (--older-than, --keep-last; --dry-run)', load: () => import('./commands/prune.js').then((m) => m.commands) },
   { name: 'backup', summary: 'write a consistent copy of the log and its tables to a file, while the daemon runs', load: () => import('./commands/backup.js').then((m) => m.commands) },
   { name: 'restore', summary: 'put a backup in place of the data directory\'s database (checked first)', load: () => import('./commands/backup.js').then((m) => m.commands) },
+  { name: 'store copy', summary: 'copy the log into another store (SQLite into PostgreSQL, or back), verbatim and verified', load: () => import('./commands/store.js').then((m) => m.commands) },
   { name: 'doctor', summary: 'check the data directory, database, daemon, agent CLIs and every active loop', load: () => import('./commands/doctor.js').then((m) => m.commands) },
   { name: 'secrets scrub', summary: 'redefine loops and workflows that hold a secret value in clear, passing it by name (--dry-run)', load: () => import('./commands/secrets.js').then((m) => m.commands) },
   { name: 'accounts add', summary: 'register a credentials profile for an agent CLI', load: () => import('./commands/accounts.js').then((m) => m.commands) },

@@ -12,7 +12,7 @@
  */
 import { cached, writeTransaction, type Db } from './db.js';
 import { ClaimLostError, LeaseLostError, LoopsError } from './errors.js';
-import type { AppendGuard, Batch, Lease, LeaseInfo, LeaseStore } from './types.js';
+import type { AppendGuard, Batch, Lease, LeaseInfo, LeaseRecord, LeaseStore } from './types.js';
 import { gateFor, resolved, type WriteGate } from './sqlite-gate.js';
 
 interface LeaseRow {
@@ -140,6 +140,36 @@ export class SqliteLeaseStore implements LeaseStore {
       const current = row(this.db, name);
       return current ? { holder: current.holder, token: current.token, expiresAt: Date.parse(current.expires_at) } : null;
     });
+  }
+
+  /** Every row of the lease table, live or not, by name (`loops store copy`). */
+  all(): Promise<LeaseRecord[]> {
+    return resolved(() =>
+      cached<[], LeaseRow>(this.db, 'SELECT * FROM leases ORDER BY name')
+        .all()
+        .map((r) => ({ name: r.name, holder: r.holder, token: r.token, expiresAt: Date.parse(r.expires_at) })),
+    );
+  }
+
+  /**
+   * Writes another store's lease rows (`all`) as they are (`loops store copy`), in one transaction
+   * (or the open batch's): a lease this store holds with a higher token is kept (fencing tokens
+   * never go back). Returns how many rows were written.
+   */
+  copyIn(records: ReadonlyArray<LeaseRecord>, batch?: Batch): Promise<number> {
+    return this.gate.run(batch, () =>
+      writeTransaction(this.db, () => {
+        const put = cached(
+          this.db,
+          `INSERT INTO leases (name, holder, token, expires_at) VALUES (?, ?, ?, ?)
+           ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_at = excluded.expires_at
+           WHERE excluded.token > leases.token`,
+        );
+        let written = 0;
+        for (const r of records) written += put.run(r.name, r.holder, r.token, new Date(r.expiresAt).toISOString()).changes;
+        return written;
+      }),
+    );
   }
 
   live(prefix: string, nowMs: number): Promise<ReadonlyMap<string, LeaseInfo>> {

@@ -19,6 +19,7 @@
  */
 import { faultPoint } from './faults.js';
 import { Subject } from 'rxjs';
+import type { Transaction } from 'better-sqlite3';
 import { ARCHIVED_FORMAT_VERSION, busyError, cached, isBusy, type Db } from './db.js';
 import { applyGuards } from './sqlite-leases.js';
 import { gateFor, resolved, type WriteGate } from './sqlite-gate.js';
@@ -66,8 +67,8 @@ export interface StreamRow {
   updated_at: string;
 }
 
-/** What a new stream's row holds besides its version and update time (`advanceStream`). */
-interface NewStreamRow {
+/** What a new stream's row holds besides its version and update time (`advanceStream`, both stores). */
+export interface NewStreamRow {
   kind: string;
   machineId: string | null;
   machineVersion: number | null;
@@ -91,6 +92,18 @@ export interface ReplicaPage {
   streams: StreamRow[];
 }
 
+/** Options of `appendStored` (both stores). */
+export interface StoredAppendOptions {
+  /** The open batch the events belong to (`EventStore.batch`): written in its transaction. */
+  batch?: Batch;
+  /**
+   * The position this log's head must be at (0: the log is empty), checked inside the transaction:
+   * a compare-and-set on the whole log, for a copy that must continue nothing but itself
+   * (`loops store copy`). A log at another head is a conflict, and nothing is written.
+   */
+  expectedHead?: number;
+}
+
 const ARCHIVED = 'stream.archived';
 
 /** Events stored elsewhere (`appendStored`) that do not continue this log: the copy and its source diverged. */
@@ -98,6 +111,85 @@ function diverged(what: string): LoopsError {
   return new LoopsError('internal', `events copied from another log do not continue this database's copy of it: ${what}`, {
     hint: 'this database is a replica that no longer matches its source: delete the replica file (it is only a cache) and loops makes it again from the log',
   });
+}
+
+/** `appendStored`'s log compare-and-set (`expectedHead`) failed. */
+function headMoved(expected: number, actual: number): LoopsError {
+  return new LoopsError('conflict', `the log is at position ${actual}, not ${expected}: another process wrote to it`, {
+    retryable: true,
+    hint: 'nothing was written; write events stored elsewhere only into a log nobody else writes',
+  });
+}
+
+/**
+ * One step of `appendStored` (both stores): a run of consecutive events of one stream, as an
+ * append made them, or a `stream.archived` tombstone alone.
+ */
+export interface StoredGroup {
+  streamId: string;
+  rows: EventRow[];
+  /** The rows as reads give them (upcast), for the inline projections. */
+  events: StoredEvent[];
+  /** The group is a tombstone: the versions it archived (up to `through`). */
+  tombstone: { event: StoredEvent; through: number | undefined } | null;
+}
+
+/**
+ * `appendStored`'s plan, shared by both stores: `rows` split into groups (`StoredGroup`), checked
+ * to come after position `head` (this log's) in position order — nothing is written otherwise.
+ */
+export function storedGroups(rows: ReadonlyArray<EventRow>, head: number, expectedHead?: number): StoredGroup[] {
+  if (expectedHead !== undefined && head !== expectedHead) throw headMoved(expectedHead, head);
+  const groups: StoredGroup[] = [];
+  let after = head;
+  for (let i = 0; i < rows.length; ) {
+    const first = rows[i]!;
+    // One stream's consecutive events, as an append would have made them; a tombstone alone.
+    let j = i + 1;
+    if (first.type !== ARCHIVED) {
+      while (j < rows.length && rows[j]!.stream_id === first.stream_id && rows[j]!.type !== ARCHIVED && rows[j]!.version === rows[j - 1]!.version + 1) j++;
+    }
+    const group = rows.slice(i, j);
+    i = j;
+    for (const row of group) {
+      if (row.position <= after) throw diverged(`event ${row.position} (${row.stream_id} version ${row.version}) does not come after position ${after}`);
+      after = row.position;
+    }
+    const events = group.map(rowToEvent);
+    const tombstone = first.type === ARCHIVED ? { event: events[0]!, through: (events[0]!.data as { toVersion?: number }).toVersion } : null;
+    groups.push({ streamId: first.stream_id, rows: group, events, tombstone });
+  }
+  return groups;
+}
+
+/**
+ * A group's compare-and-set (both stores): the version its stream must be at here, and — for a
+ * tombstone, given the stream's version here (`actual`) — how many of the events it archived this
+ * log never had (its source had deleted them before they were read).
+ */
+export function storedExpectation(group: StoredGroup, actual: number): { expected: number; missing: number } {
+  const first = group.rows[0]!;
+  if (!group.tombstone) return { expected: first.version - 1, missing: 0 };
+  const through = group.tombstone.through;
+  if (through === undefined || first.version !== through + 1 || actual > through) {
+    throw diverged(`the tombstone of ${group.streamId} at position ${first.position} (version ${first.version}, for versions up to ${through}) does not follow its version ${actual} here`);
+  }
+  return { expected: actual, missing: through - actual };
+}
+
+/** A new stream's row for a group (both stores): its kind and machine from the source's `streams` row. */
+export function storedStreamRow(group: StoredGroup, streams: ReadonlyMap<string, StreamRow>): NewStreamRow {
+  const first = group.rows[0]!;
+  const source = streams.get(group.streamId);
+  if (!source) throw diverged(`stream ${group.streamId} (event ${first.position}) has no row in the source's streams`);
+  return { kind: source.kind, machineId: source.machine_id, machineVersion: source.machine_version, createdAt: first.version === 1 ? first.at : source.created_at };
+}
+
+/** A group's compare-and-set that failed, said as the divergence it is (both stores). */
+export function storedConflict(group: StoredGroup, error: unknown): unknown {
+  if (!(error instanceof ConcurrencyConflictError)) return error;
+  const first = group.rows[0]!;
+  return diverged(`event ${first.position} is version ${first.version} of ${group.streamId}, which is at version ${error.actualVersion} here`);
 }
 
 /** An event of an append, checked against the catalogue and given its schema version (`prepareEvents`). */
@@ -262,7 +354,9 @@ export class SqliteEventLog implements EventStore {
     this.appendTx = db.transaction((streamId: string, prepared: PreparedEvent[], options: AppendOptions) =>
       this.appendInTransaction(streamId, prepared, options),
     );
-    this.storedTx = db.transaction((rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>) => this.storedInTransaction(rows, streams));
+    this.storedTx = db.transaction((rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>, expectedHead: number | undefined) =>
+      this.storedInTransaction(rows, streams, expectedHead),
+    );
   }
 
   append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
@@ -538,87 +632,91 @@ export class SqliteEventLog implements EventStore {
 
   /**
    * Writes events another log already stored (a local replica of a PostgreSQL log:
-   * src/runtime/replica.ts), verbatim — their positions, versions, types, schema versions, data,
-   * meta, times and states, the JSON as the text it was stored as (never upcast and written back)
-   * — in one transaction (a savepoint inside the caller's), as this log's own appends would have
-   * written them: each run of consecutive events of one stream (as an append made them) passes
-   * the compare-and-set on the stream's version, a new stream's row is made (its kind and machine
-   * from `streams`, the source's rows, since events do not carry them; created at its first
-   * event's time), every inline projection runs for every event, and a `stream.archived`
+   * src/runtime/replica.ts; `loops store copy`: src/runtime/admin/store-copy.ts), verbatim —
+   * their positions, versions, types, schema versions, data, meta, times and states, the JSON as
+   * the text it was stored as (never upcast and written back) — in one transaction (a savepoint
+   * inside the caller's, or the open batch's given in `options`), as this log's own appends would
+   * have written them: each run of consecutive events of one stream (as an append made them)
+   * passes the compare-and-set on the stream's version, a new stream's row is made (its kind and
+   * machine from `streams`, the source's rows, since events do not carry them; created at its
+   * first event's time), every inline projection runs for every event, and a `stream.archived`
    * tombstone deletes the stream's history as an append with `archivedThrough` does. A tombstone
    * may follow a gap in the stream's versions: the source deleted that history before it was
-   * read (the rows the projections need come with the tombstone).
+   * read (the rows the projections need come with the tombstone). `PgEventStore.appendStored` is
+   * the same on PostgreSQL (the steps shared: `storedGroups`, `storedExpectation`).
    *
    * Events that do not continue this log — a version that is not the stream's next, a position not
-   * after this log's last — are refused (the copy diverged from its source), and nothing is written.
+   * after this log's last, a head that is not `expectedHead` — are refused (the copy diverged from
+   * its source), and nothing is written.
    *
    * Nothing is published on `events$`: these events were published by the store that wrote them
    * (the PostgreSQL store's `events$` carries every process's), and with several processes sharing
    * one replica file only the one that copies an event would publish it here. Returns the events
    * written (upcast, as reads give them). A log fed this way takes no appends of its own.
    */
-  appendStored(rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>): StoredEvent[] {
-    if (this.gate.blocks(undefined)) throw new Error('appendStored while a batch is open');
-    if (rows.length === 0) return [];
+  appendStored(rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>, options: StoredAppendOptions = {}): StoredEvent[] {
+    if (this.gate.blocks(options.batch)) throw new Error('appendStored while another batch is open');
+    if (rows.length === 0) {
+      if (options.expectedHead !== undefined && this.headPositionSync() !== options.expectedHead) throw headMoved(options.expectedHead, this.headPositionSync());
+      return [];
+    }
     try {
-      return this.storedTx.immediate(rows, streams);
+      return this.storedTx.immediate(rows, streams, options.expectedHead);
     } catch (error) {
       throw isBusy(error) ? busyError(error) : error;
     }
   }
 
-  private storedInTransaction(rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>): StoredEvent[] {
+  private storedInTransaction(rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>, expectedHead: number | undefined): StoredEvent[] {
     const written: StoredEvent[] = [];
-    let after = this.headPositionSync();
-    for (let i = 0; i < rows.length; ) {
-      const first = rows[i]!;
-      // One stream's consecutive events, as an append would have made them; a tombstone alone.
-      let j = i + 1;
-      if (first.type !== ARCHIVED) {
-        while (j < rows.length && rows[j]!.stream_id === first.stream_id && rows[j]!.type !== ARCHIVED && rows[j]!.version === rows[j - 1]!.version + 1) j++;
-      }
-      const group = rows.slice(i, j);
-      i = j;
-      for (const row of group) {
-        if (row.position <= after) throw diverged(`event ${row.position} (${row.stream_id} version ${row.version}) does not come after position ${after}`);
-        after = row.position;
-      }
-      const streamId = first.stream_id;
-      const events = group.map(rowToEvent);
-      const tombstone = first.type === ARCHIVED ? events[0]! : null;
-      const through = tombstone ? (tombstone.data as { toVersion?: number }).toVersion : undefined;
-      let expected = first.version - 1;
-      let missing = 0;
-      if (tombstone) {
-        const actual = this.selectStream.get(streamId)?.version ?? 0;
-        if (through === undefined || first.version !== through + 1 || actual > through) {
-          throw diverged(`the tombstone of ${streamId} at position ${first.position} (version ${first.version}, for versions up to ${through}) does not follow its version ${actual} here`);
-        }
-        expected = actual;
-        missing = through - actual;
-      }
-      const last = group[group.length - 1]!;
+    for (const group of storedGroups(rows, this.headPositionSync(), expectedHead)) {
+      const { streamId, tombstone } = group;
+      const { expected, missing } = storedExpectation(group, tombstone ? (this.selectStream.get(streamId)?.version ?? 0) : 0);
+      const last = group.rows[group.rows.length - 1]!;
       try {
-        this.advanceStream(streamId, expected, last.version, last.at, () => {
-          const source = streams.get(streamId);
-          if (!source) throw diverged(`stream ${streamId} (event ${first.position}) has no row in the source's streams`);
-          return { kind: source.kind, machineId: source.machine_id, machineVersion: source.machine_version, createdAt: first.version === 1 ? first.at : source.created_at };
-        });
+        this.advanceStream(streamId, expected, last.version, last.at, () => storedStreamRow(group, streams));
       } catch (error) {
-        if (error instanceof ConcurrencyConflictError) {
-          throw diverged(`event ${first.position} is version ${first.version} of ${streamId}, which is at version ${error.actualVersion} here`);
-        }
-        throw error;
+        throw storedConflict(group, error);
       }
-      group.forEach((row, k) => {
+      group.rows.forEach((row, k) => {
         this.insertEventRow(row);
-        this.applyHandlers(events[k]!);
+        this.applyHandlers(group.events[k]!);
       });
-      if (tombstone) this.deleteArchived(streamId, [{ type: tombstone.type, v: tombstone.v, data: tombstone.data, meta: tombstone.meta, at: tombstone.at, state: tombstone.state }], through!, missing);
-      written.push(...events);
+      if (tombstone) {
+        const { event } = tombstone;
+        this.deleteArchived(streamId, [{ type: event.type, v: event.v, data: event.data, meta: event.meta, at: event.at, state: event.state }], tombstone.through!, missing);
+      }
+      written.push(...group.events);
     }
     return written;
   }
+
+  /**
+   * What another log needs to copy this one (`loops store copy`; the shape of
+   * `PgEventStore.replicaPage`), read in one read transaction (a savepoint of the caller's, whose
+   * snapshot it then reads): the head; up to `limit` events after `after`, as stored (JSON text,
+   * not upcast), with the rows of their streams; the stream and version of the event at `check`.
+   * A SQLite log has no identity beyond its file (`log.id` is empty): not a source for a replica.
+   */
+  replicaPage(after: number, limit: number, check = 0): Promise<ReplicaPage> {
+    return resolved(() => this.replicaPageSync(after, limit, check));
+  }
+
+  /** `replicaPage`, synchronously. */
+  replicaPageSync(after: number, limit: number, check = 0): ReplicaPage {
+    this.pageTx ??= this.db.transaction((after: number, limit: number, check: number): ReplicaPage => {
+      const db = this.db;
+      const head = this.headPositionSync();
+      const at = check > 0 ? cached<[number], { stream_id: string; version: number }>(db, 'SELECT stream_id, version FROM events WHERE position = ?').get(check) : undefined;
+      const events = cached<[number, number, number], EventRow>(db, 'SELECT * FROM events WHERE position > ? AND position <= ? ORDER BY position LIMIT ?').all(after, head, limit);
+      const ids = [...new Set(events.map((e) => e.stream_id))];
+      const streams = ids.length === 0 ? [] : cached<[string], StreamRow>(db, 'SELECT * FROM streams WHERE stream_id IN (SELECT value FROM json_each(?)) ORDER BY stream_id').all(JSON.stringify(ids));
+      return { log: { where: db.name, schema: 'main', id: '' }, head, check: at ? { streamId: at.stream_id, version: at.version } : null, events, streams };
+    });
+    return this.pageTx.deferred(after, limit, check);
+  }
+
+  private pageTx: Transaction<(after: number, limit: number, check: number) => ReplicaPage> | undefined;
 
   /**
    * SQLite keeps the pages deleted rows free inside the file. A database created with incremental

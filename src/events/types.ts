@@ -135,6 +135,11 @@ export interface LeaseInfo {
   expiresAt: number;
 }
 
+/** A row of a store's lease table, live or not (`loops store copy` copies them: fencing tokens go on where they were). */
+export interface LeaseRecord extends LeaseInfo {
+  name: string;
+}
+
 export interface AppendOptions {
   /** Version the stream must be at (0 for a new stream). A mismatch throws `ConcurrencyConflictError`. */
   expectedVersion: number;

@@ -189,11 +189,7 @@ export { isConnectionLoss } from '../errors.js';
 
 /** The connection settings of `options`, checked: a bad URL or schema name is the user's to fix. */
 function clientConfig(options: PgConnectOptions): { config: ClientConfig; where: string; user: string; database: string } {
-  if (!SCHEMA_NAME.test(options.schema) || options.schema.startsWith('pg_')) {
-    throw new ValidationError(`PostgreSQL schema name ${JSON.stringify(options.schema)} is not valid`, {
-      hint: 'use lower-case letters, digits and _ (at most 48 characters, starting with a letter or _, not pg_)',
-    });
-  }
+  checkSchemaName(options.schema);
   let url: URL;
   try {
     url = new URL(options.url);
@@ -227,6 +223,15 @@ function clientConfig(options: PgConnectOptions): { config: ClientConfig; where:
     },
   };
   return { config, where, user, database };
+}
+
+/** Throws unless `schema` may name a store's schema (`PgConnectOptions.schema`). */
+export function checkSchemaName(schema: string): void {
+  if (!SCHEMA_NAME.test(schema) || schema.startsWith('pg_')) {
+    throw new ValidationError(`PostgreSQL schema name ${JSON.stringify(schema)} is not valid`, {
+      hint: 'use lower-case letters, digits and _ (at most 48 characters, starting with a letter or _, not pg_)',
+    });
+  }
 }
 
 /** `url` without its password, for messages. */

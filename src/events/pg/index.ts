@@ -18,7 +18,7 @@ export { PgEventStore, type PgEventStoreOptions } from './pg-log.js';
 export { PgLeaseStore } from './pg-leases.js';
 export { pgPlaceholders } from './sql.js';
 export { pgDdl } from './dialect.js';
-export type { PgConnectOptions } from './connect.js';
+export { checkSchemaName, type PgConnectOptions } from './connect.js';
 export type { PgProjection, PgRebuildResult, PgTableDiff, PgVerifyResult } from './projections.js';
 
 export interface PgStoreOptions extends PgConnectOptions, PgEventStoreOptions {
@@ -29,6 +29,12 @@ export interface PgStoreOptions extends PgConnectOptions, PgEventStoreOptions {
    * before the `handlers`. Their SQL is SQLite's, which must be SQL both accept (dialect.ts).
    */
   projections?: ReadonlyArray<PgProjection>;
+  /**
+   * Create the schema and its tables when the schema holds no loops log yet (default true). False:
+   * such a schema is refused (`NotFoundError`) and nothing is created — for a store only read (the
+   * source of `loops store copy`).
+   */
+  create?: boolean;
 }
 
 export interface PgStore {
@@ -66,7 +72,7 @@ export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   const names = namesFor(options.schema);
   let head: number;
   try {
-    ({ head } = await migrate(conn, names));
+    ({ head } = await migrate(conn, names, { create: options.create ?? true }));
     await ensureProjections(conn, names, projections);
   } catch (error) {
     await conn.pool.end().catch(() => {});

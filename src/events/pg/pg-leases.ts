@@ -16,7 +16,7 @@
  * skew (design note, item 5) is for a later session: a host whose clock runs ahead takes over early.
  */
 import { ClaimLostError, LeaseLostError, LoopsError } from '../errors.js';
-import type { AppendGuard, Batch, Lease, LeaseInfo, LeaseStore } from '../types.js';
+import type { AppendGuard, Batch, Lease, LeaseInfo, LeaseRecord, LeaseStore } from '../types.js';
 import type { Queryable } from './connect.js';
 import type { PgCore } from './core.js';
 import { selectLease, type Names } from './sql.js';
@@ -160,6 +160,31 @@ export class PgLeaseStore implements LeaseStore {
     const { name: statement, text } = selectLease(this.core.names);
     const row = (await this.core.read<LeaseRow>(statement, text, [name]))[0];
     return row ? { holder: row.holder, token: row.token, expiresAt: row.expires_at } : null;
+  }
+
+  /** Every row of the lease table, live or not, by name (`loops store copy`). */
+  async all(): Promise<LeaseRecord[]> {
+    const rows = await this.core.read<LeaseRow & { name: string }>('loops_lease_all', `SELECT name, holder, token, expires_at FROM ${this.core.names.leases} ORDER BY name COLLATE "C"`, []);
+    return rows.map((r) => ({ name: r.name, holder: r.holder, token: r.token, expiresAt: r.expires_at }));
+  }
+
+  /**
+   * Writes another store's lease rows (`all`) as they are (`loops store copy`), in one statement
+   * (in the open batch given, or on its own): a lease this store holds with a higher token is
+   * kept (fencing tokens never go back). Returns how many rows were written.
+   */
+  copyIn(records: ReadonlyArray<LeaseRecord>, batch?: Batch): Promise<number> {
+    if (records.length === 0) return Promise.resolve(0);
+    return this.write(batch, async (q) => {
+      const result = await q.query({
+        text: `INSERT INTO ${this.core.names.leases} AS l (name, holder, token, expires_at)
+               SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+               ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at
+               WHERE EXCLUDED.token > l.token`,
+        values: [records.map((r) => r.name), records.map((r) => r.holder), records.map((r) => r.token), records.map((r) => r.expiresAt)],
+      });
+      return result.rowCount ?? 0;
+    });
   }
 
   async live(prefix: string, nowMs: number): Promise<ReadonlyMap<string, LeaseInfo>> {

@@ -24,7 +24,23 @@ import { Subject, type Observable } from 'rxjs';
 import { ARCHIVED_FORMAT_VERSION } from '../db.js';
 import { ConcurrencyConflictError, ValidationError } from '../errors.js';
 import { faultPoint } from '../faults.js';
-import { archivedEventCount, checkArchivedCount, prepareEvents, rowToEvent, rowToStreamInfo, type EventRow, type PendingAppend, type StreamRow, type PreparedEvent } from '../sqlite-log.js';
+import {
+  archivedEventCount,
+  checkArchivedCount,
+  prepareEvents,
+  rowToEvent,
+  rowToStreamInfo,
+  storedConflict,
+  storedExpectation,
+  storedGroups,
+  storedStreamRow,
+  type EventRow,
+  type NewStreamRow,
+  type PendingAppend,
+  type PreparedEvent,
+  type StoredAppendOptions,
+  type StreamRow,
+} from '../sqlite-log.js';
 import type {
   AppendOptions,
   AppendResult,
@@ -57,6 +73,21 @@ export interface PgEventStoreOptions extends FollowOptions {
   handlers?: ReadonlyArray<InlineHandler>;
   /** Validate payloads against the catalogue before appending (default true). */
   validate?: boolean;
+}
+
+/** An appended event as its row (its JSON as the text SQLite's store writes too). */
+function storedRow(e: StoredEvent): EventRow {
+  return {
+    position: e.position,
+    stream_id: e.streamId,
+    version: e.version,
+    type: e.type,
+    v: e.v,
+    data: JSON.stringify(e.data),
+    meta: JSON.stringify(e.meta),
+    at: e.at,
+    state: e.state === null ? null : JSON.stringify(e.state),
+  };
 }
 
 export class PgEventStore implements EventStore {
@@ -309,7 +340,7 @@ export class PgEventStore implements EventStore {
       tx.head += 1;
       stored.push({ position: tx.head, streamId, version, type: event.type, v: event.v, data: event.data, meta: event.meta, at: event.at, state: event.state });
     }
-    for (let i = 0; i < stored.length; i += INSERT_ROWS) await this.insertEvents(q, stored.slice(i, i + INSERT_ROWS));
+    await this.insertEventRows(q, stored.map(storedRow));
     // After the events' rows: a projection never reads the events table (src/projections), so
     // running them after all the append's rows rather than after each is the same.
     for (const event of stored) await this.applyHandlers(q, event);
@@ -318,22 +349,77 @@ export class PgEventStore implements EventStore {
   }
 
   /**
-   * The compare-and-set on the stream's version (item 4 of the design note): an UPDATE on the
-   * expected version, which PostgreSQL re-checks on the row's newest version after waiting for a
-   * concurrent writer of it; a new stream's row inserted unless one exists. Returns the version
-   * the stream was at.
+   * Writes events another log already stored (`loops store copy`: src/runtime/admin/store-copy.ts),
+   * verbatim — positions, versions, types, schema versions, the JSON as the text it was stored
+   * as, times and states — as this store's own appends would have written them: SQLite's
+   * `SqliteEventLog.appendStored` on PostgreSQL, with the same steps (`storedGroups`,
+   * `storedExpectation`) and the same writes as `append` (the stream's compare-and-set, the event
+   * rows, the inline projections, the archive delete). In the open batch given in `options` (a
+   * savepoint of its transaction), else in a transaction of its own; the log head is locked and
+   * moved to the last position written, and the log format raised when a tombstone is written.
+   * Events that do not continue this log (a position not after its head, a head that is not
+   * `expectedHead`, a version that is not its stream's next) are refused and nothing is written.
+   * Nothing is published on `events$`. Returns the events written (upcast, as reads give them).
+   */
+  async appendStored(rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>, options: StoredAppendOptions = {}): Promise<StoredEvent[]> {
+    const open = this.core.joined(options.batch);
+    if (!open) return this.batch((batch) => this.appendStored(rows, streams, { ...options, batch }));
+    return this.core.batchWrite(open, (tx) => this.storedIn(tx, rows, streams, options.expectedHead));
+  }
+
+  private async storedIn(tx: WriteTx, rows: ReadonlyArray<EventRow>, streams: ReadonlyMap<string, StreamRow>, expectedHead: number | undefined): Promise<StoredEvent[]> {
+    const q = tx.client;
+    const groups = storedGroups(rows, tx.head, expectedHead);
+    if (groups.length === 0) return [];
+    const written: StoredEvent[] = [];
+    for (const group of groups) {
+      const { streamId, tombstone } = group;
+      const { expected, missing } = storedExpectation(group, tombstone ? await this.committedVersion(q, streamId) : 0);
+      const last = group.rows[group.rows.length - 1]!;
+      try {
+        await this.advanceStream(q, streamId, expected, last.version, last.at, () => storedStreamRow(group, streams));
+      } catch (error) {
+        throw storedConflict(group, error);
+      }
+      await this.insertEventRows(q, group.rows);
+      for (const event of group.events) await this.applyHandlers(q, event);
+      if (tombstone) {
+        const { event } = tombstone;
+        await this.deleteArchived(tx, streamId, [{ type: event.type, v: event.v, data: event.data, meta: event.meta, at: event.at, state: event.state }], tombstone.through!, missing);
+      }
+      written.push(...group.events);
+    }
+    tx.head = rows[rows.length - 1]!.position;
+    return written;
+  }
+
+  /**
+   * The compare-and-set on the stream's version for an append (item 4 of the design note; the
+   * statements: `advanceStream`). Returns the version the stream was at.
    */
   private async compareAndSet(q: Queryable, streamId: string, prepared: PreparedEvent[], options: AppendOptions): Promise<number> {
     const expected = options.expectedVersion;
-    const next = expected + prepared.length;
-    const last = prepared[prepared.length - 1]!;
-    let changed: number | null;
-    if (expected === 0) {
+    await this.advanceStream(q, streamId, expected, expected + prepared.length, prepared[prepared.length - 1]!.at, async () => {
       if (!options.kind) {
         const actual = await this.committedVersion(q, streamId);
         if (actual !== 0) throw new ConcurrencyConflictError(streamId, expected, actual);
         throw new ValidationError(`creating stream ${streamId} needs a kind`);
       }
+      return { kind: options.kind, machineId: options.machine?.id ?? null, machineVersion: options.machine?.version ?? null, createdAt: prepared[0]!.at };
+    });
+    return expected;
+  }
+
+  /**
+   * The compare-and-set on a stream's version, shared by `append` and `appendStored` (as SQLite's
+   * `advanceStream`): an UPDATE on the expected version, which PostgreSQL re-checks on the row's
+   * newest version after waiting for a concurrent writer of it; a new stream's row (from
+   * `create()`, asked only then) inserted unless one exists. The stream is moved to `next`.
+   */
+  private async advanceStream(q: Queryable, streamId: string, expected: number, next: number, updatedAt: string, create: () => NewStreamRow | Promise<NewStreamRow>): Promise<void> {
+    let changed: number | null;
+    if (expected === 0) {
+      const row = await create();
       // ON CONFLICT DO NOTHING rather than the unique violation (23505): a second creator waits
       // for the first's commit, then finds its row and inserts nothing — and its transaction is
       // not aborted, so a group's other appends go on without a rollback.
@@ -342,7 +428,7 @@ export class PgEventStore implements EventStore {
           name: 'loops_stream_create',
           text: `INSERT INTO ${this.core.names.streams} (stream_id, kind, version, machine_id, machine_version, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (stream_id) DO NOTHING`,
-          values: [streamId, options.kind, next, options.machine?.id ?? null, options.machine?.version ?? null, prepared[0]!.at, last.at],
+          values: [streamId, row.kind, next, row.machineId, row.machineVersion, row.createdAt, updatedAt],
         })
       ).rowCount;
     } else {
@@ -350,12 +436,11 @@ export class PgEventStore implements EventStore {
         await q.query({
           name: 'loops_stream_bump',
           text: `UPDATE ${this.core.names.streams} SET version = $1, updated_at = $2 WHERE stream_id = $3 AND version = $4`,
-          values: [next, last.at, streamId, expected],
+          values: [next, updatedAt, streamId, expected],
         })
       ).rowCount;
     }
     if (changed !== 1) throw new ConcurrencyConflictError(streamId, expected, await this.committedVersion(q, streamId));
-    return expected;
   }
 
   private async committedVersion(q: Queryable, streamId: string): Promise<number> {
@@ -363,16 +448,23 @@ export class PgEventStore implements EventStore {
     return row?.version ?? 0;
   }
 
-  /** The events' rows; their JSON is the text SQLite's store writes (JSON.stringify), so both hold the same bytes. */
-  private async insertEvents(q: Queryable, events: StoredEvent[]): Promise<void> {
-    const values: unknown[] = [];
-    const rows: string[] = [];
-    for (const e of events) {
-      const n = values.length;
-      rows.push(`($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6}, $${n + 7}, $${n + 8}, $${n + 9})`);
-      values.push(e.position, e.streamId, e.version, e.type, e.v, JSON.stringify(e.data), JSON.stringify(e.meta), e.at, e.state === null ? null : JSON.stringify(e.state));
+  /**
+   * Event rows as stored (the JSON as text): an append's (`storedRow`: the text SQLite's store
+   * writes, JSON.stringify, so both hold the same bytes) or another log's (`appendStored`),
+   * `INSERT_ROWS` per statement.
+   */
+  private async insertEventRows(q: Queryable, rows: ReadonlyArray<EventRow>): Promise<void> {
+    for (let i = 0; i < rows.length; i += INSERT_ROWS) {
+      const part = rows.slice(i, i + INSERT_ROWS);
+      const values: unknown[] = [];
+      const tuples: string[] = [];
+      for (const r of part) {
+        const n = values.length;
+        tuples.push(`($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6}, $${n + 7}, $${n + 8}, $${n + 9})`);
+        values.push(r.position, r.stream_id, r.version, r.type, r.v, r.data, r.meta, r.at, r.state);
+      }
+      await q.query({ name: `loops_events_insert_${part.length}`, text: `INSERT INTO ${this.core.names.events} (${EVENT_COLUMNS}) VALUES ${tuples.join(', ')}`, values });
     }
-    await q.query({ name: `loops_events_insert_${events.length}`, text: `INSERT INTO ${this.core.names.events} (${EVENT_COLUMNS}) VALUES ${rows.join(', ')}`, values });
   }
 
   /** Runs the inline projections for one event (inside the append's transaction). */
@@ -382,11 +474,15 @@ export class PgEventStore implements EventStore {
     }
   }
 
-  /** The history a `stream.archived` tombstone replaces: deleted, and the log's format raised to say so (at the commit, in `log_head`). */
-  private async deleteArchived(tx: WriteTx, streamId: string, prepared: PreparedEvent[], through: number): Promise<void> {
+  /**
+   * The history a `stream.archived` tombstone replaces: deleted, and the log's format raised to say
+   * so (at the commit, in `log_head`). `missing`: how many of those events this log never had
+   * (`appendStored`: its source had deleted them before they were read).
+   */
+  private async deleteArchived(tx: WriteTx, streamId: string, prepared: PreparedEvent[], through: number, missing = 0): Promise<void> {
     const expected = archivedEventCount(streamId, prepared, through);
     const deleted = (await tx.client.query({ name: 'loops_archive_delete', text: `DELETE FROM ${this.core.names.events} WHERE stream_id = $1 AND version <= $2`, values: [streamId, through] })).rowCount ?? 0;
-    checkArchivedCount(streamId, through, deleted, expected);
+    checkArchivedCount(streamId, through, deleted, expected === undefined ? undefined : expected - missing);
     tx.format = Math.max(tx.format, ARCHIVED_FORMAT_VERSION);
   }
 

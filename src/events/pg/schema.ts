@@ -18,7 +18,7 @@
  * The projections' own tables are not migrations: they are created (and rebuilt when a
  * projection's version moves) by projections.ts, under the same advisory lock (`migrateLock`).
  */
-import { FormatVersionError } from '../errors.js';
+import { FormatVersionError, NotFoundError } from '../errors.js';
 import { LOG_FORMAT_VERSION } from '../db.js';
 import type { Checkout, PgConnection } from './connect.js';
 import { SQLITE_FUNCTIONS } from './dialect.js';
@@ -77,7 +77,7 @@ const migrations: ReadonlyArray<string> = [
  * Creates the schema and applies the migrations it lacks, one process at a time (an advisory lock
  * per schema: two daemons starting together do not both migrate). Returns the log head and format.
  */
-export async function migrate(conn: PgConnection, names: Names): Promise<{ head: number; format: number }> {
+export async function migrate(conn: PgConnection, names: Names, options: { create?: boolean } = {}): Promise<{ head: number; format: number }> {
   let out: Checkout;
   try {
     out = await conn.checkout();
@@ -87,6 +87,11 @@ export async function migrate(conn: PgConnection, names: Names): Promise<{ head:
   const { client } = out;
   try {
     const applied = await appliedMigrations(client, names);
+    if (applied === 0 && options.create === false) {
+      throw new NotFoundError(`PostgreSQL at ${conn.where}: schema ${names.schema} holds no loops log`, {
+        hint: 'check the schema name (?schema=… in the URL; default loops) and the database: loops makes a log only in a store it writes to',
+      });
+    }
     if (applied !== migrations.length) {
       await client.query('BEGIN');
       try {
@@ -117,7 +122,7 @@ export async function migrate(conn: PgConnection, names: Names): Promise<{ head:
     return { head: row.position, format: row.format };
   } catch (error) {
     out.release(error);
-    if (error instanceof FormatVersionError) throw error;
+    if (error instanceof FormatVersionError || error instanceof NotFoundError) throw error;
     throw conn.connectError(error, 'create or read loops’ tables');
   }
 }
