@@ -137,6 +137,11 @@ describe.skipIf(!havePg)('loops on a PostgreSQL store (LOOPS_STORE)', () => {
       ['host-plain', 'stopped'],
     ]);
     expect(cli.run(['verify'], onCli).code).toBe(0);
+    // Rebuilt on a fleet: PostgreSQL's tables from its log, and this host's replica.
+    const rebuilt = cli.json(['projections', 'rebuild'], onCli) as { postgres: { events: number; projections: string[] }; replica: { events: number } };
+    expect(rebuilt.postgres.projections).toContain('hosts');
+    expect(rebuilt.replica.events).toBe(rebuilt.postgres.events);
+    expect(cli.json(['projections', 'verify'], onCli)).toMatchObject({ ok: true, postgres: { ok: true }, replica: { ok: true } });
     // A bad label is one clear line, before anything starts.
     const bad = plain.run(['daemon', 'start', '--labels', 'gpu box'], { LOOPS_STORE: store, LOOPS_HOST_ID: 'host-plain' });
     expect(bad.code).toBe(2);

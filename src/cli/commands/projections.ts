@@ -10,24 +10,49 @@ const rebuild: CliCommand = {
   spec: {
     name: 'projections rebuild',
     summary: 'Drop every projection table (loops, loop_runs) and rebuild it from the event log.',
+    description: [
+      "On a PostgreSQL store (docs/scaling.md): PostgreSQL's tables, rebuilt from its log in one",
+      "transaction under the log's head lock (every host's writes wait for it, none is lost), then",
+      "this host's replica from the events it copied; --json: {postgres, replica}.",
+    ].join('\n'),
     positionals: [],
     options: { json: JSON_OPTION },
   },
   async run(_parsed, ctx) {
+    const choice = chooseStore(process.env, ctx.dataDir);
+    if (choice.kind === 'postgres') {
+      const { openPgParts } = await import('../../runtime/pg-store.js');
+      const parts = await openPgParts(ctx.dataDir, choice, { follow: false });
+      try {
+        const postgres = await parts.store.rebuildProjections();
+        const replica = rebuildProjections(parts.db);
+        if (ctx.json) printJson(ctx, { postgres, replica });
+        else {
+          printRebuilt(ctx, postgres, `PostgreSQL ${choice.where} (schema ${choice.schema}): `);
+          printRebuilt(ctx, replica, 'replica on this host: ');
+        }
+        return EXIT.ok;
+      } finally {
+        parts.close();
+        await parts.store.end();
+      }
+    }
     const reader = await openReader(ctx.dataDir);
     try {
       const result = rebuildProjections(reader.db);
       if (ctx.json) printJson(ctx, result);
-      else {
-        const rows = Object.entries(result.rows).map(([t, n]) => `${t}: ${n} row(s)`).join(', ');
-        ctx.out.write(`Rebuilt ${result.projections.join(', ')} from ${result.events} event(s): ${rows}\n`);
-      }
+      else printRebuilt(ctx, result, '');
       return EXIT.ok;
     } finally {
       reader.close();
     }
   },
 };
+
+function printRebuilt(ctx: CliContext, result: { projections: ReadonlyArray<string>; events: number; rows: Record<string, number> }, prefix: string): void {
+  const rows = Object.entries(result.rows).map(([t, n]) => `${t}: ${n} row(s)`).join(', ');
+  ctx.out.write(`${prefix}Rebuilt ${result.projections.join(', ')} from ${result.events} event(s): ${rows}\n`);
+}
 
 const verify: CliCommand = {
   spec: {
