@@ -618,6 +618,11 @@ const eventDefinitions = {
         pid: z.number().int().positive(),
         bootId: z.string().nullable(),
         version: z.string().min(1),
+        /**
+         * On a shared store: the database server's clock less this host's, measured as it started
+         * (positive: the server is ahead). Leases and due times use each writing host's clock.
+         */
+        clockOffsetMs: z.number().int().optional(),
       })
       .strict(),
   },

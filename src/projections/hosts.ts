@@ -12,6 +12,7 @@ const hostIdOf = (event: StoredEvent) => streamKey(event, 'host');
 
 export const hostsProjection = defineProjection({
   name: 'hosts',
+  // v2: clock_offset_ms.
   version: PROJECTION_VERSIONS.hosts,
   ddl: [
     `CREATE TABLE IF NOT EXISTS hosts (
@@ -22,6 +23,8 @@ export const hostsProjection = defineProjection({
       pid         INTEGER NOT NULL,
       boot_id     TEXT,
       version     TEXT NOT NULL,
+      -- The database server's clock less the host's, measured at its daemon's start (shared store only).
+      clock_offset_ms INTEGER,
       -- up: its daemon started and did not record a stop; down: it stopped.
       status      TEXT NOT NULL,
       started_at  TEXT NOT NULL,
@@ -33,17 +36,18 @@ export const hostsProjection = defineProjection({
   on: {
     'host.started': (e) => [
       sql(
-        `INSERT INTO hosts (id, runner_id, labels, pid, boot_id, version, status, started_at, stopped_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, 'up', ?, NULL, ?)
+        `INSERT INTO hosts (id, runner_id, labels, pid, boot_id, version, clock_offset_ms, status, started_at, stopped_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 'up', ?, NULL, ?)
          ON CONFLICT (id) DO UPDATE SET runner_id = excluded.runner_id, labels = excluded.labels, pid = excluded.pid,
-           boot_id = excluded.boot_id, version = excluded.version, status = 'up', started_at = excluded.started_at,
-           stopped_at = NULL, updated_at = excluded.updated_at`,
+           boot_id = excluded.boot_id, version = excluded.version, clock_offset_ms = excluded.clock_offset_ms, status = 'up',
+           started_at = excluded.started_at, stopped_at = NULL, updated_at = excluded.updated_at`,
         hostIdOf(e),
         e.data.runnerId,
         JSON.stringify(e.data.labels),
         e.data.pid,
         e.data.bootId,
         e.data.version,
+        e.data.clockOffsetMs ?? null,
         e.at,
         e.at,
       ),

@@ -16,7 +16,7 @@ export const PROJECTION_VERSIONS = {
   workflow_runs: 7,
   accounts: 1,
   notices: 1,
-  hosts: 1,
+  hosts: 2,
 } as const;
 
 /**

@@ -117,11 +117,14 @@ describe.skipIf(!havePg)('loops on a PostgreSQL store (LOOPS_STORE)', () => {
       const started = gpu.run(['daemon', 'start', '--store', store, '--labels', 'gpu,linux'], { LOOPS_HOST_ID: 'host-gpu' });
       expect(started.code, started.stderr).toBe(0);
       await waitFor(() => (cli.json(['runs', 'train', '--limit', '100'], onCli) as Run[]).filter((r) => r.status === 'succeeded').length >= 3, 30_000, 'three runs of train');
-      const fleet = cli.json(['daemon', 'status', '--fleet'], onCli) as { runners: Array<{ host: string; kind: string; labels: string[] }>; noRunner: unknown[] };
+      const fleet = cli.json(['daemon', 'status', '--fleet'], onCli) as { runners: Array<{ host: string; kind: string; labels: string[]; clockOffsetMs: number | null }>; noRunner: unknown[] };
       expect(fleet.runners.filter((r) => r.kind === 'daemon').map((r) => [r.host, r.labels])).toEqual([
         ['host-gpu', ['gpu', 'linux']],
         ['host-plain', []],
       ]);
+      // Each daemon measured its clock against the server's as it started (one machine here: close).
+      for (const r of fleet.runners.filter((d) => d.kind === 'daemon')) expect(Math.abs(r.clockOffsetMs!)).toBeLessThan(1000);
+      expect(readFileSync(join(gpu.dataDir, 'daemon.log'), 'utf8')).toMatch(/this host's clock is \d+ ms (behind|ahead of) the database server's \(±\d+ ms\)/);
     } finally {
       for (const s of [plain, gpu]) s.run(['daemon', 'stop']);
     }

@@ -1,7 +1,7 @@
 import { existsSync, fstatSync, watch, writeSync } from 'node:fs';
 import { LoopsError } from '../../events/errors.js';
 import { parseLabels } from '../../events/names.js';
-import { Daemon, logFile } from '../../runtime/daemon/daemon.js';
+import { CLOCK_WARN_MS, Daemon, logFile } from '../../runtime/daemon/daemon.js';
 import { cliEntry, daemonLogLines, daemonStatus, startDaemon, stopDaemon, watchInterval } from '../../runtime/daemon/control.js';
 import { formatDuration } from '../../events/durations.js';
 import { DaemonLog, daemonLogMaxBytes } from '../../runtime/daemon/log-file.js';
@@ -233,13 +233,19 @@ async function fleetView(ctx: CliContext): Promise<number> {
         r.labels.length ? r.labels.join(',') : '-',
         r.runnerId,
         ago(r.heartbeatAt),
+        r.clockOffsetMs === null ? '-' : `${r.clockOffsetMs > 0 ? 'behind' : 'ahead'} ${Math.abs(r.clockOffsetMs)}ms`,
         r.runs.length === 0 ? '0' : `${r.runs.length} (${r.runs.slice(0, 3).join(', ')}${r.runs.length > 3 ? ', …' : ''})`,
       ]);
-      const head = ['HOST', 'KIND', 'LABELS', 'RUNNER', 'HEARTBEAT', 'RUNNING'];
+      const head = ['HOST', 'KIND', 'LABELS', 'RUNNER', 'HEARTBEAT', 'CLOCK', 'RUNNING'];
       const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
       const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
       ctx.out.write(`store    ${store}\ndaemons  ${daemons} live; ${fleet.waiting} fired slot(s) waiting for a runner\n\n`);
       ctx.out.write(rows.length ? `${[line(head), ...rows.map(line)].join('\n')}\n` : 'no runner holds a lease now\n');
+      for (const r of fleet.runners) {
+        if (r.clockOffsetMs !== null && Math.abs(r.clockOffsetMs) > CLOCK_WARN_MS) {
+          ctx.out.write(`${paint(ctx.color, 'yellow', 'clock')}    ${r.host}: ${Math.abs(r.clockOffsetMs)} ms ${r.clockOffsetMs > 0 ? 'behind' : 'ahead of'} the database server's when its daemon started: leases and due times use each host's clock; sync it (NTP)\n`);
+        }
+      }
       for (const h of fleet.down) {
         const labels = h.labels.length ? ` (labels ${h.labels.join(',')})` : '';
         ctx.out.write(`${paint(ctx.color, 'yellow', 'down')}     ${h.host}${labels}: ${h.status === 'stopped' ? `stopped ${ago(h.stoppedAt)}` : `its daemon (started ${ago(h.startedAt)}) stopped renewing its lease without recording a stop`}\n`);

@@ -545,6 +545,19 @@ export class PgEventStore implements EventStore {
     return (await this.core.read<{ position: number }>(name, text, []))[0]?.position ?? 0;
   }
 
+  /**
+   * How far this host's clock is from the database server's: the server's clock read in one round
+   * trip, less this host's clock at its midpoint (positive: the server is ahead), with the round
+   * trip's length (the measure is good to half of it). Leases and due times use each writing host's
+   * clock (docs/scaling.md), so a fleet's hosts are compared through the server's.
+   */
+  async clockOffset(nowMs: () => number = Date.now): Promise<{ offsetMs: number; rttMs: number }> {
+    const before = nowMs();
+    const rows = await this.core.read<{ ms: number }>('loops_clock', 'SELECT (extract(epoch from clock_timestamp()) * 1000)::float8 AS ms', []);
+    const after = nowMs();
+    return { offsetMs: Math.round(rows[0]!.ms - (before + after) / 2), rttMs: after - before };
+  }
+
   async streamsWithEvents(after: number, upTo: number, types: readonly string[]): Promise<string[]> {
     const rows = await this.core.read<{ stream: string }>(
       'loops_streams_with_events',

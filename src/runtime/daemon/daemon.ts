@@ -20,7 +20,7 @@ import { pidFile, readPidFile, runningDaemon, type DaemonInfo } from './daemon-i
 import { processRunning } from './recovery.js';
 import { decide, Dispatcher } from './pass.js';
 import { nextQueuedDue } from './run-queue.js';
-import { recordHostStarted, recordHostStopped } from './hosts.js';
+import { measureClock, recordHostStarted, recordHostStopped } from './hosts.js';
 import { type Runtime, useSpawnerHelper } from '../runtime.js';
 import { checkCancelRequests } from '../execution/cancel.js';
 import { faultPoint } from '../../events/faults.js';
@@ -34,6 +34,9 @@ export function daemonLease(runtime: Pick<Runtime, 'fleet'>): string {
   return runtime.fleet ? `daemon:${runtime.fleet.hostId}` : 'daemon';
 }
 export { pidFile, runningDaemon, type DaemonInfo } from './daemon-info.js';
+
+/** A host whose clock is further than this from the database server's is warned about (a fleet's hosts compare through it). */
+export const CLOCK_WARN_MS = 1000;
 
 /** The daemon lease's time-to-live (`DaemonOptions.leaseTtlMs`), renewed every third of it. */
 export const DAEMON_LEASE_TTL_MS = 15_000;
@@ -241,6 +244,9 @@ export class Daemon {
       dataDir: runtime.dataDir,
     };
     const file = pidFile(runtime.dataDir);
+    // On a shared store, this host's clock against the server's: leases and due times use each
+    // writing host's clock, so a host far off is said at once (and recorded with its start).
+    const clock = await measureClock(runtime);
     let wrote = false;
     try {
       const now = runtime.clock.now();
@@ -248,7 +254,7 @@ export class Daemon {
           for (const runner of dead) await runtime.leases.expireHolder(runner, now, batch);
           const lease = await runtime.leases.take(daemonLease(runtime), runtime.runnerId, ttl, now, batch);
           // Who runs on this host now, and the labels it runs pinned loops for: with the lease.
-          await recordHostStarted(runtime, info.version, batch);
+          await recordHostStarted(runtime, info.version, batch, clock?.offsetMs ?? null);
           faultPoint('between-lease-and-pidfile');
           // The pid file is written while the write lock is held, before the lease commits: a
           // daemon killed at any point leaves either no lease, or a lease and a pid file that names
@@ -290,6 +296,10 @@ export class Daemon {
     this.saveState();
     const labels = runtime.labels?.length ? `, labels ${runtime.labels.join(',')}` : '';
     this.log(`daemon started: pid ${process.pid}, data ${runtime.dataDir}, concurrency ${this.options.concurrency ?? 4}${labels}`);
+    if (clock) {
+      const off = `this host's clock is ${Math.abs(clock.offsetMs)} ms ${clock.offsetMs > 0 ? 'behind' : 'ahead of'} the database server's (±${Math.ceil(clock.rttMs / 2)} ms)`;
+      this.log(Math.abs(clock.offsetMs) > CLOCK_WARN_MS ? `warning: ${off}: leases and due times use each host's clock; keep the fleet's clocks in sync (NTP)` : off);
+    }
     // `loops cancel` (and other writers) nudge the daemon with SIGUSR2: look at the log now.
     process.on('SIGUSR2', this.onNudge);
     try {

@@ -25,6 +25,8 @@ export interface FleetRunner {
   labels: string[];
   /** When it last renewed its daemon lease (the lease's expiry less its time-to-live); null for a runner. */
   heartbeatAt: string | null;
+  /** The database server's clock less this host's, measured when its daemon started (null: not measured — SQLite, or a runner). */
+  clockOffsetMs: number | null;
 }
 
 /** A host known to the store whose daemon is not live now. */
@@ -66,7 +68,7 @@ export async function fleetStatus(runtime: Runtime): Promise<FleetStatus> {
   for (const [name, lease] of runs) byHolder.set(lease.holder, [...(byHolder.get(lease.holder) ?? []), name.slice('run:'.length)]);
   const runners: FleetRunner[] = [];
   const hosts = knownHosts(runtime.db);
-  const labelsOf = new Map(hosts.map((h) => [h.runnerId, h.labels]));
+  const byRunner = new Map(hosts.map((h) => [h.runnerId, h]));
   const liveHosts = new Set<string>();
   for (const [name, lease] of daemons) {
     if (name !== 'daemon' && !name.startsWith('daemon:')) continue;
@@ -76,13 +78,14 @@ export async function fleetStatus(runtime: Runtime): Promise<FleetStatus> {
       kind: 'daemon',
       leaseUntil: new Date(lease.expiresAt).toISOString(),
       runs: (byHolder.get(lease.holder) ?? []).sort(),
-      labels: labelsOf.get(lease.holder) ?? [],
+      labels: byRunner.get(lease.holder)?.labels ?? [],
       heartbeatAt: new Date(lease.expiresAt - DAEMON_LEASE_TTL_MS).toISOString(),
+      clockOffsetMs: byRunner.get(lease.holder)?.clockOffsetMs ?? null,
     });
     liveHosts.add(hostOf(lease.holder));
     byHolder.delete(lease.holder);
   }
-  for (const [holder, ids] of byHolder) runners.push({ host: hostOf(holder), runnerId: holder, kind: 'runner', leaseUntil: null, runs: ids.sort(), labels: [], heartbeatAt: null });
+  for (const [holder, ids] of byHolder) runners.push({ host: hostOf(holder), runnerId: holder, kind: 'runner', leaseUntil: null, runs: ids.sort(), labels: [], heartbeatAt: null, clockOffsetMs: null });
   const down: FleetHostDown[] = hosts
     .filter((h) => !liveHosts.has(h.id))
     .map((h) => ({ host: h.id, labels: h.labels, status: h.status === 'down' ? ('stopped' as const) : ('gone' as const), startedAt: h.startedAt, stoppedAt: h.stoppedAt }));

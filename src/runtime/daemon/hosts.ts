@@ -22,10 +22,18 @@ function hostOf(runtime: Pick<Runtime, 'runnerId'>): string {
 }
 
 /** Records that this runtime's daemon started on its host with its labels (in `batch`: the one taking the daemon lease). */
-export async function recordHostStarted(runtime: Runtime, version: string, batch: Batch): Promise<void> {
+export async function recordHostStarted(runtime: Runtime, version: string, batch: Batch, clockOffsetMs: number | null = null): Promise<void> {
   const host = hostOf(runtime);
   const streamId = `host:${host}`;
-  const data = { hostId: host, runnerId: runtime.runnerId, labels: [...(runtime.labels ?? [])], pid: process.pid, bootId: bootId(), version };
+  const data = {
+    hostId: host,
+    runnerId: runtime.runnerId,
+    labels: [...(runtime.labels ?? [])],
+    pid: process.pid,
+    bootId: bootId(),
+    version,
+    ...(clockOffsetMs !== null ? { clockOffsetMs } : {}),
+  };
   let actor: DurableActor;
   try {
     actor = await DurableActor.load(runtime, streamId, {}, currentMachines.host);
@@ -69,4 +77,18 @@ export async function liveRunners(runtime: Runtime, nowMs: number): Promise<Live
 /** Of `runners`, those that may run a loop pinned to `runsOn`. */
 export function eligibleRunners(runners: ReadonlyArray<LiveRunner>, runsOn: ReadonlyArray<string>): LiveRunner[] {
   return runners.filter((r) => runsOnMet(runsOn, r.host, r.labels));
+}
+
+/**
+ * On a shared store, how far this host's clock is from the database server's (`clockOffset` of
+ * the PostgreSQL store behind the runtime's log), or null on SQLite or when it cannot be read.
+ */
+export async function measureClock(runtime: Runtime): Promise<{ offsetMs: number; rttMs: number } | null> {
+  const source = (runtime.log as { source?: { clockOffset?: (now: () => number) => Promise<{ offsetMs: number; rttMs: number }> } }).source;
+  if (!runtime.fleet || typeof source?.clockOffset !== 'function') return null;
+  try {
+    return await source.clockOffset(() => runtime.clock.now());
+  } catch {
+    return null; // the daemon's start finds out for itself if the store is unreachable
+  }
 }

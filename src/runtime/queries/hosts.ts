@@ -14,6 +14,8 @@ export interface HostRecord {
   pid: number;
   bootId: string | null;
   version: string;
+  /** The database server's clock less the host's at its daemon's start (null: not measured, e.g. on SQLite). */
+  clockOffsetMs: number | null;
   /** `up`: its daemon started and recorded no stop (it may have been killed: ask its lease); `down`: it stopped. */
   status: 'up' | 'down';
   startedAt: string;
@@ -27,6 +29,7 @@ interface HostRow {
   pid: number;
   boot_id: string | null;
   version: string;
+  clock_offset_ms: number | null;
   status: 'up' | 'down';
   started_at: string;
   stopped_at: string | null;
@@ -36,7 +39,7 @@ interface HostRow {
 export function knownHosts(db: Db): HostRecord[] {
   return cached<[], HostRow>(db, 'SELECT * FROM hosts ORDER BY id')
     .all()
-    .map((r) => ({ id: r.id, runnerId: r.runner_id, labels: JSON.parse(r.labels) as string[], pid: r.pid, bootId: r.boot_id, version: r.version, status: r.status, startedAt: r.started_at, stoppedAt: r.stopped_at }));
+    .map((r) => ({ id: r.id, runnerId: r.runner_id, labels: JSON.parse(r.labels) as string[], pid: r.pid, bootId: r.boot_id, version: r.version, clockOffsetMs: r.clock_offset_ms, status: r.status, startedAt: r.started_at, stoppedAt: r.stopped_at }));
 }
 
 /** Hosts whose last daemon had the labels `runsOn` names (for telling a user where such work could run). */
