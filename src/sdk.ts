@@ -215,6 +215,8 @@ export interface CreateLoopInput {
    * CLI is found, its account resolves — as `create` does; false is `--no-preflight`.
    */
   preflight?: boolean;
+  /** loops: only runners with every one of these labels run it (`--runs-on`; a host's id is one of its labels). */
+  runsOn?: string[];
 }
 
 /** A loop, in the predecessor's shape (`getLoop` gives loops' own, fuller view). */
@@ -283,6 +285,8 @@ export interface LoopsClientOptions {
   runnerId?: string;
   /** The clock (tests): default the system clock. */
   clock?: Clock;
+  /** This runner's host labels, which loops created with `runsOn` ask for (default `$LOOPS_HOST_LABELS`). */
+  labels?: string[];
 }
 
 
@@ -419,6 +423,7 @@ export class LoopsClient {
       ...(this.options.dataDir !== undefined ? { dataDir: this.options.dataDir } : {}),
       ...(this.options.clock !== undefined ? { clock: this.options.clock } : {}),
       ...(this.options.runnerId !== undefined ? { runnerId: this.options.runnerId } : {}),
+      ...(this.options.labels !== undefined ? { labels: this.options.labels } : {}),
     });
     return this.opened;
   }
@@ -1022,7 +1027,7 @@ export function loops(options: LoopsClientOptions = {}): LoopsClient {
 /** The fields every kind of loop shares, as the runtime takes them. */
 type CommonInput = Pick<
   CreateCommandLoopInput,
-  'name' | 'description' | 'schedule' | 'overlap' | 'catchUp' | 'catchUpLimit' | 'attempts' | 'retryDelay' | 'lease' | 'preflight'
+  'name' | 'description' | 'schedule' | 'overlap' | 'catchUp' | 'catchUpLimit' | 'attempts' | 'retryDelay' | 'lease' | 'preflight' | 'runsOn'
 >;
 
 /** `create`'s common fields → the runtime's (ValidationError on a bad shape). */
@@ -1039,6 +1044,7 @@ function createOptions(input: CreateLoopInput): CommonInput {
     retryDelay: input.retryDelayMs ?? null,
     lease: input.leaseMs ?? null,
     ...(input.preflight !== undefined ? { preflight: input.preflight } : {}),
+    ...(input.runsOn !== undefined ? { runsOn: input.runsOn } : {}),
   };
 }
 

@@ -9,10 +9,10 @@ import { LoopsClient, type LoopsError } from '../../src/sdk.js';
 import { tempDir } from './tmp.js';
 
 /** A client of `<a new temp dir>/data` (or `<root>/data`), closed when the current test finishes. */
-export function sdkClient(options: { prefix?: string; root?: string; runnerId?: string; clock?: Clock } = {}): { client: LoopsClient; dataDir: string; root: string } {
+export function sdkClient(options: { prefix?: string; root?: string; runnerId?: string; clock?: Clock; labels?: string[] } = {}): { client: LoopsClient; dataDir: string; root: string } {
   const root = options.root ?? tempDir(options.prefix ?? 'loops-sdk-');
   const dataDir = join(root, 'data');
-  const c = new LoopsClient({ dataDir, runnerId: options.runnerId ?? 'sdk-test:1:r', ...(options.clock ? { clock: options.clock } : {}) });
+  const c = new LoopsClient({ dataDir, runnerId: options.runnerId ?? 'sdk-test:1:r', ...(options.clock ? { clock: options.clock } : {}), ...(options.labels ? { labels: options.labels } : {}) });
   onTestFinished(() => c.close());
   return { client: c, dataDir, root };
 }

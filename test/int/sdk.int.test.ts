@@ -64,6 +64,16 @@ describe('LoopsClient', () => {
     }
   });
 
+  it('runsOn pins a loop to runners with those labels; a client with them runs it, one without is refused', async () => {
+    const { client: c, root } = client();
+    const loop = await c.create({ name: 'gpu-job', schedule: { type: 'manual' }, target: { type: 'command', command: 'true' }, runsOn: ['gpu'] });
+    expect((await c.getLoop(loop.id)).runsOn).toEqual(['gpu']);
+    expect((await rejection(c.runNow('gpu-job'))).message).toMatch(/^loop gpu-job runs on runners labelled gpu; this host \(sdk-test, no labels\) has not all of them$/);
+    const { client: gpu } = sdkClient({ root, runnerId: 'gpu-box:2:r', labels: ['gpu'] });
+    expect((await gpu.runNow('gpu-job')).status).toBe('succeeded');
+    expect((await rejection(c.create({ name: 'bad', schedule: { type: 'manual' }, target: { type: 'command', command: 'true' }, runsOn: ['a b'] }))).message).toBe('--runs-on: invalid label "a b"');
+  });
+
   it('a command target without cwd records the directory the caller runs in', async () => {
     const { client: c } = client();
     const loop = await c.create({ name: 'here', schedule: { type: 'manual' }, target: { type: 'command', command: 'true' } });
