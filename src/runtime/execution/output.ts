@@ -27,6 +27,10 @@ export const HEAD_BYTES = 64 * 1024;
  *  of the cap: `.1` holds at most cap × (1 + this). */
 export const ROTATE_CHASE = 1 / 16;
 
+/** How many times one read tries a rotation that a process outruns (writes more than the chase
+ *  takes while `.1` is copied) before it truncates all the same (see `OutputFile.drain`). */
+export const ROTATE_PASSES = 3;
+
 export class TailBuffer {
   private chunks: Buffer[] = [];
   private held = 0;
@@ -74,8 +78,10 @@ export class TailBuffer {
  * the process ends. It keeps
  * the tail in memory and, past the cap, rotates like logrotate's `copytruncate`: the last `cap`
  * bytes are copied to `<file>.1` and the file is truncated, and the process goes on appending at
- * its start. Bytes written between the copy and the truncation (microseconds) are lost from the
- * files — never the end, which is what a failed run's reader needs. The cap is checked on every
+ * its start. Bytes written between the rotation's last size check and the truncation
+ * (microseconds) are lost from the files; bytes it read are never truncated before the newest of
+ * them are kept (see `rotate`), so the end, which is what a failed run's reader needs, is kept
+ * however late a starved runner comes to the cap. The cap is checked on every
  * read, so a file can briefly exceed it by what the process writes between two reads; once the
  * run has ended the two files hold at most cap × (2 + `ROTATE_CHASE`). When nothing is following (no
  * live output), a burst larger than the tail is skipped rather than read, so following costs
@@ -159,6 +165,16 @@ export class OutputFile {
   /** Reads everything appended since the last read. */
   drain(): void {
     if (this.closed) return;
+    // A rotation the process outran (see `rotate`) leaves the file as it is: what it wrote is read
+    // on here, and the rotation is done again from the new end (at most `ROTATE_PASSES` in all).
+    for (let pass = 1; ; pass++) {
+      this.readAppended();
+      if (!(this.capBytes > 0 && this.offset > this.capBytes)) return;
+      if (this.rotate(pass >= ROTATE_PASSES)) return;
+    }
+  }
+
+  private readAppended(): void {
     let size = fstatSync(this.readFd).size;
     if (size < this.offset) this.offset = size; // truncated by someone else
     if (size > this.offset && this.onChunk === null && size - this.offset > this.tail.capBytes) {
@@ -179,16 +195,17 @@ export class OutputFile {
       // process writing faster than this loop reads would keep it here and the file growing.
       if (this.offset >= size && !(this.capBytes > 0 && this.offset > this.capBytes)) size = fstatSync(this.readFd).size;
     }
-    if (this.capBytes > 0 && this.offset > this.capBytes) this.rotate();
   }
 
   /**
    * Keeps the last `cap` bytes read so far (and what arrives while they are copied) in `<file>.1`
-   * and empties the file.
+   * and empties the file. Returns false, the file left as it is, when the process outran the chase
+   * and `last` is not set (see below).
    */
-  private rotate(): void {
+  private rotate(last: boolean): boolean {
     if (this.rotatedBytes === 0) this.keepHead();
     const from = Math.max(0, this.offset - this.capBytes);
+    const end = this.offset + Math.max(1, Math.floor(this.capBytes * ROTATE_CHASE));
     const out = openSync(`${this.path}.1`, 'w', 0o600);
     try {
       const buf = Buffer.allocUnsafe(Math.min(1 << 20, this.offset - from));
@@ -203,9 +220,7 @@ export class OutputFile {
       // check and the truncate below are lost (copytruncate's window), not a whole copy's worth.
       // The chase is bounded (`ROTATE_CHASE` of the cap): a process that writes faster than this
       // loop copies would otherwise keep it here and `.1` growing past the cap (seen under load:
-      // 48 MB in the two files of a 16 MiB cap). What it writes past the bound is lost from the
-      // files, like the window, and counted below.
-      const end = this.offset + Math.max(1, Math.floor(this.capBytes * ROTATE_CHASE));
+      // 48 MB in the two files of a 16 MiB cap).
       for (let size = fstatSync(this.readFd).size; size > this.offset && this.offset < end; size = fstatSync(this.readFd).size) {
         const n = readSync(this.readFd, buf, 0, Math.min(buf.length, size - this.offset, end - this.offset), this.offset);
         if (n <= 0) break;
@@ -218,12 +233,26 @@ export class OutputFile {
     } finally {
       closeSync(out);
     }
+    const size = fstatSync(this.readFd).size;
+    // The chase stopped at its bound with bytes still unread: they are the NEWEST the process wrote
+    // — its last lines when it ended during the copy, as it does when the runner, starved of CPU,
+    // meets the cap late — and a truncate now would take the end of the output from the file, from
+    // `.1` and from the tail at once. The invariant restored: a truncate takes no byte newer than
+    // the last one kept (every byte the file held at this last size check is in `.1` and the tail),
+    // so the newest output is always kept, but for the copytruncate window after this check. So
+    // the file is left as it is instead: `drain` reads on (the tail gets the end) and the next
+    // pass rewrites `.1` with the last cap bytes up to the new end. Only a process that outruns
+    // `ROTATE_PASSES` passes in a row — it writes faster than the runner copies, so it is most
+    // likely still writing — has the bytes past the last chase dropped (counted below): that bounds
+    // the file's growth and the work of one read.
+    if (size > this.offset && this.offset >= end && !last) return false;
     // Bytes the chase left behind still count in the run's output size (and the tail's total).
-    const lost = Math.max(0, fstatSync(this.readFd).size - this.offset);
+    const lost = Math.max(0, size - this.offset);
     truncateSync(this.path, 0);
     this.tail.total += lost;
     this.rotatedBytes += this.offset + lost;
     this.offset = 0;
+    return true;
   }
 
   /**
