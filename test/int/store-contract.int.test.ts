@@ -19,12 +19,13 @@ import { buildSync } from 'esbuild';
 import { firstValueFrom, filter, take, toArray, type Observable } from 'rxjs';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { openDatabase, type Db } from '../../src/events/db.js';
-import { ClaimLostError, ConcurrencyConflictError, FormatVersionError, LeaseLostError, LoopsError, ValidationError } from '../../src/events/errors.js';
-import { openPgStore, pgPlaceholders } from '../../src/events/pg/index.js';
+import { ClaimLostError, ConcurrencyConflictError, FormatVersionError, LeaseLostError, LoopsError, ValidationError, uniqueViolation } from '../../src/events/errors.js';
+import { PgEventStore, openPgStore, pgPlaceholders } from '../../src/events/pg/index.js';
 import { SqliteLeaseStore } from '../../src/events/sqlite-leases.js';
 import { SqliteEventLog } from '../../src/events/sqlite-log.js';
 import type { AppendResult, Batch, EventStore, InlineHandler, LeaseStore, NewEvent, StoredEvent } from '../../src/events/types.js';
-import { at, T0 } from '../helpers/events.js';
+import { inlineHandler, projections as projectProjections } from '../../src/projections/registry.js';
+import { at, loopEv, T0 } from '../helpers/events.js';
 import { DEFAULT_PG_URL, PG_URL, adminClient, dropSchemas, lockWaiters, pgLog, pgReachable, testSchemaName, waitForDb } from '../helpers/pg.js';
 import { requirePrerequisite } from '../helpers/prerequisite.js';
 
@@ -50,7 +51,12 @@ interface Log extends Handle {
 interface Backend {
   name: 'sqlite' | 'postgres';
   available: boolean;
-  open(options?: { handlers?: InlineHandler[]; ddl?: string[] }): Promise<Log>;
+  /**
+   * A new log. `projections`: with the project's projections (src/projections), kept as each store
+   * keeps them for a runtime — on SQLite their DDL run and their inline handler first; on
+   * PostgreSQL `openPgStore({ projections })` — before `handlers` and `ddl`.
+   */
+  open(options?: { handlers?: InlineHandler[]; ddl?: string[]; projections?: boolean }): Promise<Log>;
 }
 
 /** Schemas made by this file's run; each is dropped when its test ends, and any left over at the end. */
@@ -62,11 +68,12 @@ afterAll(async () => {
 const sqlite: Backend = {
   name: 'sqlite',
   available: true,
-  async open({ handlers = [], ddl = [] } = {}) {
+  async open({ handlers: own = [], ddl = [], projections = false } = {}) {
     const dir = mkdtempSync(join(tmpdir(), 'loops-contract-'));
     const file = join(dir, 'loops.db');
     const db = openDatabase(file);
-    for (const sql of ddl) db.exec(sql);
+    const handlers = projections ? [inlineHandler(), ...own] : own;
+    for (const sql of [...(projections ? projectProjections.flatMap((p) => p.ddl) : []), ...ddl]) db.exec(sql);
     const dbs: Db[] = [db];
     const logs: SqliteEventLog[] = [new SqliteEventLog(db, { handlers })];
     onTestFinished(async () => {
@@ -97,8 +104,8 @@ const sqlite: Backend = {
 const postgres: Backend = {
   name: 'postgres',
   available: havePg,
-  async open({ handlers = [], ddl = [] } = {}) {
-    const log = pgLog(schemas, { handlers });
+  async open({ handlers = [], ddl = [], projections = false } = {}) {
+    const log = pgLog(schemas, { handlers, ...(projections ? { projections: projectProjections } : {}) });
     const first = await log.open();
     const admin = await adminClient();
     onTestFinished(() => admin.end());
@@ -253,6 +260,46 @@ describe.each([sqlite, postgres])('store contract: $name', (backend) => {
       }
     });
 
+    it('another handle whose expected version of an existing stream is stale conflicts, and reads what the first wrote', async () => {
+      const log = await backend.open();
+      const other = await log.another();
+      await log.events.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
+      await log.events.append('loop:a', [paused('mine')], { expectedVersion: 1 });
+      const caught = await other.events.append('loop:a', [paused('theirs')], { expectedVersion: 1 }).catch((e: unknown) => e);
+      expect(caught).toBeInstanceOf(ConcurrencyConflictError);
+      expect(caught).toMatchObject({ streamId: 'loop:a', expectedVersion: 1, actualVersion: 2 });
+      expect(reasons(await other.events.readStream('loop:a'))).toEqual(['1', 'mine']);
+      expect(await other.events.headPosition()).toBe(2);
+    });
+
+    it('two writers of an existing stream, on two handles at once, with the same expected version: exactly one wins; the other conflicts and says so; the stream has the winner\'s event only', async () => {
+      const log = await backend.open();
+      const other = await log.another();
+      await log.events.append('loop:race', [paused('seed')], { expectedVersion: 0, kind: 'loop' });
+      for (let round = 0; round < 5; round++) {
+        const version = (await log.events.streamInfo('loop:race'))!.version;
+        const write = (handle: Handle, label: string) => handle.events.append('loop:race', [{ ...paused(label), meta: { runnerId: label } }], { expectedVersion: version });
+        const [a, b] = await Promise.allSettled([write(log, `a${round}`), write(other, `b${round}`)]);
+        const { ok, errors } = tally([a, b]);
+        expect(ok).toHaveLength(1);
+        expect(ok[0]).toMatchObject({ version: version + 1 });
+        expect(errors).toHaveLength(1);
+        expect(errors[0]).toBeInstanceOf(ConcurrencyConflictError);
+        expect(errors[0]).toMatchObject({
+          code: 'conflict',
+          retryable: true,
+          expectedVersion: version,
+          actualVersion: version + 1,
+          message: `stream loop:race is at version ${version + 1}, expected ${version}: another writer appended first`,
+        });
+        const winner = a.status === 'fulfilled' ? `a${round}` : `b${round}`;
+        const stream = await other.events.readStream('loop:race');
+        expect(stream.map((e) => e.version)).toEqual(Array.from({ length: version + 1 }, (_, i) => i + 1));
+        expect(stream.at(-1)).toMatchObject({ meta: { runnerId: winner }, data: { reason: winner } });
+      }
+      expect(await log.events.headPosition()).toBe(6);
+    });
+
     it('group commit: appends of one turn take positions in call order; a failed one undoes only itself; one on top of a failed one fails too', async () => {
       const log = await backend.open();
       await log.events.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop' });
@@ -332,6 +379,30 @@ describe.each([sqlite, postgres])('store contract: $name', (backend) => {
       await fenced('B', 2, now + 1999, 'run:b', 1, true);
       expect(await log.leases.get('run:1')).toBeNull();
       expect((await log.events.streamInfo('run:b'))?.version).toBe(2);
+    });
+
+    it('a guard that does not hold aborts the append before anything is written; one that holds takes its lease in the same transaction; the same take again is a new token, which expectToken refuses', async () => {
+      const log = await backend.open();
+      await expect(
+        log.events.append('loop:a', [paused('x')], { expectedVersion: 0, kind: 'loop', guards: [{ kind: 'lease-held', name: 'loop:a', holder: 'me', token: 1 }] }),
+      ).rejects.toThrow(/lease loop:a is no longer held by me \(token 1\)/);
+      expect(await log.events.headPosition()).toBe(0);
+      expect(await log.events.streamInfo('loop:a')).toBeUndefined();
+      expect(await log.leases.get('loop:a')).toBeNull();
+      const result = await log.events.append('loop:a', [paused('x')], {
+        expectedVersion: 0,
+        kind: 'loop',
+        nowMs: T0,
+        guards: [{ kind: 'take-lease', name: 'loop:a', holder: 'me', ttlMs: 1000, expectToken: 1 }],
+      });
+      expect(result.leases).toEqual({ 'loop:a': { name: 'loop:a', holder: 'me', token: 1, expiresAt: T0 + 1000 } });
+      // The same holder taking it again would get token 2: expecting the first, the append is refused.
+      await expect(
+        log.events.append('loop:a', [paused('y')], { expectedVersion: 1, nowMs: T0, guards: [{ kind: 'take-lease', name: 'loop:a', holder: 'me', ttlMs: 1000, expectToken: 1 }] }),
+      ).rejects.toThrow(/loop:a was started by another runner/);
+      expect(await log.leases.get('loop:a')).toEqual({ holder: 'me', token: 1, expiresAt: T0 + 1000 });
+      expect(reasons(await log.events.readStream('loop:a'))).toEqual(['x']);
+      expect(await log.events.headPosition()).toBe(1);
     });
 
     it('take-lease with release: the token is taken and given back in the same transaction', async () => {
@@ -476,6 +547,94 @@ describe.each([sqlite, postgres])('store contract: $name', (backend) => {
       expect(reasons(await log.events.readAll())).toEqual(['in 1', 'in 2', 'out']);
     });
 
+    it('an append without the batch handle, made while a batch is open, waits for the batch\'s commit: unsettled and unseen inside it, then written and published after the batch\'s events', async () => {
+      const log = await backend.open();
+      const seen: Array<[string, number]> = [];
+      const sub = log.events.events$.subscribe((e) => seen.push([e.streamId, e.position]));
+      let outside!: Promise<AppendResult>;
+      let outsideSettled = false;
+      await log.events.batch(async (batch) => {
+        await log.events.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop', batch });
+        outside = log.events.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop' });
+        void outside.finally(() => (outsideSettled = true));
+        // The outside append's turn ends (its group would commit now, were no batch open).
+        await new Promise((resolve) => setImmediate(resolve));
+        await log.events.append('loop:a', [paused('a2')], { expectedVersion: 1, batch });
+        // It has not run, not even into this transaction (which reads made now would see).
+        expect(outsideSettled).toBe(false);
+        expect(await log.events.readStream('loop:b')).toEqual([]);
+        expect(await log.events.headPosition()).toBe(2);
+        expect(seen).toEqual([]);
+      });
+      expect(await outside).toMatchObject({ streamId: 'loop:b', version: 1, position: 3 });
+      sub.unsubscribe();
+      expect(seen).toEqual([
+        ['loop:a', 1],
+        ['loop:a', 2],
+        ['loop:b', 3],
+      ]);
+    });
+
+    it('an append without the batch handle, made while a batch is open, is not rolled back with the batch', async () => {
+      const log = await backend.open();
+      const seen: string[] = [];
+      const sub = log.events.events$.subscribe((e) => seen.push(e.streamId));
+      let outside!: Promise<AppendResult>;
+      await expect(
+        log.events.batch(async (batch) => {
+          await log.events.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop', batch });
+          outside = log.events.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop' });
+          throw new Error('boom');
+        }),
+      ).rejects.toThrow('boom');
+      expect(await outside).toMatchObject({ streamId: 'loop:b', version: 1, position: 1 });
+      sub.unsubscribe();
+      expect(seen).toEqual(['loop:b']);
+      expect(await log.events.readStream('loop:a')).toEqual([]);
+      expect(reasons(await log.events.readStream('loop:b'))).toEqual(['b1']);
+      expect(await log.events.headPosition()).toBe(1);
+    });
+
+    it('two batches started together take turns: both commit, neither inside the other', async () => {
+      const log = await backend.open();
+      const order: string[] = [];
+      const run = (name: string) =>
+        log.events.batch(async (batch) => {
+          order.push(`${name} begins`);
+          await log.events.append(`loop:${name}`, [paused(`${name}1`)], { expectedVersion: 0, kind: 'loop', batch });
+          await new Promise<void>((resolve) => setImmediate(resolve)); // the other batch gets every chance to start
+          await log.events.append(`loop:${name}`, [paused(`${name}2`)], { expectedVersion: 1, batch });
+          order.push(`${name} ends`);
+          return name;
+        });
+      expect(await Promise.all([run('a'), run('b')])).toEqual(['a', 'b']);
+      expect(order).toEqual(['a begins', 'a ends', 'b begins', 'b ends']);
+      expect((await log.events.readAll()).map((e) => [e.streamId, e.position])).toEqual([
+        ['loop:a', 1],
+        ['loop:a', 2],
+        ['loop:b', 3],
+        ['loop:b', 4],
+      ]);
+    });
+
+    it('another handle\'s append, made while a batch that has written is open, waits for its commit and comes after it', async () => {
+      const log = await backend.open();
+      const other = await log.another();
+      let outside!: Promise<AppendResult>;
+      await log.events.batch(async (batch) => {
+        await log.events.append('loop:a', [paused('a1')], { expectedVersion: 0, kind: 'loop', batch });
+        outside = other.events.append('loop:b', [paused('b1')], { expectedVersion: 0, kind: 'loop' });
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        await log.events.append('loop:a', [paused('a2')], { expectedVersion: 1, batch });
+      });
+      expect(await outside).toMatchObject({ streamId: 'loop:b', position: 3 });
+      expect((await other.events.readAll()).map((e) => [e.streamId, e.position])).toEqual([
+        ['loop:a', 1],
+        ['loop:a', 2],
+        ['loop:b', 3],
+      ]);
+    });
+
     it('lease writes inside a batch share its commit', async () => {
       const log = await backend.open();
       await log.events.batch(async (batch) => {
@@ -543,6 +702,144 @@ describe.each([sqlite, postgres])('store contract: $name', (backend) => {
       fail = false;
       expect(await log.events.append('loop:a', [paused('three')], { expectedVersion: 2 })).toMatchObject({ version: 3, position: 3 });
       sub.unsubscribe();
+    });
+
+    it('a projection constraint violation (a duplicate live loop name: loops_live_name) rolls back the whole append — not in the log, the head not moved, nothing published — alone, in a group commit, in a batch', async () => {
+      const log = await backend.open({ projections: true });
+      const seen: StoredEvent[] = [];
+      const sub = log.events.events$.subscribe((e) => seen.push(e));
+      const create = (loopId: string, name: string, batch?: Batch) =>
+        log.events.append(`loop:${loopId}`, [{ ...loopEv.created({ loopId, name }), state: 'active' }], { expectedVersion: 0, kind: 'loop', batch });
+      const loops = () => log.rows<{ id: string; live_name: string | null; status: string }>('SELECT id, live_name, status FROM loops ORDER BY id');
+
+      await create('loop_1', 'backup');
+      expect(await loops()).toEqual([{ id: 'loop_1', live_name: 'backup', status: 'active' }]);
+
+      // Alone. The database's own error is passed on as it is (neither store wraps a projection's
+      // error), so its text is each database's; both are the violation of the live_name index as
+      // loops' commands recognise it (`uniqueViolation`: `loops create` then says the name is taken).
+      const alone = await create('loop_2', 'backup').catch((e: unknown) => e);
+      expect(uniqueViolation(alone)).toMatch(/live_name/);
+      expect((alone as Error).message).toBe(backend.name === 'sqlite' ? 'UNIQUE constraint failed: loops.live_name' : 'duplicate key value violates unique constraint "loops_live_name"');
+      expect(await log.events.headPosition()).toBe(1);
+      expect(await log.events.streamInfo('loop:loop_2')).toBeUndefined();
+      expect(await log.events.readStream('loop:loop_2')).toEqual([]);
+      expect(seen.map((e) => e.position)).toEqual([1]);
+
+      // In a group commit (one turn's appends): the duplicate undoes only itself.
+      const [first, duplicate, pause] = await Promise.allSettled([
+        create('loop_3', 'other'),
+        create('loop_4', 'other'),
+        log.events.append('loop:loop_1', [{ ...loopEv.paused('p'), state: 'paused' }], { expectedVersion: 1 }),
+      ]);
+      expect(first).toMatchObject({ status: 'fulfilled', value: { position: 2 } });
+      expect(duplicate.status).toBe('rejected');
+      expect(uniqueViolation((duplicate as PromiseRejectedResult).reason)).toMatch(/live_name/);
+      expect(pause).toMatchObject({ status: 'fulfilled', value: { position: 3 } });
+      expect(await log.events.streamInfo('loop:loop_4')).toBeUndefined();
+
+      // In a batch: the duplicate rejects alone, and the batch commits the rest.
+      const positions = await log.events.batch(async (batch) => {
+        const created = await create('loop_5', 'third', batch);
+        expect(uniqueViolation(await create('loop_6', 'third', batch).catch((e: unknown) => e))).toMatch(/live_name/);
+        expect(uniqueViolation(await create('loop_7', 'backup', batch).catch((e: unknown) => e))).toMatch(/live_name/);
+        const paused3 = await log.events.append('loop:loop_3', [{ ...loopEv.paused('q'), state: 'paused' }], { expectedVersion: 1, batch });
+        return [created.position, paused3.position];
+      });
+      expect(positions).toEqual([4, 5]);
+      sub.unsubscribe();
+
+      expect(seen.map((e) => [e.streamId, e.position])).toEqual([
+        ['loop:loop_1', 1],
+        ['loop:loop_3', 2],
+        ['loop:loop_1', 3],
+        ['loop:loop_5', 4],
+        ['loop:loop_3', 5],
+      ]);
+      expect(await log.events.readAll()).toEqual(seen);
+      expect(await log.events.headPosition()).toBe(5);
+      for (const id of ['loop_2', 'loop_4', 'loop_6', 'loop_7']) expect(await log.events.streamInfo(`loop:${id}`)).toBeUndefined();
+      expect(await loops()).toEqual([
+        { id: 'loop_1', live_name: 'backup', status: 'paused' },
+        { id: 'loop_3', live_name: 'other', status: 'paused' },
+        { id: 'loop_5', live_name: 'third', status: 'active' },
+      ]);
+      // The positions the failed appends held are used again.
+      expect(await create('loop_8', 'fourth')).toMatchObject({ version: 1, position: 6 });
+    });
+
+    it('events$ publishes an event only after its commit: another handle on the same log already reads it — alone, in a group commit, in a batch', async () => {
+      const log = await backend.open();
+      const other = await log.another();
+      const published: StoredEvent[] = [];
+      const readByOther: Array<Promise<StoredEvent | undefined>> = [];
+      const sub = log.events.events$.subscribe((e) => {
+        published.push(e);
+        // Asked in the subscriber itself: SQLite's read runs here and now, on the other connection;
+        // PostgreSQL's statement is sent now, on the other store's pool.
+        readByOther.push(other.events.readAll({ fromPosition: e.position - 1, limit: 1 }).then((rows) => rows[0]));
+      });
+      await log.events.append('loop:a', [paused('1'), paused('2')], { expectedVersion: 0, kind: 'loop' });
+      await Promise.all(['b', 'c'].map((s) => log.events.append(`loop:${s}`, [paused(s)], { expectedVersion: 0, kind: 'loop' })));
+      await log.events.batch(async (batch) => {
+        await log.events.append('loop:a', [paused('3')], { expectedVersion: 2, batch });
+        await log.events.append('loop:d', [paused('d')], { expectedVersion: 0, kind: 'loop', batch });
+      });
+      sub.unsubscribe();
+      expect(published.map((e) => e.position)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(await Promise.all(readByOther)).toEqual(published);
+    });
+
+    it('events$ publishes nothing for a failed append, and completes when the store is closed', async () => {
+      const log = await backend.open();
+      const seen: number[] = [];
+      let completed = false;
+      const complete = new Promise<void>((resolve) =>
+        log.events.events$.subscribe({
+          next: (e) => seen.push(e.position),
+          complete: () => {
+            completed = true;
+            resolve();
+          },
+        }),
+      );
+      await log.events.append('loop:a', [paused('1')], { expectedVersion: 0, kind: 'loop' });
+      await expect(log.events.append('loop:a', [paused('2')], { expectedVersion: 0 })).rejects.toThrow(ConcurrencyConflictError);
+      expect(seen).toEqual([1]);
+      // An append still in flight (its group not yet committed) when the store is closed.
+      const inFlight = log.events.append('loop:b', [paused('b')], { expectedVersion: 0, kind: 'loop' });
+      log.events.close();
+      if (backend.name === 'sqlite') {
+        // SqliteEventLog.close() completes events$ and does nothing else, at once: the database
+        // handle is its caller's and stays open, so the append in flight still commits at the end
+        // of its turn — unpublished, events$ being complete.
+        expect(completed).toBe(true);
+        expect(await inFlight).toMatchObject({ position: 2 });
+        expect(seen).toEqual([1]);
+      } else {
+        // PgEventStore.close() starts end() (its connections are its own): the appends in flight
+        // settle first — committed and published — then following stops, the pool closes, and
+        // events$ completes.
+        expect(completed).toBe(false);
+        await complete;
+        expect(await inFlight).toMatchObject({ position: 2 });
+        expect(seen).toEqual([1, 2]);
+      }
+      await complete;
+      // A subscriber that comes later is completed at once.
+      expect(await firstValueFrom(log.events.events$, { defaultValue: null })).toBeNull();
+      const other = await log.another();
+      expect((await other.events.readAll()).map((e) => [e.streamId, e.position])).toEqual([
+        ['loop:a', 1],
+        ['loop:b', 2],
+      ]);
+      if (other.events instanceof PgEventStore) {
+        // PostgreSQL's awaited end(): resolved once events$ has completed.
+        let ended = false;
+        other.events.events$.subscribe({ complete: () => (ended = true) });
+        await other.events.end();
+        expect(ended).toBe(true);
+      }
     });
 
     it('archiving: the tombstone replaces the history it names, and no position is reused', async () => {
