@@ -839,6 +839,12 @@ describe.each([sqlite, postgres])('store contract: $name', (backend) => {
         other.events.events$.subscribe({ complete: () => (ended = true) });
         await other.events.end();
         expect(ended).toBe(true);
+        // Used after end(): an append, a batch and a read each say the store is closed (not that
+        // the server cannot be reached).
+        const closed = /^the PostgreSQL store \(.*\) is closed$/;
+        await expect(other.events.append('loop:c', [paused('c')], { expectedVersion: 0, kind: 'loop' })).rejects.toThrow(closed);
+        await expect(other.events.batch(async () => undefined)).rejects.toThrow(closed);
+        await expect(other.events.headPosition()).rejects.toThrow(closed);
       }
     });
 

@@ -82,7 +82,8 @@ export class PgConnection {
     try {
       client = await this.pool.connect();
     } catch (error) {
-      throw this.connectError(error);
+      // A pool this store ended is the store closed (as a read says it), not a server to reach.
+      throw this.closedError(error) ?? this.connectError(error);
     }
     let broken: unknown = null;
     const onError = (error: unknown) => {
@@ -178,10 +179,13 @@ export class PgConnection {
             hint: 'check that the server is running; retry in a moment',
           });
     }
-    if (/Cannot use a pool after calling end/.test((error as Error).message ?? '')) {
-      return new LoopsError('internal', `the PostgreSQL store (${this.where}, schema ${this.schema}) is closed`, { cause: error, hint: 'open it again' });
-    }
-    return error;
+    return this.closedError(error) ?? error;
+  }
+
+  /** The error of using this store after `end()`, said as such (null for any other error). */
+  private closedError(error: unknown): LoopsError | null {
+    if (!/Cannot use a pool after calling end/.test((error as Error | null)?.message ?? '')) return null;
+    return new LoopsError('internal', `the PostgreSQL store (${this.where}, schema ${this.schema}) is closed`, { cause: error, hint: 'open it again' });
   }
 }
 
