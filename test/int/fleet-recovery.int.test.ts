@@ -51,4 +51,56 @@ describe.skipIf(!havePg)('recovery on a shared store: liveness is judged only on
       here.close();
     }
   });
+
+  it('a stopped runner that holds its host\'s daemon lease itself (paused) has its run taken over once the run lease expired', async () => {
+    const schema = testSchemaName();
+    schemas.push(schema);
+    const store = chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` });
+    const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
+    const root = tempDir();
+    const dead = `far-away-host:${process.pid}:old`;
+    const other = await openRuntime({ dataDir: join(root, 'a'), clock, runnerId: dead, store });
+    const loop = await createCommandLoop(other, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
+    const runId = await strandRun(other, loop, { pid: process.pid, startTime: processStartTime(process.pid) });
+    // The dead runner was that host's daemon: its daemon lease, still live, is its own.
+    await other.leases.take('daemon:far-away-host', dead, 60_000, clock.now());
+    other.close();
+    const here = await openRuntime({ dataDir: join(root, 'b'), clock, runnerId: `${hostId()}:222:recoverer`, store });
+    try {
+      clock.advance(30_001);
+      // The stopped runner holds its host's daemon lease (paused, say): nobody there will recover
+      // its run sooner than another host, which takes it over once its run lease expired.
+      expect((await recoverRuns(here)).abandoned).toEqual([runId]);
+    } finally {
+      here.close();
+    }
+  });
+
+  it("a run of a host whose daemon was restarted is that daemon's to recover, not another host's", async () => {
+    const schema = testSchemaName();
+    schemas.push(schema);
+    const store = chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` });
+    const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
+    const root = tempDir();
+    const other = await openRuntime({ dataDir: join(root, 'a'), clock, runnerId: `far-away-host:${process.pid}:old`, store });
+    const loop = await createCommandLoop(other, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
+    const runId = await strandRun(other, loop, { pid: process.pid, startTime: processStartTime(process.pid) });
+    other.close();
+    clock.advance(30_001);
+    // That host's daemon came back (a new runner): as Daemon.start does, its lease taken.
+    const back = await openRuntime({ dataDir: join(root, 'a'), clock, runnerId: 'far-away-host:999:new', store });
+    await back.leases.take('daemon:far-away-host', back.runnerId, 15_000, clock.now());
+    back.close();
+    const here = await openRuntime({ dataDir: join(root, 'b'), clock, runnerId: `${hostId()}:222:recoverer`, store });
+    try {
+      const report = await recoverRuns(here);
+      expect(report).toMatchObject({ abandoned: [], exited: [], orphaned: [] });
+      expect((await here.log.readStream(`run:${runId}`)).at(-1)!.type).not.toBe('run.abandoned');
+      // Once that daemon is gone too (its lease expired), another host takes the run over.
+      clock.advance(15_001);
+      expect((await recoverRuns(here)).abandoned).toEqual([runId]);
+    } finally {
+      here.close();
+    }
+  });
 });

@@ -85,9 +85,12 @@ async function staleRuns(runtime: Runtime, nowMs: number, skip: (runId: string) 
 export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000, skip: (runId: string) => boolean = () => false): Promise<RecoveryReport> {
   const now = runtime.clock.now();
   const report: RecoveryReport = { abandoned: [], exited: [], retried: [], orphaned: [], workflows: [], unconfirmed: [], elsewhere: [] };
-  for (const runId of await staleRuns(runtime, now, skip)) {
+  const stale = await staleRuns(runtime, now, skip);
+  // On a shared store: each host's live daemon (`daemon:<host>` → its runner), read once.
+  const daemons = runtime.fleet && stale.length > 0 ? await runtime.leases.live('daemon:', now) : null;
+  for (const runId of stale) {
     try {
-      await recoverRun(runtime, runId, leaseTtlMs, report);
+      await recoverRun(runtime, runId, leaseTtlMs, report, daemons);
     } catch (error) {
       // Another runner (another host of a fleet) took the run over, or recorded its end, between
       // the read that found it stale and this runner's write: it is theirs now.
@@ -99,7 +102,7 @@ export async function recoverRuns(runtime: Runtime, leaseTtlMs = 30_000, skip: (
 }
 
 /** Recovers one stale run (see `recoverRuns`), adding what became of it to `report`. */
-async function recoverRun(runtime: Runtime, runId: string, leaseTtlMs: number, report: RecoveryReport): Promise<void> {
+async function recoverRun(runtime: Runtime, runId: string, leaseTtlMs: number, report: RecoveryReport, daemons: ReadonlyMap<string, { holder: string }> | null): Promise<void> {
   {
     const actor = await DurableActor.load(runtime, `run:${runId}`, {}, currentMachines.run);
     if (actor.snapshot.status === 'done') return;
@@ -113,6 +116,12 @@ async function recoverRun(runtime: Runtime, runId: string, leaseTtlMs: number, r
     // host has. (A SQLite data directory is one machine's: its runners all ran here.)
     const ranOn = runtime.fleet && context.runnerId !== null ? runnerHost(context.runnerId) : null;
     const elsewhere = ranOn !== null && ranOn !== hostId() ? `it ran on host ${ranOn}, and only that host can check its process` : null;
+    // That host's daemon is alive and is not the runner that stopped (a daemon restarted after a
+    // kill, which expired its predecessor's leases as it started; or one alive beside a `run-now`
+    // that died): the run is that daemon's to recover, with its process checked — read from its
+    // exit-status file or adopted — not abandoned from here with its end unknown (and run again).
+    const hostDaemon = elsewhere !== null ? daemons?.get(`daemon:${ranOn}`) : undefined;
+    if (hostDaemon !== undefined && hostDaemon.holder !== context.runnerId) return;
     // A recorded process is adopted only when its identity is confirmed. A live pid that cannot be
     // told from another process's (no start time recorded, another boot) is left alone — never
     // adopted, never signalled — and the run is recorded from its status file or abandoned.
