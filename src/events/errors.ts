@@ -177,6 +177,7 @@ export function isConnectionLoss(error: unknown): boolean {
     code === '57P01' || // admin_shutdown (pg_terminate_backend)
     code === '57P02' ||
     code === '57P03' ||
+    code === '25P03' || // idle_in_transaction_session_timeout: the session ended, its transaction rolled back
     ['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT'].includes(code) ||
     /Connection terminated|connection is closed|Client has encountered a connection error/i.test(e.message ?? '')
   );

@@ -31,6 +31,15 @@ export interface PgConnectOptions {
   connectTimeoutMs?: number;
   /** `application_name` of the connections, as `pg_stat_activity` shows them (default `loops`). */
   applicationName?: string;
+  /**
+   * How long a connection may sit idle inside an open transaction before the server ends it
+   * (default `IDLE_IN_TRANSACTION_MS`). Every writing transaction holds the log's head row until it
+   * commits: a writer frozen inside one (SIGSTOP, a VM paused, a partition) would stall every
+   * host's writes for as long as it is frozen. Ended, its transaction is rolled back and the head
+   * freed; the writer, when it runs again, finds its connection lost and retries — fenced like any
+   * late writer (found by npm run fleet's pause).
+   */
+  idleInTransactionMs?: number;
 }
 
 /** Something that runs a query: the pool (a statement in its own transaction) or one connection. */
@@ -49,6 +58,14 @@ const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,47}$/;
 const INT8_OID = 20;
 
 /** The pool of one store, the LISTEN connection's settings, and how to name the server in messages. */
+/**
+ * How long a session may sit idle inside an open transaction before the server ends it. Far longer
+ * than any transaction of loops waits between its statements (they are computed in between, not
+ * waited on), far shorter than the leases (15–30 s) that a frozen writer would otherwise outlive
+ * while holding the fleet's writes.
+ */
+export const IDLE_IN_TRANSACTION_MS = 10_000;
+
 export class PgConnection {
   readonly pool: Pool;
   readonly schema: string;
@@ -214,9 +231,11 @@ function clientConfig(options: PgConnectOptions): { config: ClientConfig; where:
   url.searchParams.delete('options');
   const lockTimeoutMs = options.lockTimeoutMs ?? 5000;
   if (!Number.isInteger(lockTimeoutMs) || lockTimeoutMs < 0) throw new ValidationError(`lockTimeoutMs must be a whole number of milliseconds, not ${lockTimeoutMs}`);
+  const idleMs = options.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS;
+  if (!Number.isInteger(idleMs) || idleMs < 0) throw new ValidationError(`idleInTransactionMs must be a whole number of milliseconds, not ${idleMs}`);
   const config: ClientConfig = {
     connectionString: url.toString(),
-    options: `-c search_path=${options.schema} -c lock_timeout=${lockTimeoutMs}${own ? ` ${own}` : ''}`,
+    options: `-c search_path=${options.schema} -c lock_timeout=${lockTimeoutMs} -c idle_in_transaction_session_timeout=${idleMs}${own ? ` ${own}` : ''}`,
     application_name: options.applicationName ?? 'loops',
     connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
     // BIGINT (positions, versions, tokens, times) as JS numbers: exact up to 2^53, which a log
