@@ -11,8 +11,25 @@
 // reports runs per host and per minute, the kills and restarts done, and how soon each host wrote
 // again after each PostgreSQL restart (its first event, and its log's "no longer degraded").
 //
+// Two faults of issue 15 more, each on a daemon chosen while it holds running runs:
+//  - a pause: the daemon's node process SIGSTOPped (its children — the spawner helper, the runs'
+//    processes — go on, as in a GC pause or a partition) for longer than the run lease of the
+//    `ttl-3s` loop and than the daemon lease (15 s), then SIGCONT. Checked: no run of it taken
+//    over while its lease was live (the leases are read from PostgreSQL during the pause), those
+//    whose lease expired taken over by another host (abandoned, the reason naming the runner and
+//    its host) and retried, none of its late appends accepted (no event of a taken-over run by the
+//    paused runner after the takeover), and the daemon working again after SIGCONT (its daemon
+//    lease its own again, passes, claims). A stop that lands inside a PostgreSQL transaction is
+//    undone at once and tried again (--pause-anywhere: kept), and reported: the stopped daemon
+//    would hold the log head's row lock, and every host's appends would wait for the pause;
+//  - a takeover kill: the daemon kill -9ed and left down longer than the run lease (--takeover-down):
+//    how long, from the kill, until another host ended each of its runs, and until the retry started.
+// And, over the whole log: once a run was taken over, the runner it was taken from never appended
+// to it again.
+//
 //   node bench/fleet.mjs [--quick] [--minutes 10 | --seconds N] [--daemons 3] [--concurrency 8]
 //                        [--kill-every S] [--down S] [--pg-restarts N] [--pg-down S]
+//                        [--pause S] [--takeovers N] [--takeover-down S] [--pause-anywhere]
 //                        [--url postgres://…] [--json] [--keep]
 //   npm run fleet [-- <flags>]
 //   LOOPS_BENCH_CLI=path/to/main.js node bench/fleet.mjs …   (the daemons from another build)
@@ -24,8 +41,11 @@
 // in it, dropped at the end unless --keep; no restarts then). The server programs are found on
 // PATH, with `pg_config --bindir`, in /usr/lib/postgresql/<version>/bin, or in $LOOPS_PG_BINDIR.
 //
-// --quick: a 60 s window, a kill -9 every 20 s, one PostgreSQL restart (the CI version,
-// test/e2e/fleet.e2e.test.ts). The long form kills every 45 s and restarts PostgreSQL every 2 min.
+// --quick: a 60 s window, a pause of 18 s at 3 s, a kill -9 (back in 2 s) at 25 s, one PostgreSQL
+// restart at 38 s and a takeover kill (down 8 s) at 50 s (the CI version,
+// test/e2e/fleet.e2e.test.ts). The long form pauses once, kills every 45 s, restarts PostgreSQL
+// every 2 min and makes a takeover kill (down 40 s: past the 30 s lease of the other loops too)
+// every 3 min. No two faults overlap.
 //
 // Exit 0 when every check holds; 1 otherwise (why is printed); 2 for bad flags or a machine that
 // cannot run it (no PostgreSQL server programs, no setpriv as root).
@@ -46,8 +66,9 @@ const DAEMON_BIN = process.env.LOOPS_BENCH_CLI ? resolve(process.env.LOOPS_BENCH
 // ── flags ────────────────────────────────────────────────────────────────────────────────────
 const USAGE = `usage: node bench/fleet.mjs [--quick] [--minutes N | --seconds N] [--daemons N] [--concurrency N]
                           [--kill-every S] [--down S] [--pg-restarts N] [--pg-down S]
+                          [--pause S] [--takeovers N] [--takeover-down S] [--pause-anywhere]
                           [--url postgres://…] [--json] [--keep]
-  --quick          60 s window, a kill -9 every 20 s, one PostgreSQL restart (the CI version)
+  --quick          60 s window, a pause, a kill -9, one PostgreSQL restart, a takeover kill (the CI version)
   --minutes N      the window (default 10); --seconds N likewise
   --daemons N      daemons ("hosts" h1…hN), default 3
   --concurrency N  each daemon's --concurrency (default 8)
@@ -55,6 +76,14 @@ const USAGE = `usage: node bench/fleet.mjs [--quick] [--minutes N | --seconds N]
   --down S         how long a killed daemon stays down before it is started again (default 2)
   --pg-restarts N  PostgreSQL restarts, spread over the window (default 1 per 2 minutes, at least 1)
   --pg-down S      how long PostgreSQL stays stopped at each restart (default 3)
+  --pause S        SIGSTOP a daemon's node process for S seconds once, then SIGCONT (default 18: past
+                   the daemon lease, 15 s; 0: no pause)
+  --takeovers N    kill -9 a daemon and leave it down for --takeover-down, N times (default 1 per
+                   3 minutes, at least 1; 0: none)
+  --takeover-down S  how long such a daemon stays down (default 40, --quick 8; at least 5)
+  --pause-anywhere even inside a PostgreSQL transaction (by default such a stop is undone at once and
+                   tried again: the stopped daemon would hold the log head's lock, stopping every
+                   host's writes for the whole pause — reported either way, a failure with this flag)
   --url URL        use this PostgreSQL server (a new schema in it) instead of a private cluster; no restarts
   --json           the report as JSON on stdout (the table goes to stderr)
   --keep           keep the cluster's and the data directories (and the schema with --url)`;
@@ -65,13 +94,15 @@ function usage(message) {
 }
 
 const argv = process.argv.slice(2);
-checkOptions(argv, { flags: ['--quick', '--json', '--keep'], valued: ['--minutes', '--seconds', '--daemons', '--concurrency', '--kill-every', '--down', '--pg-restarts', '--pg-down', '--url'] }, USAGE);
+checkOptions(argv, { flags: ['--quick', '--json', '--keep', '--pause-anywhere'], valued: ['--minutes', '--seconds', '--daemons', '--concurrency', '--kill-every', '--down', '--pg-restarts', '--pg-down', '--pause', '--takeovers', '--takeover-down', '--url'] }, USAGE);
 
 function parseFlags(args) {
-  const flags = { quick: false, json: false, keep: false, url: null, daemons: 3, concurrency: 8, down: 2, pgDown: 3 };
+  const flags = { quick: false, json: false, keep: false, pauseAnywhere: false, url: null, daemons: 3, concurrency: 8, down: 2, pgDown: 3, pause: 18 };
   let seconds = null;
   let killEvery = null;
   let pgRestarts = null;
+  let takeovers = null;
+  let takeoverDown = null;
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     const number = (min, max = Infinity) => {
@@ -83,6 +114,7 @@ function parseFlags(args) {
     if (a === '--quick') flags.quick = true;
     else if (a === '--json') flags.json = true;
     else if (a === '--keep') flags.keep = true;
+    else if (a === '--pause-anywhere') flags.pauseAnywhere = true;
     else if (a === '--minutes') seconds = number(0.5) * 60;
     else if (a === '--seconds') seconds = number(30);
     else if (a === '--daemons') flags.daemons = Math.floor(number(1, 9));
@@ -91,6 +123,9 @@ function parseFlags(args) {
     else if (a === '--down') flags.down = number(0, 60);
     else if (a === '--pg-restarts') pgRestarts = Math.floor(number(0));
     else if (a === '--pg-down') flags.pgDown = number(0, 60);
+    else if (a === '--pause') flags.pause = number(0, 300);
+    else if (a === '--takeovers') takeovers = Math.floor(number(0));
+    else if (a === '--takeover-down') takeoverDown = number(5, 600);
     else if (a === '--url') {
       flags.url = args[++i];
       if (!/^postgres(ql)?:\/\//i.test(flags.url)) usage(`--url: ${JSON.stringify(flags.url)} is not a postgres:// URL`);
@@ -101,6 +136,14 @@ function parseFlags(args) {
   if (flags.killEvery > 0 && flags.killEvery < flags.down + 5) usage(`--kill-every ${flags.killEvery} leaves a killed daemon no time back up (--down ${flags.down})`);
   if (flags.url && pgRestarts) usage('--pg-restarts: with --url the server is not the bench’s to restart');
   flags.pgRestarts = flags.url ? 0 : (pgRestarts ?? (flags.quick ? 1 : Math.max(1, Math.floor(flags.seconds / 120))));
+  flags.takeovers = takeovers ?? (flags.quick ? 1 : Math.max(1, Math.floor(flags.seconds / 180)));
+  flags.takeoverDown = takeoverDown ?? (flags.quick ? 8 : 40);
+  if (flags.daemons < 2) {
+    // Nobody to take the runs over: asked for, that is a mistake; by default, not done.
+    if ((args.includes('--pause') && flags.pause > 0) || (takeovers ?? 0) > 0) usage('--pause and --takeovers need another daemon to take the runs over (--daemons 2 or more)');
+    flags.pause = 0;
+    flags.takeovers = 0;
+  }
   return flags;
 }
 
@@ -274,6 +317,12 @@ class DaemonProc {
     this.expected = false;
     this.starts = 0;
     this.exited = null; // a promise for the current child's exit
+    /** SIGSTOPped now (the pause): not killed, not watched for stalls. */
+    this.paused = false;
+    /** When it was last SIGCONTed (ms): the stall watch leaves it a few seconds to pass again. */
+    this.resumedAt = null;
+    /** Killed by a takeover kill and not started again yet. */
+    this.down = false;
   }
 
   /** The current start's record (starts[]), for the stall watch. */
@@ -403,6 +452,7 @@ for (const d of daemons) d.start('start');
 // Every run first appends "<LOOPS_IDEMPOTENCY_KEY> <LOOPS_RUN_ID>" to executions.log: a key there
 // twice is a (loop, slot, attempt) whose command ran twice, whatever the log says.
 const MARK = `echo "$LOOPS_IDEMPOTENCY_KEY $LOOPS_RUN_ID" >> ${execLog}`;
+const SHORT_LEASE_LOOP = 'ttl-3s';
 const LOOP_DEFS = [
   ...[0, 1, 2, 3].map((k) => ({ name: `tick-${k + 1}`, everyMs: 1000, phaseMs: k * 250, cmd: MARK, args: [] })),
   // Fails its first attempt, succeeds its second (LOOPS_ATTEMPT counts a slot's attempts).
@@ -413,6 +463,10 @@ const LOOP_DEFS = [
   { name: 'overlap-skip', everyMs: 2000, phaseMs: 600, cmd: `${MARK}; exec sleep 3`, args: ['--overlap', 'skip'] },
   { name: 'overlap-buffer-one', everyMs: 2000, phaseMs: 700, cmd: `${MARK}; exec sleep 3`, args: ['--overlap', 'buffer-one'] },
   { name: 'overlap-cancel-other', everyMs: 2000, phaseMs: 850, cmd: `${MARK}; exec sleep 5`, args: ['--overlap', 'cancel-other', '--kill-grace', '1s'] },
+  // Runs of 5 s, one a second (overlap allow: ~5 going at once, on every host), under the shortest
+  // lease (3 s, renewed every second), with a second attempt: the runs the pause and the takeover
+  // kills find going, and that another host takes over 3 s after their runner stopped.
+  { name: SHORT_LEASE_LOOP, everyMs: 1000, phaseMs: 150, cmd: `${MARK}; exec sleep 5`, args: ['--overlap', 'allow', '--lease', '3s', '--attempts', '2', '--retry-delay', '1s'] },
 ];
 const windowMs = flags.seconds * 1000;
 // The window starts once every loop is defined (a create is ~1 s on a busy machine); a loop defined
@@ -433,18 +487,57 @@ if (setupOverrunMs > 0) progress(`defining the loops ran ${setupOverrunMs} ms in
 const dueTotal = LOOP_DEFS.reduce((n, d) => n + d.due, 0);
 progress(`${LOOP_DEFS.length} loops defined; window ${flags.seconds} s from ${iso(t0)}, ${dueTotal} slots due`);
 
-// ── the faults: kill -9 a daemon, restart PostgreSQL ────────────────────────────────────────
-/** When (ms after t0) PostgreSQL is stopped: spread evenly over the window. */
-const pgPlan = Array.from({ length: flags.pgRestarts }, (_, i) => Math.round((windowMs * (i + 1)) / (flags.pgRestarts + 1)));
-/** When a daemon is killed: every --kill-every, none within 8 s of a PostgreSQL restart, none in the last 10 s. */
+// ── the faults: kill -9 a daemon, restart PostgreSQL, pause a daemon, takeover kills ────────
+// No two overlap (each is judged on its own): PostgreSQL's restarts are placed first (spread evenly;
+// --quick: at 64% of the window), with 8 s on either side; then the pause (at 5%, 8% in the long
+// form) and its 4 s aftermath, the takeover kills (--quick: at 5/6; else at 60% of each of their
+// shares of the window) and theirs, then a kill -9 every --kill-every; each moved later past what
+// it would overlap, and dropped when that leaves the window (a kill: its last 10 s).
+const busy = [];
+/** The first instant ≥ `at` at which [t, t + length) overlaps nothing placed, or null past `latest`. */
+function place(at, length, latest) {
+  let t = Math.max(0, Math.round(at));
+  for (let moved = true; moved; ) {
+    moved = false;
+    for (const [from, to] of busy) {
+      if (t < to && t + length > from) {
+        t = to;
+        moved = true;
+      }
+    }
+  }
+  if (t > latest) return null;
+  busy.push([t, t + length]);
+  return t;
+}
+const PG_GUARD = 8000;
+/** When (ms after t0) PostgreSQL is stopped. */
+const pgPlan = Array.from({ length: flags.pgRestarts }, (_, i) => Math.round(flags.quick && flags.pgRestarts === 1 ? windowMs * 0.64 : (windowMs * (i + 1)) / (flags.pgRestarts + 1)));
+for (const at of pgPlan) busy.push([at - PG_GUARD, at + flags.pgDown * 1000 + PG_GUARD]);
+/** When the pause starts (one, or none). */
+const pausePlan = [];
+if (flags.pause > 0) {
+  const at = place(Math.max(3000, windowMs * (flags.quick ? 0.05 : 0.08)), (flags.pause + 4) * 1000, windowMs - (flags.pause + 4) * 1000);
+  if (at !== null) pausePlan.push(at);
+}
+/** When a daemon is killed and left down for --takeover-down. */
+const takeoverPlan = [];
+for (let i = 0; i < flags.takeovers; i++) {
+  const want = flags.quick && flags.takeovers === 1 ? (windowMs * 5) / 6 : (windowMs * (i + 0.6)) / flags.takeovers;
+  const at = place(want, (flags.takeoverDown + 4) * 1000, windowMs - (flags.takeoverDown + 2) * 1000);
+  if (at !== null) takeoverPlan.push(at);
+}
+/** When a daemon is killed (and started again --down later): every --kill-every, none in the last 10 s. */
 const killPlan = [];
 if (flags.killEvery > 0) {
-  const guard = 8000;
   for (let t = (flags.killEvery * 1000) / 2; t < windowMs - 10_000 - flags.down * 1000; t += flags.killEvery * 1000) {
-    let at = t;
-    for (const r of pgPlan) if (at > r - guard - flags.down * 1000 && at < r + flags.pgDown * 1000 + guard) at = r + flags.pgDown * 1000 + guard;
-    if (at < windowMs - 10_000 - flags.down * 1000 && !killPlan.some((k) => Math.abs(k - at) < 3000)) killPlan.push(at);
+    const at = place(t, (flags.down + 3) * 1000, windowMs - 10_000 - flags.down * 1000);
+    if (at !== null) killPlan.push(at);
   }
+}
+if (pausePlan.length < (flags.pause > 0 ? 1 : 0) || takeoverPlan.length < flags.takeovers) {
+  const left = [pausePlan.length < (flags.pause > 0 ? 1 : 0) ? 'the pause' : null, takeoverPlan.length < flags.takeovers ? `${flags.takeovers - takeoverPlan.length} takeover kill(s)` : null].filter(Boolean);
+  progress(`the window leaves no room for ${left.join(' and ')}: not done (a longer --seconds makes room)`);
 }
 
 async function restartPg(n) {
@@ -468,7 +561,8 @@ async function killOne() {
   let d = null;
   for (let i = 0; i < daemons.length && d === null; i++) {
     const candidate = daemons[killTurn++ % daemons.length];
-    if (candidate.alive) d = candidate;
+    // (Not one SIGCONTed moments ago: what it does after the pause is the pause's to judge.)
+    if (candidate.alive && !candidate.paused && !(candidate.resumedAt !== null && Date.now() - candidate.resumedAt < 10_000)) d = candidate;
   }
   if (d === null) return;
   const k = { host: d.host, at: iso(Date.now()), pid: null, restartedAt: null, newPid: null };
@@ -481,9 +575,189 @@ async function killOne() {
   k.restartedAt = iso(Date.now());
 }
 
+/** The pause and the takeover kills, as they were done (checked after the window). */
+const pauses = [];
+const takeoverKills = [];
+
+/** This daemon's runner id: the holder of its daemon lease (`daemon:<host>`), when it is this process's. */
+async function runnerIdOf(d) {
+  const [row] = await query(`SELECT holder FROM ${Q('leases')} WHERE name = $1`, [`daemon:${d.host}`]);
+  return row && row.holder.startsWith(`${d.host}:${d.child.pid}:`) ? row.holder : null;
+}
+
+/**
+ * Of `candidates`, the daemon holding the most running runs, once one holds a run of the
+ * short-lease loop (waits up to `waitMs` for that; then the one holding most). With its runner id.
+ */
+async function pickHolder(candidates, waitMs = 5000) {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const counted = [];
+    for (const d of candidates) {
+      if (!d.alive || d.paused) continue;
+      const runnerId = await runnerIdOf(d).catch(() => null);
+      if (!runnerId) continue;
+      const [n] = await query(
+        `SELECT count(*)::int AS going, count(*) FILTER (WHERE loop_name = $2)::int AS short FROM ${Q('loop_runs')} WHERE runner_id = $1 AND status = 'running'`,
+        [runnerId, SHORT_LEASE_LOOP],
+      );
+      counted.push({ d, runnerId, going: n.going, short: n.short });
+    }
+    counted.sort((a, b) => b.short - a.short || b.going - a.going);
+    if (counted.length > 0 && (counted[0].short > 0 || Date.now() >= deadline)) return counted[0];
+    if (Date.now() >= deadline) return null;
+    await sleep(200);
+  }
+}
+
+/**
+ * The leases `runnerId` holds, read until `untilMs` every 250 ms: each one's latest expiry seen (a
+ * renewal sent just before the process stopped may still commit), when each was first seen
+ * expired, and when it was gone (taken over, or released). `extra(now)` runs each round.
+ */
+async function watchLeases(runnerId, untilMs, extra = async () => {}) {
+  const seen = new Map();
+  while (Date.now() < untilMs) {
+    const now = Date.now();
+    try {
+      // (BIGINT comes back as a string from this bench's own connections.)
+      const rows = (await query(`SELECT name, holder, token, expires_at FROM ${Q('leases')} WHERE holder = $1 OR name = ANY($2)`, [runnerId, [...seen.keys()]])).map((r) => ({ ...r, token: Number(r.token), expires_at: Number(r.expires_at) }));
+      const byName = new Map(rows.map((r) => [r.name, r]));
+      for (const r of rows) {
+        if (r.holder !== runnerId) continue;
+        const l = seen.get(r.name) ?? { name: r.name, token: r.token, expiresAt: r.expires_at, expiredSeenAt: null, goneAt: null };
+        l.expiresAt = Math.max(l.expiresAt, r.expires_at);
+        if (r.expires_at <= now) l.expiredSeenAt ??= now;
+        seen.set(r.name, l);
+      }
+      for (const l of seen.values()) {
+        const r = byName.get(l.name);
+        if (!r || r.holder !== runnerId || r.token !== l.token) l.goneAt ??= now;
+      }
+      await extra(now);
+    } catch {
+      // PostgreSQL busy or restarting: the next round
+    }
+    await sleep(Math.max(0, Math.min(250, untilMs - Date.now())));
+  }
+  return [...seen.values()];
+}
+
+/**
+ * The pause: the node process of the daemon holding the most runs is SIGSTOPped (its children are
+ * not: a GC pause or a partition stops the daemon, not the processes it started) for --pause
+ * seconds, then SIGCONTed. Meanwhile its leases are read (when each expired, when another took it)
+ * and PostgreSQL's sessions idle inside a transaction for 2 s or more (a session of the stopped
+ * process, holding the log head's lock, would stop every host's writes).
+ */
+async function pauseOne(n) {
+  const picked = await pickHolder(daemons).catch(() => null);
+  if (!picked) {
+    pauses.push({ n, error: 'no daemon to pause (none alive with its daemon lease)' });
+    return;
+  }
+  const { d, runnerId } = picked;
+  const p = { n, host: d.host, pid: d.child.pid, runnerId, seconds: flags.pause, at: null, resumedAt: null, runningAtPause: picked.going, shortAtPause: picked.short, leases: [], stuckTransactions: [], insideTransaction: [], error: null };
+  pauses.push(p);
+  d.paused = true;
+  // Stopped inside a transaction, the daemon would hold the log head's row lock for the whole pause
+  // and every host's appends would wait for it (PostgreSQL ends no idle transaction by itself:
+  // idle_in_transaction_session_timeout is 0). Unless --pause-anywhere, such a stop is undone at
+  // once (SIGCONT: it was stopped for a second) and tried again a moment later; each is reported.
+  for (let attempt = 1; ; attempt++) {
+    appendFileSync(d.logFile, `--- fleet: SIGSTOP ${p.pid} (runner ${runnerId}) at ${iso(Date.now())}\n`);
+    process.kill(p.pid, 'SIGSTOP');
+    p.at = Date.now();
+    if (flags.pauseAnywhere || attempt > 10) break;
+    let inside = null;
+    for (const wait of [300, 700]) {
+      await sleep(wait);
+      const rows = await query(
+        `SELECT pid, (extract(epoch FROM now() - state_change) * 1000)::int AS idle_ms, left(query, 120) AS query FROM pg_stat_activity
+         WHERE application_name LIKE 'loops%' AND state LIKE 'idle in transaction%' AND state_change < now() - interval '250 milliseconds'`,
+      ).catch(() => []);
+      if (rows.length > 0) {
+        inside = rows[0];
+        break;
+      }
+    }
+    if (inside === null) break;
+    process.kill(p.pid, 'SIGCONT');
+    appendFileSync(d.logFile, `--- fleet: SIGCONT ${p.pid} at ${iso(Date.now())}: it was stopped inside a transaction; stopped again in a moment\n`);
+    p.insideTransaction.push({ at: iso(p.at), session: inside.pid, query: inside.query });
+    progress(`SIGSTOP daemon ${d.host}: stopped inside a transaction (session ${inside.pid}: ${inside.query}): SIGCONT, and again in a moment`);
+    await sleep(500 + Math.random() * 1000);
+  }
+  const stuck = new Map();
+  try {
+    progress(`SIGSTOP daemon ${d.host} (pid ${p.pid}, holding ${picked.going} running run(s), ${picked.short} of ${SHORT_LEASE_LOOP}); SIGCONT in ${flags.pause} s`);
+    p.leases = await watchLeases(runnerId, p.at + flags.pause * 1000, async (now) => {
+      // Still stopped? (`T` in /proc/<pid>/stat: a SIGCONT from elsewhere would show here.)
+      const state = /^\d+ \(.*\) (\S)/.exec(safeRead(`/proc/${p.pid}/stat`))?.[1] ?? null;
+      if (state !== null && state !== 'T' && state !== 't') p.runningDuringPause ??= { at: iso(now), afterMs: now - p.at, state };
+      const rows = await query(
+        `SELECT pid, application_name, (extract(epoch FROM now() - state_change) * 1000)::int AS idle_ms, left(query, 120) AS query FROM pg_stat_activity
+         WHERE application_name LIKE 'loops%' AND state LIKE 'idle in transaction%' AND state_change < now() - interval '2 seconds'`,
+      );
+      const waiting = rows.length ? (await query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE 'loops%' AND wait_event_type = 'Lock'`))[0].n : 0;
+      for (const r of rows) {
+        const s = stuck.get(r.pid) ?? { pid: r.pid, application: r.application_name, idleMs: 0, query: r.query, sessionsWaitingOnLocks: 0 };
+        s.idleMs = Math.max(s.idleMs, r.idle_ms);
+        s.sessionsWaitingOnLocks = Math.max(s.sessionsWaitingOnLocks, waiting);
+        stuck.set(r.pid, s);
+      }
+    });
+  } finally {
+    // Whatever failed meanwhile, the daemon is not left stopped. (The instant read before the
+    // signal: the daemon, on another core, may write within the millisecond after it.)
+    p.resumedAt = Date.now();
+    try {
+      process.kill(p.pid, 'SIGCONT');
+    } catch {
+      // gone
+    }
+    d.paused = false;
+    d.resumedAt = p.resumedAt;
+  }
+  p.stuckTransactions = [...stuck.values()];
+  appendFileSync(d.logFile, `--- fleet: SIGCONT ${p.pid} at ${iso(p.resumedAt)}\n`);
+  const taken = p.leases.filter((l) => l.name.startsWith('run:') && l.goneAt !== null).length;
+  progress(`SIGCONT daemon ${d.host} after ${((p.resumedAt - p.at) / 1000).toFixed(1)} s; ${taken} of its ${p.leases.filter((l) => l.name.startsWith('run:')).length} run lease(s) gone meanwhile${p.stuckTransactions.length ? `; ${p.stuckTransactions.length} session(s) idle in a transaction meanwhile` : ''}`);
+  // Its daemon lease, a few seconds on: its own again (the same token: nobody else takes daemon:<host>)?
+  await sleep(4000);
+  const [lease] = await query(`SELECT holder, token, expires_at FROM ${Q('leases')} WHERE name = $1`, [`daemon:${d.host}`]).catch(() => []);
+  p.daemonLeaseAfter = lease ? { holder: lease.holder, token: Number(lease.token), expiresAt: iso(Number(lease.expires_at)), checkedAt: iso(Date.now()) } : null;
+}
+
+/**
+ * A takeover kill: the daemon holding the most runs kill -9ed and left down for --takeover-down
+ * seconds (its runs' processes go on), its leases read meanwhile; then started again.
+ */
+async function takeoverKill(n) {
+  const picked = await pickHolder(daemons).catch(() => null);
+  if (!picked) {
+    takeoverKills.push({ n, error: 'no daemon to kill (none alive with its daemon lease)' });
+    return;
+  }
+  const { d, runnerId } = picked;
+  const k = { n, host: d.host, pid: d.child.pid, runnerId, down: flags.takeoverDown, at: null, restartedAt: null, newPid: null, runningAtKill: picked.going, shortAtKill: picked.short, leases: [], error: null };
+  takeoverKills.push(k);
+  d.down = true;
+  k.pid = await d.kill9();
+  k.at = Date.now();
+  progress(`kill -9 daemon ${d.host} (pid ${k.pid}, holding ${picked.going} running run(s), ${picked.short} of ${SHORT_LEASE_LOOP}); down ${flags.takeoverDown} s`);
+  k.leases = await watchLeases(runnerId, k.at + flags.takeoverDown * 1000);
+  d.down = false;
+  if (stopping) return;
+  if (!d.alive) k.newPid = d.start('restart after a takeover kill').pid;
+  k.restartedAt = Date.now();
+}
+
 const actions = [
   ...pgPlan.map((at, i) => ({ at: t0 + at, run: () => restartPg(i + 1) })),
   ...killPlan.map((at) => ({ at: t0 + at, run: () => killOne() })),
+  ...pausePlan.map((at, i) => ({ at: t0 + at, run: () => pauseOne(i + 1) })),
+  ...takeoverPlan.map((at, i) => ({ at: t0 + at, run: () => takeoverKill(i + 1) })),
 ];
 const running = actions.map((a) =>
   sleep(Math.max(0, a.at - Date.now()))
@@ -503,6 +777,8 @@ const stallWatch = setInterval(() => {
   for (const d of daemons) {
     const start = d.current;
     if (!d.alive || !start || now - Date.parse(start.at) < STALL_MS || stalls.some((x) => x.pid === start.pid)) continue;
+    // SIGSTOPped (the pause), or SIGCONTed moments ago: its first pass is on its way.
+    if (d.paused || (d.resumedAt !== null && now - d.resumedAt < 10_000)) continue;
     const state = d.state();
     const last = state?.lastPassAt ? Date.parse(state.lastPassAt) : null;
     if (last !== null && now - last < STALL_MS && last >= Date.parse(start.at)) continue;
@@ -535,9 +811,13 @@ clearInterval(stallWatch);
 
 // ── the drain, then the graceful stop ───────────────────────────────────────────────────────
 // The loops expired at the window's end; what is queued (a retry, a buffered slot) or going ends.
+// Up to 90 s (--quick), 180 s otherwise: a takeover kill past the 30 s lease leaves a backlog of
+// overlap-cancel-other's slots (each waits while the dead runner's run holds its lease: one every
+// 2 s), which runs one after another, 5 s each, once the loop has expired.
+const DRAIN_MS = flags.quick ? 90_000 : 180_000;
 const drainStart = Date.now();
 let pending = null;
-while (Date.now() - drainStart < 90_000) {
+while (Date.now() - drainStart < DRAIN_MS) {
   try {
     const [row] = await query(
       `SELECT (SELECT count(*) FROM ${Q('run_queue')})::int AS queued, (SELECT count(*) FROM ${Q('loop_runs')} WHERE status <> ALL($1))::int AS going`,
@@ -707,6 +987,8 @@ for (const x of stalls) failed.push(`daemon ${x.host} (pid ${x.pid}, started ${x
 const neverReady = starts.filter((s) => s.readyMs === null && !unexpectedExits.some((e) => e.pid === s.pid));
 for (const s of neverReady) failed.push(`daemon ${s.host} (pid ${s.pid}, ${s.why} at ${s.at}) never said "daemon started"`);
 if (kills.length < killPlan.length) failed.push(`${kills.length} of ${killPlan.length} planned kills done`);
+if (pauses.length < pausePlan.length) failed.push(`${pauses.length} of ${pausePlan.length} planned pauses done`);
+if (takeoverKills.length < takeoverPlan.length) failed.push(`${takeoverKills.length} of ${takeoverPlan.length} planned takeover kills done`);
 if (pgRestarts.filter((r) => !r.error).length < pgPlan.length) failed.push(`${pgRestarts.filter((r) => !r.error).length} of ${pgPlan.length} PostgreSQL restarts done`);
 
 // 7. What the window exercised: retries that then succeeded, and each overlap policy.
@@ -732,8 +1014,219 @@ const exercised = {
 for (const [what, n] of Object.entries(exercised)) if (n === 0) failed.push(`the window exercised no ${what}`);
 if (runRows.length === 0) failed.push('no run at all');
 
-// ── figures ──────────────────────────────────────────────────────────────────────────────────
 const hostOf = (runner) => (runner ?? '').split(':')[0];
+
+// 8. Fencing, over the whole log. A run's events written by the runner holding it — its claim, its
+// process's start and end, an adoption, an abandonment; not cancel requests, which anyone appends —
+// name that runner (meta.runnerId) and, when fenced, its lease token (meta.leaseToken). Once another
+// runner wrote one (it took the lease over: a new token), the runner it was taken from must never
+// append to that run again, and no fenced append may carry a token older than one already used.
+const OWNER_TYPES = new Set(['run.claimed', 'process.spawn_requested', 'process.spawned', 'process.spawn_failed', 'process.exited', 'process.adopted', 'run.abandoned', 'run.agent_reported', 'run.workflow_started', 'run.workflow_ended']);
+const eventsByRun = new Map();
+for (const e of await query(
+  `SELECT stream_id, version, position, type, at, meta::jsonb->>'runnerId' AS runner, meta::jsonb->>'leaseToken' AS token, data FROM ${Q('events')} WHERE stream_id LIKE 'run:%' ORDER BY stream_id, version`,
+)) {
+  const id = e.stream_id.slice(4);
+  if (!eventsByRun.has(id)) eventsByRun.set(id, []);
+  eventsByRun.get(id).push(e);
+}
+const lateAppends = [];
+/** Every takeover in the log: the first event of a run's new holder. */
+const runTakeovers = [];
+for (const [runId, events] of eventsByRun) {
+  let owner = null;
+  let maxToken = 0;
+  const superseded = new Set();
+  for (const e of events) {
+    if (!OWNER_TYPES.has(e.type)) continue;
+    if (superseded.has(e.runner)) lateAppends.push(`run ${runId}: ${e.type} (position ${e.position}, ${e.at}) appended by runner ${e.runner} after the run was taken over from it`);
+    if (e.token !== null) {
+      if (Number(e.token) < maxToken) lateAppends.push(`run ${runId}: ${e.type} (position ${e.position}) fenced by token ${e.token} after token ${maxToken} was used`);
+      maxToken = Math.max(maxToken, Number(e.token));
+    }
+    if (owner !== null && e.runner !== owner) {
+      superseded.add(owner);
+      runTakeovers.push({ runId, from: owner, by: e.runner, type: e.type, at: Date.parse(e.at), position: Number(e.position), reason: e.type === 'run.abandoned' ? JSON.parse(e.data).reason : null });
+    }
+    owner = e.runner;
+  }
+}
+if (lateAppends.length > 0) failed.push(`${lateAppends.length} append(s) by a runner after its run was taken over, or under an older token (fencing)`);
+
+// 9 and 10. The pause and the takeover kills: what became of each run whose lease the stopped
+// runner held (read from PostgreSQL while it was stopped or down).
+const runByKey = new Map(runRows.map((r) => [`${r.loop_id}|${r.slot}|${Number(r.attempt)}`, r]));
+const executedRuns = new Set(executions.map((e) => e.runId));
+const leaseTtlOf = (runId) => {
+  const claimed = (eventsByRun.get(runId) ?? []).find((e) => e.type === 'run.claimed');
+  return claimed ? (JSON.parse(claimed.data).policies?.leaseMs ?? 30_000) : null;
+};
+function fatesOf(stop) {
+  return stop.leases
+    .filter((l) => l.name.startsWith('run:'))
+    .map((l) => {
+      const runId = l.name.slice(4);
+      const row = runsById.get(runId);
+      const takeover = runTakeovers.find((t) => t.runId === runId && t.from === stop.runnerId) ?? null;
+      const retryRow = row ? runByKey.get(`${row.loop_id}|${row.slot}|${Number(row.attempt) + 1}`) : null;
+      const retryClaimed = retryRow ? Date.parse(retryRow.claimed_at) : null;
+      return {
+        runId,
+        loop: row?.loop_name ?? '?',
+        attempt: row ? Number(row.attempt) : null,
+        status: row?.status ?? '?',
+        leaseMs: leaseTtlOf(runId),
+        leaseExpiresMs: l.expiresAt - stop.at,
+        takenOverBy: takeover ? hostOf(takeover.by) : null,
+        takeoverRunner: takeover?.by ?? null,
+        takeoverType: takeover?.type ?? null,
+        takeoverMs: takeover ? takeover.at - stop.at : null,
+        afterExpiryMs: takeover ? takeover.at - l.expiresAt : null,
+        // Taken over after the killed host's daemon was started again and before the lease ran
+        // out: that start proved its predecessor dead and expired its leases (daemon.ts, start).
+        expiredByRestart: takeover !== null && stop.restartedAt != null && takeover.at >= stop.restartedAt && takeover.at < l.expiresAt,
+        reason: takeover?.reason ?? null,
+        retry: retryRow ? { runId: retryRow.id, host: hostOf(retryRow.runner_id), claimedMs: retryClaimed - stop.at, status: retryRow.status } : null,
+        // Its command had run (executions.log): the at-least-once case when it was abandoned.
+        commandRan: executedRuns.has(runId),
+      };
+    });
+}
+/** The daemon's own log lines from `fromMs` (its timestamped lines) to `toMs`. */
+function logLinesOf(host, fromMs, toMs = Infinity) {
+  const d = daemons.find((x) => x.host === host);
+  return safeRead(d.logFile)
+    .split('\n')
+    .map((l) => /^(\d{4}-\d\d-\d\dT\S+Z) (.*)$/.exec(l))
+    .filter((m) => m && Date.parse(m[1]) >= fromMs && Date.parse(m[1]) < toMs)
+    .map((m) => ({ at: Date.parse(m[1]), line: m[2] }));
+}
+const takeoverChecks = (stop, fates, what) => {
+  for (const f of fates) {
+    // Never while its lease was live (a few ms: the taker's clock read just before its append's).
+    if (f.takeoverMs !== null && f.afterExpiryMs < -20 && !f.expiredByRestart) failed.push(`${what}: run ${f.runId} (${f.loop}) taken over by ${f.takenOverBy} ${-f.afterExpiryMs} ms before its lease expired`);
+    if (f.takeoverType === 'run.abandoned' && !(f.reason ?? '').includes(stop.runnerId)) failed.push(`${what}: run ${f.runId} abandoned with a reason that does not name runner ${stop.runnerId}: ${f.reason}`);
+  }
+};
+
+const pauseReports = [];
+for (const p of pauses) {
+  if (p.error || p.at === null) {
+    failed.push(`pause ${p.n}: ${p.error ?? 'not done'}`);
+    continue;
+  }
+  const fates = fatesOf(p);
+  takeoverChecks(p, fates, `pause ${p.n}`);
+  for (const t of p.stuckTransactions) {
+    failed.push(
+      `pause ${p.n}: ${p.host} was stopped inside a transaction (session ${t.pid}, ${t.query}) that stayed open ${(t.idleMs / 1000).toFixed(1)} s, ${t.sessionsWaitingOnLocks} session(s) waiting on its locks: every host's appends waited for the paused daemon (the log head's row lock; no idle_in_transaction_session_timeout)`,
+    );
+  }
+  const pausedMs = p.resumedAt - p.at;
+  const takenDuring = fates.filter((f) => f.takenOverBy !== null && f.takenOverBy !== p.host && f.takeoverMs <= pausedMs);
+  if (takenDuring.length === 0) failed.push(`pause ${p.n}: no run of the paused daemon ${p.host} was taken over by another host while it was stopped (it held ${fates.length} run lease(s))`);
+  // A run whose lease was still live when it was SIGCONTed is its own: nobody took it over meanwhile.
+  const liveAtResume = fates.filter((f) => f.leaseExpiresMs > pausedMs);
+  for (const f of liveAtResume) if (f.takeoverMs !== null && f.takeoverMs <= pausedMs) failed.push(`pause ${p.n}: run ${f.runId} taken over while its lease was live`);
+  // A stopped process writes nothing (a commit already on the wire may land in its first second).
+  const frozenEvents = await query(
+    `SELECT position, stream_id, type, at FROM ${Q('events')} WHERE meta::jsonb->>'runnerId' = $1 AND at > $2 AND at < $3 ORDER BY position`,
+    [p.runnerId, iso(p.at + 1000), iso(p.resumedAt)],
+  );
+  const frozen = { n: frozenEvents.length };
+  // Its own log lines stamped while it was stopped (a stopped process writes none).
+  if (p.runningDuringPause) failed.push(`pause ${p.n}: ${p.host} (pid ${p.pid}) was found running (state ${p.runningDuringPause.state}) ${(p.runningDuringPause.afterMs / 1000).toFixed(1)} s into its pause: something else continued it`);
+  const loggedWhileStopped = logLinesOf(p.host, p.at + 1000, p.resumedAt);
+  if (loggedWhileStopped.length > 0) failed.push(`pause ${p.n}: ${p.host} logged ${loggedWhileStopped.length} line(s) while it was stopped, the first: ${iso(loggedWhileStopped[0].at)} ${loggedWhileStopped[0].line.slice(0, 200)}`);
+  if (frozen.n > 0) failed.push(`pause ${p.n}: ${frozen.n} event(s) appended by the stopped runner ${p.runnerId} while it was stopped (${iso(p.at)}–${iso(p.resumedAt)}): ${frozenEvents.slice(0, 5).map((e) => `${e.type} ${e.stream_id} at ${e.at} (position ${e.position})`).join('; ')}`);
+  // After SIGCONT: it works again (passes, claims) with its daemon lease its own.
+  const after = await query(`SELECT type, count(*)::int AS n FROM ${Q('events')} WHERE meta::jsonb->>'runnerId' = $1 AND at >= $2 GROUP BY 1`, [p.runnerId, iso(p.resumedAt)]);
+  const claimsAfter = after.find((r) => r.type === 'run.claimed')?.n ?? 0;
+  const eventsAfter = after.reduce((n, r) => n + r.n, 0);
+  // (Unless it was started again since — killed later in the window — and its lease is its successor's.)
+  const stillSame = daemons.find((x) => x.host === p.host).child?.pid === p.pid;
+  if (claimsAfter === 0) failed.push(`pause ${p.n}: daemon ${p.host} claimed no run after SIGCONT`);
+  const daemonLease = p.leases.find((l) => l.name === `daemon:${p.host}`) ?? null;
+  if (p.daemonLeaseAfter?.holder !== p.runnerId && stillSame) failed.push(`pause ${p.n}: daemon ${p.host} runs on after SIGCONT but its daemon lease is ${p.daemonLeaseAfter ? `held by ${p.daemonLeaseAfter.holder}` : 'gone'}`);
+  // What it said about it: its own log lines in the 10 s from SIGCONT (not the decisions it logs,
+  // which are mostly other hosts' caught up) about leases, fencing, or the runs it held.
+  const heldIds = new Set(fates.map((f) => f.runId));
+  const said = logLinesOf(p.host, p.resumedAt - 1000, p.resumedAt + 10_000).filter(
+    (l) => !/^\S+: (slot|loop)\.\w+ \{/.test(l.line) && (/lease|fenc|taken over|does not accept|no longer|lost|stopping|degraded/i.test(l.line) || [...heldIds].some((id) => l.line.includes(id))),
+  );
+  pauseReports.push({
+    n: p.n,
+    host: p.host,
+    pid: p.pid,
+    runnerId: p.runnerId,
+    stoppedAt: iso(p.at),
+    pausedMs,
+    runningAtPause: p.runningAtPause,
+    runs: fates,
+    takenOver: takenDuring.length,
+    endedByItself: fates.filter((f) => f.takenOverBy === null).length,
+    daemonLease: {
+      expiredAfterMs: daemonLease ? daemonLease.expiresAt - p.at : null,
+      seenExpiredDuringPause: daemonLease?.expiredSeenAt != null,
+      tokenBefore: daemonLease?.token ?? null,
+      after: p.daemonLeaseAfter,
+    },
+    eventsWhileStopped: frozen.n,
+    eventsWhileStoppedList: frozenEvents.slice(0, 20),
+    runningDuringPause: p.runningDuringPause ?? null,
+    loggedWhileStopped: loggedWhileStopped.slice(0, 20).map((l) => `${iso(l.at)} ${l.line}`),
+    eventsAfter,
+    claimsAfter,
+    stuckTransactions: p.stuckTransactions,
+    insideTransaction: p.insideTransaction,
+    logAfterResume: said.map((l) => `${iso(l.at)} ${l.line}`).slice(0, 30),
+  });
+}
+
+const takeoverReports = [];
+for (const k of takeoverKills) {
+  if (k.error || k.at === null) {
+    failed.push(`takeover kill ${k.n}: ${k.error ?? 'not done'}`);
+    continue;
+  }
+  const fates = fatesOf(k);
+  takeoverChecks(k, fates, `takeover kill ${k.n}`);
+  const downMs = (k.restartedAt ?? Date.now()) - k.at;
+  for (const f of fates) {
+    // Its lease expired well before the host came back: another host must have taken it over by then.
+    if (f.leaseExpiresMs < downMs - 3000 && !(f.takenOverBy !== null && f.takenOverBy !== k.host && f.takeoverMs <= downMs)) {
+      failed.push(`takeover kill ${k.n}: run ${f.runId} (${f.loop}): its lease expired ${((downMs - f.leaseExpiresMs) / 1000).toFixed(1)} s before ${k.host} came back, and no other host took it over`);
+    }
+  }
+  const byOthers = fates.filter((f) => f.takenOverBy !== null && f.takenOverBy !== k.host);
+  if (byOthers.length === 0) failed.push(`takeover kill ${k.n}: no run of ${k.host} was taken over by another host (it held ${fates.length} run lease(s))`);
+  takeoverReports.push({ n: k.n, host: k.host, pid: k.pid, runnerId: k.runnerId, killedAt: iso(k.at), restartedAt: k.restartedAt ? iso(k.restartedAt) : null, downMs, runningAtKill: k.runningAtKill, runs: fates });
+}
+// The takeover figures, per lease time-to-live: from the kill to the event of another host that
+// ended (or adopted) each run, from its lease's expiry to that, and from the kill to its retry's claim.
+const sortedOf = (values) => values.filter((v) => v !== null && Number.isFinite(v)).sort((a, b) => a - b);
+const takeoverFigures = {};
+for (const r of takeoverReports) {
+  for (const f of r.runs) {
+    if (f.takenOverBy === null || f.takenOverBy === r.host || f.expiredByRestart) continue;
+    const g = (takeoverFigures[f.leaseMs] ??= { leaseMs: f.leaseMs, takeoverMs: [], afterExpiryMs: [], retryClaimedMs: [], retryHosts: {}, types: {} });
+    g.takeoverMs.push(f.takeoverMs);
+    g.afterExpiryMs.push(f.afterExpiryMs);
+    g.types[f.takeoverType] = (g.types[f.takeoverType] ?? 0) + 1;
+    if (f.retry) {
+      g.retryClaimedMs.push(f.retry.claimedMs);
+      g.retryHosts[f.retry.host] = (g.retryHosts[f.retry.host] ?? 0) + 1;
+    }
+  }
+}
+for (const g of Object.values(takeoverFigures)) {
+  for (const key of ['takeoverMs', 'afterExpiryMs', 'retryClaimedMs']) {
+    const sorted = sortedOf(g[key]);
+    g[key] = { n: sorted.length, p50: percentile(sorted, 50), max: sorted[sorted.length - 1] ?? null, all: sorted };
+  }
+}
+
+// ── figures ──────────────────────────────────────────────────────────────────────────────────
 const perHost = {};
 for (const r of runRows) perHost[hostOf(r.runner_id)] = (perHost[hostOf(r.runner_id)] ?? 0) + 1;
 const takeovers = await query(
@@ -820,6 +1313,9 @@ const result = {
     downSeconds: flags.down,
     pgRestarts: flags.pgRestarts,
     pgDownSeconds: flags.pgDown,
+    pauseSeconds: flags.pause,
+    takeovers: flags.takeovers,
+    takeoverDownSeconds: flags.takeoverDown,
     postgres: flags.url ? 'url' : 'private cluster',
     loops: LOOP_DEFS.map((d) => ({ name: d.name, everyMs: d.everyMs, args: d.args.join(' '), due: d.due, decided: d.decided })),
   },
@@ -827,8 +1323,12 @@ const result = {
   runs: { total: runRows.length, byStatus, perHost, perMinute, byLoop: byLoopStatus, dueSlots: dueTotal, decisions: decisionCounts, eventTypes, takeovers, lateness },
   executions: { total: executions.length, keys: perKey.size, duplicates: duplicateExecutions, stray: strayExecutions.slice(0, 20), spawnedNotExecuted, executedNotSpawned },
   stalls,
-  restarts: { kills, pg: pgRestarts.map((r) => ({ n: r.n, stopAsked: iso(r.stopAsked), downMs: r.upAt && r.stoppedAt ? r.upAt - r.stoppedAt : null, upAt: r.upAt ? iso(r.upAt) : null, error: r.error })), unexpectedExits, daemonStarts: Object.fromEntries(daemons.map((d) => [d.host, d.starts])), starts },
+  restarts: { kills, pauses: pauses.map((p) => ({ n: p.n, host: p.host ?? null, at: p.at ? iso(p.at) : null, resumedAt: p.resumedAt ? iso(p.resumedAt) : null, error: p.error })), takeoverKills: takeoverKills.map((k) => ({ n: k.n, host: k.host ?? null, pid: k.pid ?? null, at: k.at ? iso(k.at) : null, newPid: k.newPid ?? null, error: k.error })), pg: pgRestarts.map((r) => ({ n: r.n, stopAsked: iso(r.stopAsked), downMs: r.upAt && r.stoppedAt ? r.upAt - r.stoppedAt : null, upAt: r.upAt ? iso(r.upAt) : null, error: r.error })), unexpectedExits, daemonStarts: Object.fromEntries(daemons.map((d) => [d.host, d.starts])), starts },
   reconnects,
+  pauses: pauseReports,
+  takeoverKills: takeoverReports,
+  takeoverFigures,
+  fencing: { takeovers: runTakeovers.length, takeoversByType: runTakeovers.reduce((m, t) => ({ ...m, [t.type]: (m[t.type] ?? 0) + 1 }), {}), lateAppends },
   logFindings,
   checks: {
     duplicateRuns: duplicateClaims.length + duplicateRows.length,
@@ -868,6 +1368,15 @@ result.failed = failed;
   const m = result.machine;
   const count = (v) => Number(v).toLocaleString('en-US');
   const ms = (v) => (v === null || !Number.isFinite(v) ? '-' : `${Math.round(v)} ms`);
+  const sec = (v) => (v === null || !Number.isFinite(v) ? '-' : `${(v / 1000).toFixed(1)} s`);
+  /** `runs` of a stopped daemon `host`: who ended them, when (from `since`), and their retries. */
+  const describeTakeovers = (runs, host, since) => {
+    const others = runs.filter((f) => f.takenOverBy !== null && f.takenOverBy !== host);
+    if (others.length === 0) return 'none taken over by another host';
+    const t = sortedOf(others.map((f) => f.takeoverMs));
+    const retries = sortedOf(others.map((f) => f.retry?.claimedMs ?? null));
+    return `by ${[...new Set(others.map((f) => f.takenOverBy))].join('/')} at +${sec(t[0])}…+${sec(t[t.length - 1])} from ${since} (leases ${[...new Set(others.map((f) => `${f.leaseMs / 1000} s`))].join(', ')})${retries.length ? `, retries claimed at +${sec(retries[0])}…+${sec(retries[retries.length - 1])}` : ''}`;
+  };
   const rows = [
     ['window', `${flags.seconds} s from ${iso(t0)}`, `${flags.daemons} daemons, --concurrency ${flags.concurrency}, ${flags.url ? 'PostgreSQL at --url' : 'a private PostgreSQL cluster'}${process.env.LOOPS_BENCH_CLI ? `; daemons ${DAEMON_BIN}` : ''}`],
     ['loops', `${LOOP_DEFS.length}`, `${LOOP_DEFS.filter((d) => d.name.startsWith('tick-')).length} × every 1s; ${LOOP_DEFS.filter((d) => !d.name.startsWith('tick-')).map((d) => `${d.name} ${d.everyMs / 1000}s`).join(', ')}`],
@@ -886,6 +1395,27 @@ result.failed = failed;
       reconnects.map((r) => Object.entries(r.logged).map(([h, v]) => `${h} ${v.recoveredMs === null ? '-' : ms(v.recoveredMs)}`).join(' ')).join(' | ') || '-',
       reconnects.some((r) => Object.values(r.logged).some((v) => v.recoveredAt)) ? 'from the daemons’ logs, counted from PostgreSQL back' : 'the daemons logged no degraded/recovered line',
     ],
+    ...pauseReports.map((p) => [
+      `pause: SIGSTOP ${p.host}'s node process ${(p.pausedMs / 1000).toFixed(1)} s`,
+      `${p.takenOver} of ${p.runs.length} runs taken over`,
+      `held ${p.runs.length} run lease(s); ${describeTakeovers(p.runs, p.host, 'SIGSTOP')}; ${p.endedByItself} ended by ${p.host} itself after SIGCONT${p.insideTransaction.length ? `; ${p.insideTransaction.length} earlier SIGSTOP(s) landed inside a transaction (undone at once: the fleet's appends would have waited for the pause)` : ''}`,
+    ]),
+    ...pauseReports.map((p) => [
+      `pause: ${p.host} after SIGCONT`,
+      `${p.claimsAfter} runs claimed`,
+      `daemon lease expired at +${((p.daemonLease.expiredAfterMs ?? NaN) / 1000).toFixed(1)} s${p.daemonLease.seenExpiredDuringPause ? ' (seen expired)' : ''}, after SIGCONT ${p.daemonLease.after ? (p.daemonLease.after.holder === p.runnerId ? `its own again (token ${p.daemonLease.after.token}, was ${p.daemonLease.tokenBefore})` : `held by ${p.daemonLease.after.holder}`) : 'gone'}; ${p.eventsAfter} events after, ${p.eventsWhileStopped} while stopped${p.stuckTransactions.length ? `; STOPPED INSIDE A TRANSACTION: ${p.stuckTransactions.map((t) => `session ${t.pid} idle ${(t.idleMs / 1000).toFixed(1)} s, ${t.sessionsWaitingOnLocks} waiting on locks`).join(', ')}` : ''}`,
+    ]),
+    ...Object.values(takeoverFigures).map((g) => [
+      `takeover after kill -9, lease ${g.leaseMs / 1000} s`,
+      `p50 ${sec(g.takeoverMs.p50)} / max ${sec(g.takeoverMs.max)}`,
+      `${g.takeoverMs.n} run(s) ended by another host (${Object.entries(g.types).map(([t, n]) => `${t} ${n}`).join(', ')}), from the kill; ${sec(g.afterExpiryMs.p50)} / ${sec(g.afterExpiryMs.max)} after the lease expired; retry claimed at p50 ${sec(g.retryClaimedMs.p50)} / max ${sec(g.retryClaimedMs.max)} (${Object.entries(g.retryHosts).map(([h, n]) => `${h} ${n}`).join(', ') || 'none'})`,
+    ]),
+    ...takeoverReports.map((r) => [
+      `takeover kill ${r.n}: ${r.host} down ${(r.downMs / 1000).toFixed(1)} s`,
+      `${r.runs.filter((f) => f.takenOverBy !== null && f.takenOverBy !== r.host).length} of ${r.runs.length} runs taken over`,
+      `${describeTakeovers(r.runs.filter((f) => !f.expiredByRestart), r.host, 'the kill')}${r.runs.some((f) => f.expiredByRestart) ? `; ${r.runs.filter((f) => f.expiredByRestart).length} more by ${[...new Set(r.runs.filter((f) => f.expiredByRestart).map((f) => f.takenOverBy))].join('/')} right after ${r.host} came back and expired its predecessor's leases (before their own expiry; ${r.host} could have checked their processes)` : ''}${r.runs.some((f) => f.takenOverBy === r.host) ? `; ${r.runs.filter((f) => f.takenOverBy === r.host).length} recovered by ${r.host} itself once back` : ''}`,
+    ]),
+    ['late appends accepted after a takeover', count(lateAppends.length), `${runTakeovers.length} takeovers in the log (${Object.entries(result.fencing.takeoversByType).map(([t, n]) => `${t} ${n}`).join(', ')}); none appended to by the runner it was taken from`],
     ['daemons alive but idle (no pass 15 s)', count(stalls.length), stalls.map((x) => `${x.host} pid ${x.pid} since ${x.lastPassAt ?? 'its start'}`).join(', ')],
     ['daemon exits not caused by the bench', count(unexpectedExits.length), unexpectedExits.length ? `${unexpectedExits.filter((e) => e.phase === 'running').length} of running daemons, ${unexpectedExits.filter((e) => e.phase === 'start').length} at start; listed below` : ''],
     ['duplicate runs (loop, slot, attempt)', count(duplicateClaims.length + duplicateRows.length), 'run.claimed events and loop_runs rows'],
@@ -900,6 +1430,20 @@ result.failed = failed;
   write(`\nloops fleet — ${iso(t0)}, node ${m.node}, ${m.cpus} × ${m.cpuModel}, load ${m.loadavg.join(' ')}\n\n`);
   write(`${table(['', 'figure', ''], rows)}\n\n`);
   for (const [host, f] of Object.entries(logFindings)) for (const line of f.distinct) write(`log ${host}: ${line}\n`);
+  for (const r of [...pauseReports.map((p) => ({ ...p, what: `pause ${p.n} (${p.host})`, since: 'SIGSTOP' })), ...takeoverReports.map((k) => ({ ...k, what: `takeover kill ${k.n} (${k.host})`, since: 'kill' }))]) {
+    for (const f of r.runs) {
+      write(
+        `${r.what}: run ${f.runId} ${f.loop} attempt ${f.attempt}, lease ${f.leaseMs / 1000} s expiring +${sec(f.leaseExpiresMs)} from the ${r.since}: ${f.status}` +
+          (f.takeoverType ? `, ${f.takeoverType} by ${f.takenOverBy} at +${sec(f.takeoverMs)} (${f.expiredByRestart ? `its lease expired by ${r.host}'s restart` : `${sec(f.afterExpiryMs)} after expiry`})` : ', not taken over') +
+          (f.retry ? `; retry ${f.retry.runId} claimed by ${f.retry.host} at +${sec(f.retry.claimedMs)} (${f.retry.status})` : '') +
+          (f.commandRan ? '' : '; its command never ran') +
+          (f.reason ? `; reason: ${f.reason}` : '') +
+          '\n',
+      );
+    }
+  }
+  for (const p of pauseReports) for (const line of p.logAfterResume) write(`log ${p.host} after SIGCONT: ${line.slice(0, 300)}\n`);
+  for (const v of lateAppends.slice(0, 20)) write(`late append  ${v}\n`);
   for (const x of stalls) write(`idle ${x.host} pid ${x.pid} (started ${x.startedAt}, last pass ${x.lastPassAt ?? 'never'}): ${x.logTail.join(' / ')}\n`);
   for (const e of unexpectedExits) write(`exit ${e.host} pid ${e.pid} at ${e.at} (${e.phase === 'start' ? 'while starting' : `running for ${e.upForMs} ms`}, code ${e.code}, signal ${e.signal}${e.duringPgRestart ? `, PostgreSQL restart ${e.duringPgRestart}` : ''}): ${e.error}\n`);
   for (const v of [...duplicateClaims.map((d) => `claimed twice: ${d.loop} ${d.slot} attempt ${d.attempt}: ${d.runs}`), ...decidedTwice, ...undecided, ...duplicateExecutions, ...(verify.violations ?? [])].slice(0, 50)) write(`violated  ${v}\n`);

@@ -2,13 +2,18 @@
  * The fleet's CI version (issue 15's acceptance, "a short version in CI"): `node bench/fleet.mjs
  * --quick --json` — three daemons (hosts h1–h3, each its own data directory) on one PostgreSQL log
  * of a private cluster the bench starts, for 60 s of loops firing every second with retries and the
- * skip / buffer-one / cancel-other overlap policies, a daemon's node process killed with SIGKILL
- * every 20 s and started again, and PostgreSQL restarted once with the daemons running — and what
- * it found: no (loop, slot, attempt) with two runs, no slot decided twice and every due slot
- * decided, every run terminal, no command run twice, `loops verify` and `loops projections verify`
- * passing, PostgreSQL's tables equal to a rebuild, no daemon exit the bench did not cause, and every
- * host claiming runs and writing again after the restart. Its table is printed to the test output.
- * `npm run fleet` is the 10-minute version.
+ * skip / buffer-one / cancel-other / allow overlap policies (`ttl-3s`: 5 s runs under a 3 s lease),
+ * one at a time: a daemon's node process SIGSTOPped for 18 s (past its runs' 3 s lease and its
+ * 15 s daemon lease) and SIGCONTed, a daemon killed with SIGKILL and started again 2 s later,
+ * PostgreSQL restarted with the daemons running, and a daemon killed and left down 8 s (a
+ * takeover kill) — and what it found: no (loop, slot, attempt) with two runs, no slot decided twice
+ * and every due slot decided, every run terminal, no command run twice, `loops verify` and `loops
+ * projections verify` passing, PostgreSQL's tables equal to a rebuild, no daemon exit the bench did
+ * not cause, every host claiming runs and writing again after the restart; the paused daemon's runs
+ * taken over by other hosts only once their lease expired, none of its late appends accepted (over
+ * the whole log: no run appended to by a runner it was taken from), the paused daemon working again
+ * after SIGCONT with its daemon lease its own; the killed daemon's runs taken over by another host
+ * and retried. Its table is printed to the test output. `npm run fleet` is the 10-minute version.
  *
  * Prerequisites (test/helpers/prerequisite.ts: skipped loudly locally, a failure under CI): the
  * PostgreSQL server programs (initdb, pg_ctl, postgres), and as root `setpriv` to run them as uid
@@ -42,14 +47,45 @@ function pgServerPrograms(): true | string {
 const havePg = requirePrerequisite('PostgreSQL server programs for the fleet bench’s private cluster', pgServerPrograms);
 const canRunPg = process.getuid?.() !== 0 || requirePrerequisite('setpriv, to run PostgreSQL as uid 65534 (it refuses root)', () => canSetpriv(65534));
 
+/** What became of a run the paused or killed daemon held (bench/fleet.mjs, fatesOf). */
+interface RunFate {
+  runId: string;
+  loop: string;
+  attempt: number | null;
+  leaseMs: number | null;
+  leaseExpiresMs: number;
+  takenOverBy: string | null;
+  takeoverType: string | null;
+  takeoverMs: number | null;
+  afterExpiryMs: number | null;
+  expiredByRestart: boolean;
+  reason: string | null;
+  retry: { host: string; claimedMs: number; status: string } | null;
+}
+
 interface FleetResult {
   ok: boolean;
   failed: string[];
-  config: { seconds: number; daemons: number; pgRestarts: number; loops: Array<{ name: string; due: number; decided: number }> };
+  config: { seconds: number; daemons: number; pgRestarts: number; pauseSeconds: number; takeovers: number; loops: Array<{ name: string; due: number; decided: number }> };
   runs: { total: number; byStatus: Record<string, number>; perHost: Record<string, number>; perMinute: number[]; dueSlots: number };
   executions: { total: number; duplicates: string[]; stray: string[] };
+  pauses: Array<{
+    host: string;
+    runnerId: string;
+    pausedMs: number;
+    runs: RunFate[];
+    takenOver: number;
+    daemonLease: { seenExpiredDuringPause: boolean; after: { holder: string } | null };
+    eventsWhileStopped: number;
+    claimsAfter: number;
+    stuckTransactions: unknown[];
+  }>;
+  takeoverKills: Array<{ host: string; downMs: number; runs: RunFate[] }>;
+  takeoverFigures: Record<string, { leaseMs: number; takeoverMs: { n: number; p50: number; max: number } }>;
+  fencing: { takeovers: number; lateAppends: string[] };
   restarts: {
     kills: Array<{ host: string; pid: number | null; newPid: number | null }>;
+    takeoverKills: Array<{ host: string | null; newPid: number | null; error: string | null }>;
     pg: Array<{ n: number; downMs: number | null; error: string | null }>;
     unexpectedExits: Array<{ host: string; error: string }>;
   };
@@ -92,8 +128,8 @@ afterEach(async () => {
   }
 });
 
-describe('fleet (60 s, 3 daemons on one PostgreSQL, kill -9 and a PostgreSQL restart)', () => {
-  it.skipIf(!havePg || !canRunPg)('runs every due slot once, no run twice, every run terminal, and the log and tables verify', async () => {
+describe('fleet (60 s, 3 daemons on one PostgreSQL: a SIGSTOP past the leases, kill -9, a PostgreSQL restart, a takeover kill)', () => {
+  it.skipIf(!havePg || !canRunPg)('runs every due slot once, no run twice, every run terminal, late appends fenced, takeovers after the lease only, and the log and tables verify', async () => {
     const fleet = spawn(process.execPath, [FLEET, '--quick', '--json'], {
       env: { ...process.env, NO_COLOR: '1' },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -109,10 +145,14 @@ describe('fleet (60 s, 3 daemons on one PostgreSQL, kill -9 and a PostgreSQL res
     expect(stdout, `the bench printed no JSON (exit ${code}): ${stderr}`).toMatch(/^\{/);
     const r = JSON.parse(stdout) as FleetResult;
 
-    // The faults happened: kills (each daemon started again), a PostgreSQL restart, three hosts.
+    // The faults happened: a kill -9 and a takeover kill (each daemon started again), a PostgreSQL
+    // restart, the pause, three hosts.
     expect(r.config.daemons).toBe(3);
-    expect(r.restarts.kills.length).toBeGreaterThanOrEqual(2);
+    expect(r.restarts.kills.length).toBeGreaterThanOrEqual(1);
     for (const k of r.restarts.kills) expect(k.newPid, `daemon ${k.host} was started again`).not.toBeNull();
+    expect(r.restarts.takeoverKills).toHaveLength(r.config.takeovers);
+    expect(r.config.takeovers).toBeGreaterThanOrEqual(1);
+    for (const k of r.restarts.takeoverKills) expect(k, `daemon ${k.host} killed, then started again`).toMatchObject({ error: null, newPid: expect.any(Number) });
     expect(r.restarts.pg.length).toBe(r.config.pgRestarts);
     expect(r.restarts.pg.length).toBeGreaterThanOrEqual(1);
     for (const p of r.restarts.pg) expect(p.error).toBeNull();
@@ -142,6 +182,41 @@ describe('fleet (60 s, 3 daemons on one PostgreSQL, kill -9 and a PostgreSQL res
     for (const [what, n] of Object.entries(r.checks.exercised)) expect(n, what).toBeGreaterThan(0);
     expect(r.runs.total).toBeGreaterThan(0);
     for (const s of r.stops) expect(s, `daemon ${s.host} stopped gracefully on SIGTERM`).toMatchObject({ stopped: true, code: 0 });
+
+    // The pause: the daemon's node process stopped past its runs' 3 s lease and its 15 s daemon
+    // lease. Runs taken over by other hosts, each only once its lease had expired, abandoned with a
+    // reason naming the stopped runner, and retried; nothing written by it while stopped; none of
+    // its appends accepted after a takeover; working again after SIGCONT, its daemon lease its own.
+    expect(r.config.pauseSeconds).toBeGreaterThan(15);
+    expect(r.pauses).toHaveLength(1);
+    const p = r.pauses[0]!;
+    expect(p.pausedMs).toBeGreaterThan(15_000);
+    expect(p.stuckTransactions).toEqual([]);
+    expect(p.takenOver).toBeGreaterThan(0);
+    for (const f of p.runs.filter((x) => x.takenOverBy !== null && x.takenOverBy !== p.host)) {
+      expect(f.afterExpiryMs, `run ${f.runId} taken over after its lease expired`).toBeGreaterThanOrEqual(-20);
+      if (f.takeoverType === 'run.abandoned') expect(f.reason).toContain(p.runnerId);
+      // (Its second attempt, taken over, is its last.)
+      if (f.loop === 'ttl-3s' && f.attempt === 1) expect(f.retry, `run ${f.runId} retried`).not.toBeNull();
+    }
+    expect(p.daemonLease.seenExpiredDuringPause).toBe(true);
+    expect(p.daemonLease.after?.holder).toBe(p.runnerId);
+    expect(p.eventsWhileStopped).toBe(0);
+    expect(p.claimsAfter).toBeGreaterThan(0);
+    expect(r.fencing.lateAppends).toEqual([]);
+    expect(r.fencing.takeovers).toBeGreaterThan(0);
+
+    // The takeover kill: another host ended the killed daemon's 3 s-lease runs within the lease and
+    // a pass or so of the kill, and their retries started.
+    expect(r.takeoverKills).toHaveLength(r.config.takeovers);
+    for (const k of r.takeoverKills) {
+      const taken = k.runs.filter((f) => f.takenOverBy !== null && f.takenOverBy !== k.host && !f.expiredByRestart);
+      expect(taken.length, `runs of ${k.host} taken over by another host`).toBeGreaterThan(0);
+      for (const f of taken) expect(f.afterExpiryMs).toBeGreaterThanOrEqual(-20);
+    }
+    const short = r.takeoverFigures['3000'];
+    expect(short?.takeoverMs.n).toBeGreaterThan(0);
+    expect(short!.takeoverMs.max).toBeLessThan(3000 + 5000); // the lease, plus a pass on a busy machine
     expect(r.failed).toEqual([]);
     expect(r.ok).toBe(true);
     expect(code, stderr).toBe(0);
