@@ -11,7 +11,7 @@ import { recoverRuns } from '../../src/runtime/daemon/recovery.js';
 import { processStartTime } from '../../src/runtime/execution/process-info.js';
 import { hostId } from '../../src/runtime/host.js';
 import { createCommandLoop } from '../../src/runtime/loops/commands.js';
-import { openRuntime } from '../../src/runtime/runtime.js';
+import { openRuntime, type Runtime } from '../../src/runtime/runtime.js';
 import { chooseStore } from '../../src/runtime/store-choice.js';
 import { DEFAULT_PG_URL, PG_URL, dropSchemas, pgReachable, testSchemaName } from '../helpers/pg.js';
 import { requirePrerequisite } from '../helpers/prerequisite.js';
@@ -25,19 +25,30 @@ afterAll(async () => {
   if (havePg) await dropSchemas(schemas);
 });
 
+/**
+ * A run of another host's runner (`far-away-host:<this pid>:<suffix>`) left running on a schema of
+ * its own: the process it recorded is, on this machine, a live one with that pid and start time
+ * (the test's own), which a same-host recovery would adopt.
+ */
+async function strandedElsewhere(suffix: string, before?: (other: Runtime, clock: SimulatedClock) => Promise<void>) {
+  const schema = testSchemaName();
+  schemas.push(schema);
+  const store = chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` });
+  const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
+  const root = tempDir();
+  const other = await openRuntime({ dataDir: join(root, 'a'), clock, runnerId: `far-away-host:${process.pid}:${suffix}`, store });
+  const loop = await createCommandLoop(other, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
+  const runId = await strandRun(other, loop, { pid: process.pid, startTime: processStartTime(process.pid) });
+  await before?.(other, clock);
+  other.close();
+  const open = (dir: string, runnerId: string) => openRuntime({ dataDir: join(root, dir), clock, runnerId, store });
+  return { clock, runId, open };
+}
+
 describe.skipIf(!havePg)('recovery on a shared store: liveness is judged only on the host that ran the run', () => {
   it("another host's stale run is abandoned, its process neither looked for nor adopted here", async () => {
-    const schema = testSchemaName();
-    schemas.push(schema);
-    const store = chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` });
-    const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
-    const root = tempDir();
-    const other = await openRuntime({ dataDir: join(root, 'a'), clock, runnerId: `far-away-host:${process.pid}:x`, store });
-    const loop = await createCommandLoop(other, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
-    // The process it recorded is, on this machine, a live one with that pid and start time.
-    const runId = await strandRun(other, loop, { pid: process.pid, startTime: processStartTime(process.pid) });
-    other.close();
-    const here = await openRuntime({ dataDir: join(root, 'b'), clock, runnerId: `${hostId()}:222:recoverer`, store });
+    const { clock, runId, open } = await strandedElsewhere('x');
+    const here = await open('b', `${hostId()}:222:recoverer`);
     try {
       clock.advance(30_001);
       const report = await recoverRuns(here);
@@ -53,19 +64,9 @@ describe.skipIf(!havePg)('recovery on a shared store: liveness is judged only on
   });
 
   it('a stopped runner that holds its host\'s daemon lease itself (paused) has its run taken over once the run lease expired', async () => {
-    const schema = testSchemaName();
-    schemas.push(schema);
-    const store = chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` });
-    const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
-    const root = tempDir();
-    const dead = `far-away-host:${process.pid}:old`;
-    const other = await openRuntime({ dataDir: join(root, 'a'), clock, runnerId: dead, store });
-    const loop = await createCommandLoop(other, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
-    const runId = await strandRun(other, loop, { pid: process.pid, startTime: processStartTime(process.pid) });
-    // The dead runner was that host's daemon: its daemon lease, still live, is its own.
-    await other.leases.take('daemon:far-away-host', dead, 60_000, clock.now());
-    other.close();
-    const here = await openRuntime({ dataDir: join(root, 'b'), clock, runnerId: `${hostId()}:222:recoverer`, store });
+    // The stopped runner was that host's daemon: its daemon lease, still live, is its own.
+    const { clock, runId, open } = await strandedElsewhere('old', (other, c) => other.leases.take('daemon:far-away-host', other.runnerId, 60_000, c.now()).then(() => undefined));
+    const here = await open('b', `${hostId()}:222:recoverer`);
     try {
       clock.advance(30_001);
       // The stopped runner holds its host's daemon lease (paused, say): nobody there will recover
@@ -77,21 +78,13 @@ describe.skipIf(!havePg)('recovery on a shared store: liveness is judged only on
   });
 
   it("a run of a host whose daemon was restarted is that daemon's to recover, not another host's", async () => {
-    const schema = testSchemaName();
-    schemas.push(schema);
-    const store = chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` });
-    const clock = new SimulatedClock('2026-05-01T10:00:00.000Z');
-    const root = tempDir();
-    const other = await openRuntime({ dataDir: join(root, 'a'), clock, runnerId: `far-away-host:${process.pid}:old`, store });
-    const loop = await createCommandLoop(other, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
-    const runId = await strandRun(other, loop, { pid: process.pid, startTime: processStartTime(process.pid) });
-    other.close();
+    const { clock, runId, open } = await strandedElsewhere('old');
     clock.advance(30_001);
     // That host's daemon came back (a new runner): as Daemon.start does, its lease taken.
-    const back = await openRuntime({ dataDir: join(root, 'a'), clock, runnerId: 'far-away-host:999:new', store });
+    const back = await open('a', 'far-away-host:999:new');
     await back.leases.take('daemon:far-away-host', back.runnerId, 15_000, clock.now());
     back.close();
-    const here = await openRuntime({ dataDir: join(root, 'b'), clock, runnerId: `${hostId()}:222:recoverer`, store });
+    const here = await open('b', `${hostId()}:222:recoverer`);
     try {
       const report = await recoverRuns(here);
       expect(report).toMatchObject({ abandoned: [], exited: [], orphaned: [] });
