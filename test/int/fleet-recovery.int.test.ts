@@ -4,8 +4,10 @@
  * host has a live process with that very pid and start time (here: the test's own), which a
  * same-host recovery would adopt. Its reason says where it ran. PostgreSQL, a schema of its own.
  */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock } from '../../src/runtime/clock.js';
 import { recoverRuns } from '../../src/runtime/daemon/recovery.js';
 import { processStartTime } from '../../src/runtime/execution/process-info.js';
@@ -30,7 +32,7 @@ afterAll(async () => {
  * its own: the process it recorded is, on this machine, a live one with that pid and start time
  * (the test's own), which a same-host recovery would adopt.
  */
-async function strandedElsewhere(suffix: string, before?: (other: Runtime, clock: SimulatedClock) => Promise<void>) {
+async function strandedElsewhere(suffix: string, before?: (other: Runtime, clock: SimulatedClock) => Promise<void>, proc: { pid: number; startTime: string | null } = { pid: process.pid, startTime: processStartTime(process.pid) }) {
   const schema = testSchemaName();
   schemas.push(schema);
   const store = chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` });
@@ -38,7 +40,7 @@ async function strandedElsewhere(suffix: string, before?: (other: Runtime, clock
   const root = tempDir();
   const other = await openRuntime({ dataDir: join(root, 'a'), clock, runnerId: `far-away-host:${process.pid}:${suffix}`, store });
   const loop = await createCommandLoop(other, { name: 'job', command: 'sleep 30', schedule: { manual: true } });
-  const runId = await strandRun(other, loop, { pid: process.pid, startTime: processStartTime(process.pid) });
+  const runId = await strandRun(other, loop, proc);
   await before?.(other, clock);
   other.close();
   const open = (dir: string, runnerId: string) => openRuntime({ dataDir: join(root, dir), clock, runnerId, store });
@@ -58,6 +60,31 @@ describe.skipIf(!havePg)('recovery on a shared store: liveness is judged only on
       expect((last.data as { reason: string }).reason).toBe(
         `runner far-away-host:${process.pid}:x stopped renewing its lease (it ran on host far-away-host, and only that host can check its process); its process was not checked or signalled from here, and its exit status is unknown`,
       );
+    } finally {
+      here.close();
+    }
+  });
+
+  it("another host's run is abandoned without signalling a local process group that has its number", async () => {
+    // A local group whose leader has exited and whose member lives: what stopLeftovers would
+    // stop for a run of this host (its runner died between the leader's exit and the SIGKILL).
+    const group = spawn('/bin/sh', ['-c', 'sleep 60 & echo $!; exit 0'], { detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
+    const member = Number((await new Promise<string>((resolve) => group.stdout.once('data', (d: Buffer) => resolve(d.toString())))).trim());
+    await new Promise((resolve) => group.once('exit', resolve));
+    onTestFinished(() => {
+      try {
+        process.kill(-group.pid!, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    });
+    const { clock, runId, open } = await strandedElsewhere('pg', undefined, { pid: group.pid!, startTime: null });
+    const here = await open('b', `${hostId()}:222:recoverer`);
+    try {
+      clock.advance(30_001);
+      expect((await recoverRuns(here)).abandoned).toEqual([runId]);
+      // Still running (not a zombie, which a signalled orphan may stay here): not this host's to stop.
+      expect(readFileSync(`/proc/${member}/stat`, 'utf8').split(') ')[1]![0]).not.toBe('Z');
     } finally {
       here.close();
     }

@@ -455,8 +455,10 @@ export async function finishStaleRun(
   const lease = new HeldLease(runtime, `run:${runId}`, options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS);
   const takeOver = lease.takeOverIn();
   const secrets = await maskingSecrets(context.target, runtime.clock);
-  // Its runner may have died between the process's exit and the SIGKILL of what it left behind.
-  await stopLeftovers(context.pid, runtime.clock, context.policies?.killGraceMs ?? undefined);
+  // Its runner may have died between the process's exit and the SIGKILL of what it left behind —
+  // on this host: a process group of another host's run is that host's (here the same number
+  // names an unrelated group, never signalled).
+  if (options.elsewhere === undefined) await stopLeftovers(context.pid, runtime.clock, context.policies?.killGraceMs ?? undefined);
   const found = exitFromFiles(runDir(runtime.dataDir, runId), {
     secrets,
     startedAt: context.startedAt,
