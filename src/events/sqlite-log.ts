@@ -16,6 +16,12 @@
  *
  * A batch is a transaction held open across its callback's awaits; `WriteGate` makes every write
  * that does not belong to it wait for its end, so nothing joins it by accident.
+ *
+ * Over 500 lines on purpose: one concern, the log's writes — append, group commit, batch, archive
+ * and `appendStored` (events another log stored: the replica's and `loops store copy`'s writer) —
+ * which share one stream compare-and-set, one insert and one archive path; the rules `appendStored`
+ * shares with the PostgreSQL store (storedGroups, storedExpectation…) are exported from here so
+ * both stores apply the same ones. Split, the paths that must write alike would drift apart.
  */
 import { faultPoint } from './faults.js';
 import { Subject } from 'rxjs';
