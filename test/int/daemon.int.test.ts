@@ -370,6 +370,34 @@ describe('Daemon: concurrency', () => {
     await daemon.stop();
     expectLogConsistent(runtime);
   });
+
+  it('a burst of 30 due together at concurrency 30: runs are started in growing chunks, the first spawn requested while later runs are still being claimed; each slot runs once', async () => {
+    const { clock, runtime, runs, daemon } = await setup({ concurrency: 30 });
+    for (let i = 0; i < 30; i++) await everyLoop(runtime, `burst-${i}`, '1m');
+    await daemon.start();
+    await daemon.asleep();
+    // How many claims were published when the first spawn was asked of the spawner helper.
+    const spawner = runtime.spawner!;
+    const spawn = spawner.spawn.bind(spawner);
+    let claims = 0;
+    let claimsAtFirstSpawn: number | null = null;
+    const sub = runtime.log.events$.pipe(filter((e) => e.type === 'run.claimed')).subscribe(() => (claims += 1));
+    onTestFinished(() => sub.unsubscribe());
+    spawner.spawn = (request) => {
+      claimsAtFirstSpawn ??= claims;
+      return spawn(request);
+    };
+    await advance(clock, daemon, MIN);
+    const done = await runs.count(30);
+    expect(done.every((r) => r.status === 'succeeded')).toBe(true);
+    expect(new Set(done.map((r) => r.loopId)).size).toBe(30);
+    expect(claims).toBe(30);
+    // Started all in one turn, the first spawn waited for all 30 claims.
+    expect(claimsAtFirstSpawn).not.toBeNull();
+    expect(claimsAtFirstSpawn!).toBeLessThan(30);
+    await daemon.stop();
+    expectLogConsistent(runtime);
+  });
 });
 
 describe('Daemon: stop and exclusivity', () => {

@@ -196,6 +196,9 @@ function overlapRule(name: string) {
 
 // ── step 2: claim and run ──────────────────────────────────────────────────────────────────────
 
+/** The first chunk of a burst's starts (`Dispatcher.launchStarts`); each next chunk is twice the last. */
+const FIRST_START_CHUNK = 2;
+
 export interface DispatcherOptions {
   /** Runs at once (default 4), adopted ones included. */
   concurrency?: number;
@@ -227,6 +230,9 @@ export class Dispatcher {
   /** Runs going per loop (started or adopted here). */
   private readonly busyLoops = new Map<string, number>();
   private waitingCount = 0;
+  /** Runs decided and not yet started (`launchStarts`). */
+  private readonly pendingStarts: Array<() => void> = [];
+  private launching = false;
   private heartbeat: TimerHandle | null = null;
   private closed = false;
 
@@ -279,7 +285,31 @@ export class Dispatcher {
       if (this.start(item)) started.push(item);
     }
     this.waitingCount = waiting;
+    this.launchStarts();
     return started;
+  }
+
+  /**
+   * Starts the runs `dispatch` decided, in chunks of growing size, one chunk per turn of the event
+   * loop: 2, then 4, 8, 16… A chunk's claims commit together at the end of its turn (group commit),
+   * so its runs' spawn requests go out — and the spawner helper forks them on the other core —
+   * while the next chunk is claimed. Started all in one turn, a burst of 100 runs sent its first
+   * spawn request only after all 100 claims were built and committed. Each run is in flight (and
+   * its loop busy) from the turn `dispatch` decided it; one closed or aborted before its turn
+   * stays queued, unclaimed.
+   */
+  private launchStarts(): void {
+    if (this.launching || this.pendingStarts.length === 0) return;
+    this.launching = true;
+    let size = FIRST_START_CHUNK;
+    const next = () => {
+      const chunk = this.pendingStarts.splice(0, size);
+      size *= 2;
+      for (const launch of chunk) launch();
+      if (this.pendingStarts.length > 0) setImmediate(next);
+      else this.launching = false;
+    };
+    next();
   }
 
   /**
@@ -354,8 +384,11 @@ export class Dispatcher {
       return false;
     }
     options.onStart?.(item);
+    let launch!: () => void;
+    const launched = new Promise<boolean>((resolve) => (launch = () => resolve(!(this.closed || options.signal?.aborted))));
+    this.pendingStarts.push(launch);
     // A lost claim rejects, silently (track).
-    const done = executeRun(runtime, loop, {
+    const done = launched.then((go) => (go ? executeRun(runtime, loop, {
       runId: item.runId,
       slot: item.slot,
       scheduledFor: item.dueAt,
@@ -366,7 +399,7 @@ export class Dispatcher {
       ...(item.attempt > 1 ? { attempt: item.attempt } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       ...options.runOptions,
-    });
+    }) : null));
     this.track(item.runId, item.loopId, item.loopName, item, done);
     return true;
   }
