@@ -194,28 +194,6 @@ export { readStatusFile };
 
 export { resolveExecutable };
 
-/**
- * `resolveExecutable`, without the exception its check builds for every PATH directory that lacks
- * the command (~10-20 µs each; `true` is found in the 8th directory of a usual PATH): a directory's
- * entry is looked at first with a stat that does not throw when it is missing, and only an entry
- * that exists is checked the way `resolveExecutable` checks it (executable, a file).
- */
-function findExecutable(command: string, path: string, cwd: string | null): string | null {
-  if (command.includes('/')) return resolveExecutable(command, path, cwd);
-  for (const dir of path.split(delimiter)) {
-    if (!dir) continue;
-    const file = join(dir, command);
-    let found;
-    try {
-      found = statSync(file, { throwIfNoEntry: false });
-    } catch {
-      continue; // ENOTDIR, EACCES: not there for us
-    }
-    if (found !== undefined && resolveExecutable(file, path, cwd) !== null) return file;
-  }
-  return null;
-}
-
 export interface Deadline {
   /** ISO instant (wall clock), as recorded in the intent event. */
   at: string;
@@ -316,7 +294,7 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
     // helper checks on its side, off this thread).
     if (!viaHelper) {
       if (spec.cwd && !existsSync(spec.cwd)) throw new SpawnFailedError(`working directory ${spec.cwd} does not exist`, 'ENOENT');
-      if (!spec.shell && findExecutable(spec.command, path, spec.cwd) === null) {
+      if (!spec.shell && resolveExecutable(spec.command, path, spec.cwd) === null) {
         throw new SpawnFailedError(explainSpawnError(spec, 'ENOENT', '', path), 'ENOENT');
       }
     }
