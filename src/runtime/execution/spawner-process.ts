@@ -42,17 +42,27 @@ import { resolveExecutable } from './which.js';
 type SpawnRequest = SpawnerRequest & { op: 'spawn'; id: number };
 
 // Replies of one turn (a burst of spawns, exits reaped together) go out in one write, so the
-// runner reads them in one chunk and records them in one transaction.
+// runner reads them in one chunk and records them in one transaction — except in a long burst,
+// which sends what it started every FLUSH_MS, so the runner can record those while this forks
+// the rest (`sendSoon`).
 let outbox: string[] = [];
+const FLUSH_MS = 10;
+let flushedAt = 0;
 /** The runner is gone (stdin closed, or stdout broken): nothing is sent any more. */
 let runnerGone = false;
 /** Processes started here and not yet reaped. */
 let live = 0;
 const flush = () => {
+  flushedAt = performance.now();
   if (outbox.length === 0) return;
   const text = outbox.join('');
   outbox = [];
   if (!runnerGone) process.stdout.write(text);
+};
+/** `send`, and in a burst that has gone on for FLUSH_MS since the last write, write now. */
+const sendSoon = (message: object) => {
+  send(message);
+  if (performance.now() - flushedAt >= FLUSH_MS) flush();
 };
 const send = (message: object) => {
   if (runnerGone) return;
@@ -65,11 +75,21 @@ const endIfDone = () => {
   process.exit(0);
 };
 
-/** The environment of a request: this process's own (the runner's when it started), minus `unset`, plus `env`. */
+/**
+ * This process's environment (the runner's when it started), copied once: nothing in this process
+ * changes it, and reading `process.env` (an object backed by the C environment) costs tens of µs
+ * a spawn.
+ */
+let ownEnv: Record<string, string> | null = null;
+
+/** The environment of a request: this process's own, minus `unset`, plus `env`. */
 function environment(req: SpawnRequest): Record<string, string> {
-  const env: Record<string, string> = {};
-  const unset = new Set(req.unset ?? []);
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !unset.has(k)) env[k] = v;
+  if (ownEnv === null) {
+    ownEnv = {};
+    for (const k in process.env) if (process.env[k] !== undefined) ownEnv[k] = process.env[k]!;
+  }
+  const env = { ...ownEnv };
+  for (const k of req.unset ?? []) delete env[k];
   return Object.assign(env, req.env);
 }
 
@@ -120,7 +140,7 @@ function start(req: SpawnRequest): void {
     const startTime = processStartTime(pid);
     live += 1;
     if (req.status !== undefined) writeStartedStatus(req.status, pid, startTime);
-    send({ id: req.id, pid, startTime });
+    sendSoon({ id: req.id, pid, startTime });
     if (req.stdin !== undefined && child.stdin) {
       // A CLI that exits without reading its stdin makes this write fail (EPIPE): not an error.
       child.stdin.on('error', () => undefined);
