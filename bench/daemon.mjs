@@ -12,22 +12,47 @@
 //     `true` (child_process.spawn) from one timer in a plain node process, each from the timer's
 //     scheduled instant to its 'spawn' event, run just before each row. Goal: p99 ratio <= 1.5 at
 //     concurrency 100.
-//   node bench/daemon.mjs [--quick] [--json]
+//   Lateness is measured --reps times (default 1) per concurrency, each row's baseline run just before
+//   it; the figure is the median of the rows' p50, p99 and ratio (this VM's fork time moves 2× between
+//   minutes).
+//   node bench/daemon.mjs [--quick] [--json] [--only pass,idle,memory,lateness] [--reps N]
 import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { checkOptions, machineInfo, makeTempDir, median, removeTempDir } from './lib.mjs';
 
+const PARTS = ['pass', 'idle', 'memory', 'lateness'];
 const USAGE = [
-  'usage: node bench/daemon.mjs [--quick] [--json]',
+  'usage: node bench/daemon.mjs [--quick] [--json] [--only LIST] [--reps N]',
+  `  --only   a comma-separated subset of ${PARTS.join(', ')} (default all)`,
+  '  --reps   lateness rows per concurrency, the median reported (default 1)',
+  '  --concurrency LIST  the daemon concurrencies lateness is measured at (default 4,16,100)',
   '  --quick  fewer loops and shorter windows (CI proves the bench runs; its figures are not the goals\')',
   '  --json   print one JSON report instead of the table',
 ].join('\n');
 const args = process.argv.slice(2);
-checkOptions(args, { flags: ['--quick', '--json'] }, USAGE);
+checkOptions(args, { flags: ['--quick', '--json'], valued: ['--only', '--reps', '--concurrency'] }, USAGE);
 const quick = args.includes('--quick');
 const asJson = args.includes('--json');
+const valueOf = (flag) => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
+const only = new Set((valueOf('--only') ?? PARTS.join(',')).split(',').map((x) => x.trim()));
+for (const part of only) {
+  if (!PARTS.includes(part)) {
+    process.stderr.write(`bench: --only: unknown part ${part} (${PARTS.join(', ')})\n${USAGE}\n`);
+    process.exit(2);
+  }
+}
+const reps = Number(valueOf('--reps') ?? 1);
+const concurrencies = (valueOf('--concurrency') ?? '4,16,100').split(',').map(Number);
+if (concurrencies.some((c) => !Number.isInteger(c) || c < 1)) {
+  process.stderr.write(`bench: --concurrency takes positive integers\n${USAGE}\n`);
+  process.exit(2);
+}
+if (!Number.isInteger(reps) || reps < 1) {
+  process.stderr.write(`bench: --reps must be a positive integer\n${USAGE}\n`);
+  process.exit(2);
+}
 
 const root = resolve(fileURLToPath(import.meta.url), '..', '..');
 const BIN = join(root, 'dist', 'cli', 'main.js');
@@ -108,9 +133,9 @@ async function stopDaemon(child) {
 }
 
 // ── 1. One pass with nothing due: 100 vs 10,000 loops defined ─────────────────────────────────
-say('pass cost …');
 const passCost = {};
-for (const n of quick ? [100, 1000] : [100, 10_000]) {
+if (only.has('pass')) say('pass cost …');
+for (const n of !only.has('pass') ? [] : quick ? [100, 1000] : [100, 10_000]) {
   const dir = makeTempDir(`daemon-pass${n}`);
   const rt = await withLoops(dir, n, () => ({ every: '1h', tz: 'UTC' }));
   const d = new Daemon(rt, { log: quiet, spawner: 'inline' });
@@ -127,10 +152,10 @@ for (const n of quick ? [100, 1000] : [100, 10_000]) {
 const [small, large] = Object.keys(passCost).map(Number);
 
 // ── 2. Idle CPU of a running daemon with 10,000 loops, none due during the measurement ─────────
-say('idle CPU …');
 const idleLoops = quick ? 1000 : 10_000;
 let idlePct;
-{
+if (only.has('idle')) {
+  say('idle CPU …');
   const dir = makeTempDir('daemon-idlecpu');
   const rt = await withLoops(dir, idleLoops, () => ({ every: '1d', tz: 'UTC' }));
   const idle = new Daemon(rt, { log: quiet });
@@ -147,9 +172,9 @@ let idlePct;
 }
 
 // ── 3. Idle memory of the real daemon, helper included, against an idle bare node ─────────────
-say('idle memory …');
 let idleRss;
-{
+if (only.has('memory')) {
+  say('idle memory …');
   const dir = makeTempDir('daemon-idlerss');
   (await withLoops(dir, idleLoops, () => ({ every: '1d', tz: 'UTC' }))).close();
   const bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' });
@@ -226,11 +251,25 @@ async function daemonLateness(concurrency, n) {
 // --quick: 20 loops (and 20 bare spawns) a row.
 const due = quick ? 20 : 100;
 const lateness = [];
-for (const concurrency of [4, 16, 100]) {
-  say(`lateness, concurrency ${concurrency} …`);
-  const base = await bareSpawns(due);
-  const loops = await daemonLateness(concurrency, due);
-  lateness.push({ concurrency, due, ...loops, baseline: { p50: pct(base, 50), p99: pct(base, 99) }, ratio: loops.p99 / pct(base, 99) });
+for (const concurrency of only.has('lateness') ? concurrencies : []) {
+  const rows = [];
+  for (let r = 1; r <= reps; r++) {
+    say(`lateness, concurrency ${concurrency}${reps > 1 ? `, row ${r}/${reps}` : ''} …`);
+    const base = await bareSpawns(due);
+    const loops = await daemonLateness(concurrency, due);
+    rows.push({ ...loops, baseline: { p50: pct(base, 50), p99: pct(base, 99) }, ratio: loops.p99 / pct(base, 99) });
+  }
+  const mid = (f) => median(rows.map(f));
+  lateness.push({
+    concurrency,
+    due,
+    n: Math.min(...rows.map((x) => x.n)),
+    p50: mid((x) => x.p50),
+    p99: mid((x) => x.p99),
+    baseline: { p50: mid((x) => x.baseline.p50), p99: mid((x) => x.baseline.p99) },
+    ratio: mid((x) => x.ratio),
+    ratios: rows.map((x) => x.ratio),
+  });
 }
 
 // ── report ─────────────────────────────────────────────────────────────────────────────────────
@@ -238,8 +277,9 @@ const report = {
   when: new Date().toISOString(),
   quick,
   machine: machineInfo(),
-  passCostMs: { loops: [small, large], median: [passCost[small], passCost[large]] },
-  idleCpuPct: { loops: idleLoops, pct: idlePct },
+  passCostMs: only.has('pass') ? { loops: [small, large], median: [passCost[small], passCost[large]] } : null,
+  idleCpuPct: only.has('idle') ? { loops: idleLoops, pct: idlePct } : null,
+  reps,
   idleRss,
   lateness,
 };
@@ -249,11 +289,13 @@ if (asJson) {
   const row = (name, value, goal, ok) => console.log(`${name.padEnd(64)} ${value.padStart(30)}  ${goal.padEnd(24)} ${ok === null ? '' : ok ? 'PASS' : 'MISS'}`);
   const m = report.machine;
   console.log(`\nloops daemon benchmarks — ${report.when}, node ${m.node}, ${m.cpus} cpus, load ${m.loadavg.join(' ')}${quick ? ', --quick' : ''}\n`);
-  row(`pass, nothing due: ${small} vs ${large} loops (median)`, `${passCost[small].toFixed(3)} / ${passCost[large].toFixed(3)} ms`, 'independent of loops', passCost[large] < passCost[small] * 3);
-  row(`idle daemon CPU with ${idleLoops} loops (in-process)`, `${idlePct.toFixed(2)} % of a core`, '< 1 %', idlePct < 1);
+  if (only.has('pass')) row(`pass, nothing due: ${small} vs ${large} loops (median)`, `${passCost[small].toFixed(3)} / ${passCost[large].toFixed(3)} ms`, 'independent of loops', passCost[large] < passCost[small] * 3);
+  if (only.has('idle')) row(`idle daemon CPU with ${idleLoops} loops (in-process)`, `${idlePct.toFixed(2)} % of a core`, '< 1 %', idlePct < 1);
   const mem = (f) => `${f.daemonMiB.toFixed(1)} + ${f.helperMiB.toFixed(1)} vs ${f.bareMiB.toFixed(1)} MiB = ${f.ratio.toFixed(2)}x`;
-  row(`idle RSS, ${idleLoops} loops, daemon + helper vs bare node, at ${idleRss.early.atS[0]}-${idleRss.early.atS.at(-1)} s`, mem(idleRss.early), 'info', null);
-  row(`idle RSS, ${idleLoops} loops, daemon + helper vs bare node, at ${idleRss.settled.atS[0]}-${idleRss.settled.atS.at(-1)} s`, mem(idleRss.settled), '<= 1.8x', idleRss.settled.ratio <= 1.8);
+  if (only.has('memory')) {
+    row(`idle RSS, ${idleLoops} loops, daemon + helper vs bare node, at ${idleRss.early.atS[0]}-${idleRss.early.atS.at(-1)} s`, mem(idleRss.early), 'info', null);
+    row(`idle RSS, ${idleLoops} loops, daemon + helper vs bare node, at ${idleRss.settled.atS[0]}-${idleRss.settled.atS.at(-1)} s`, mem(idleRss.settled), '<= 1.8x', idleRss.settled.ratio <= 1.8);
+  }
   for (const l of lateness) {
     row(
       `lateness, ${l.due} due at once, concurrency ${l.concurrency}: p50 / p99 (bare p50 / p99)`,
@@ -262,5 +304,6 @@ if (asJson) {
       l.n !== l.due ? false : l.concurrency === 100 ? l.ratio <= 1.5 : null,
     );
     if (l.n !== l.due) console.log(`  (only ${l.n} of ${l.due} runs spawned within 30 s)`);
+    if (reps > 1) console.log(`  (median of ${reps} rows; the rows' ratios ${l.ratios.map((x) => x.toFixed(2)).join(', ')})`);
   }
 }
