@@ -25,6 +25,7 @@ export function initialSnapshot(machine: AnyStateMachine): AnyMachineSnapshot {
   let snapshot = initialSnapshots.get(machine);
   if (!snapshot) {
     snapshot = initialTransition(machine)[0] as AnyMachineSnapshot;
+    fastContext(snapshot);
     initialSnapshots.set(machine, snapshot);
   }
   return snapshot;
@@ -73,7 +74,23 @@ export function pureTransition(
   const next = machine.transition(snapshot, event, entry.scope) as AnyMachineSnapshot;
   const actions = entry.sink.actions;
   entry.sink.actions = [];
+  if (next !== snapshot && next.context !== snapshot.context) fastContext(next);
   return [next, actions];
+}
+
+/**
+ * Gives a snapshot a copy of its context in V8's fast mode. XState builds each new context with
+ * `Object.assign({}, context, update)`, which past a dozen fields leaves the object in dictionary
+ * mode, and then every later `Object.assign` of it (the next step's), every read of its fields and
+ * every `JSON.stringify` of it takes the slow path: 7-8 µs for one assign of a run's 25-field
+ * context against 0.5 µs for a fast one. A spread copy has the same fields, in the same order, in
+ * fast mode; the snapshot is new and nobody holds it yet.
+ */
+function fastContext(snapshot: AnyMachineSnapshot): void {
+  const context: unknown = snapshot.context;
+  if (typeof context === 'object' && context !== null && !Array.isArray(context)) {
+    (snapshot as { context: unknown }).context = { ...(context as Record<string, unknown>) };
+  }
 }
 
 /** One pure step: the next snapshot and the actions the runtime should execute. */

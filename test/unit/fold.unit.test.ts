@@ -37,6 +37,11 @@ describe('pureTransition equals xstate transition()', () => {
             const [b, bActions] = transition(machine, theirs, event as never);
             expect(a.value).toEqual(b.value);
             expect(a.context).toEqual(b.context);
+            // The same fields in the same order (pureTransition hands out a fast-mode copy of a
+            // changed context: its JSON, which the log stores and hashes, must not move), and the
+            // same object when the step did not change it.
+            expect(JSON.stringify(a.context)).toBe(JSON.stringify(b.context));
+            if (b.context === theirs.context) expect(a.context).toBe(ours.context);
             expect(a.status).toBe(b.status);
             expect(shape(aActions)).toEqual(shape(bActions));
             // Acceptance: `step` says accepted exactly when snapshot.can() does.
