@@ -371,7 +371,7 @@ describe('Daemon: concurrency', () => {
     expectLogConsistent(runtime);
   });
 
-  it('a burst of 30 due together at concurrency 30: runs are started in growing chunks, the first spawn requested while later runs are still being claimed; each slot runs once', async () => {
+  it('a burst of 30 due together at concurrency 30: decided and started in growing chunks — the first run claimed while later slots are still being decided, the first spawn requested while later runs are still being claimed; each slot runs once', async () => {
     const { clock, runtime, runs, daemon } = await setup({ concurrency: 30 });
     for (let i = 0; i < 30; i++) await everyLoop(runtime, `burst-${i}`, '1m');
     await daemon.start();
@@ -380,8 +380,15 @@ describe('Daemon: concurrency', () => {
     const spawner = runtime.spawner!;
     const spawn = spawner.spawn.bind(spawner);
     let claims = 0;
+    let fired = 0;
+    let firedAtFirstClaim: number | null = null;
     let claimsAtFirstSpawn: number | null = null;
-    const sub = runtime.log.events$.pipe(filter((e) => e.type === 'run.claimed')).subscribe(() => (claims += 1));
+    const sub = runtime.log.events$.subscribe((e) => {
+      if (e.type === 'slot.fired') fired += 1;
+      if (e.type !== 'run.claimed') return;
+      claims += 1;
+      firedAtFirstClaim ??= fired;
+    });
     onTestFinished(() => sub.unsubscribe());
     spawner.spawn = (request) => {
       claimsAtFirstSpawn ??= claims;
@@ -392,7 +399,10 @@ describe('Daemon: concurrency', () => {
     expect(done.every((r) => r.status === 'succeeded')).toBe(true);
     expect(new Set(done.map((r) => r.loopId)).size).toBe(30);
     expect(claims).toBe(30);
-    // Started all in one turn, the first spawn waited for all 30 claims.
+    // Decided in one transaction, the first claim waited for all 30 decisions; started all in one
+    // turn, the first spawn waited for all 30 claims.
+    expect(fired).toBe(30);
+    expect(firedAtFirstClaim!).toBeLessThan(30);
     expect(claimsAtFirstSpawn).not.toBeNull();
     expect(claimsAtFirstSpawn!).toBeLessThan(30);
     await daemon.stop();

@@ -535,6 +535,8 @@ export class Daemon {
         this.state.lastError = `${loopName}: ${error.message}`;
         this.log(`deciding ${loopName} failed: ${error.message}`);
       },
+      // A burst's first runs start while the rest of it is decided.
+      betweenCommits: (fired) => (this.stopping ? Promise.resolve() : this.dispatcher.dispatch(now, fired)),
     });
     if (!this.stopping) await this.dispatcher.dispatch(now);
     // Due work waits while nothing runs: it should have started (a claim that keeps failing).

@@ -52,7 +52,20 @@ export interface DecideOptions {
   onDecision?: (loopName: string, event: StoredEvent) => void;
   /** Called when deciding a loop failed (other than losing the race to another pass). */
   onError?: (loopName: string, error: Error) => void;
+  /**
+   * Given, the due loops are decided in transactions of growing size — 4, then 8, 16… loops — and
+   * this is called after each but the last has committed, with the runs this pass fired so far
+   * (the daemon starts them), then the event loop is let turn: the first runs of a burst are
+   * claimed and their processes started while the rest are decided. Only runs of loops already
+   * decided start meanwhile, so every decision sees what it would see in one transaction; work
+   * queued before the pass (retries, buffered or stranded slots) waits for the pass's end, as
+   * ever. Without it, one transaction decides them all (`tick`).
+   */
+  betweenCommits?: (fired: ReadonlySet<string>) => Promise<unknown>;
 }
+
+/** The first transaction of a pass's decisions, with `betweenCommits` (then each is twice the last). */
+const FIRST_DECIDE_BATCH = 4;
 
 export interface DecideResult {
   decisions: PassDecision[];
@@ -63,7 +76,9 @@ export interface DecideResult {
 /**
  * Step 1 of a pass: records every due loop's decisions, and what becomes of work stranded by
  * runners that are gone, in one transaction (one fsync for a hundred loops due at once), each
- * loop in its own savepoint. Takes this runner's lease in the same transaction.
+ * loop in its own savepoint. Takes this runner's lease in the same transaction. With
+ * `betweenCommits`, in a few transactions of growing size instead (the lease in the first, the
+ * stranded work in the last).
  */
 export async function decide(runtime: Runtime, nowMs: number, options: DecideOptions = {}): Promise<DecideResult> {
   const result: DecideResult = { decisions: [], conflicts: [] };
@@ -90,32 +105,46 @@ export async function decide(runtime: Runtime, nowMs: number, options: DecideOpt
     .all(new Date(nowMs).toISOString());
   const stranded = await strandedWork(runtime, nowMs);
   if (due.length === 0 && stranded.length === 0) return result;
-  await runtime.log.batch(async (batch) => {
-    await holdRunnerLease(runtime, RUNNER_LEASE_TTL_MS, batch);
-    for (const loop of due) {
-      try {
-        const { events } = await decideLoop(runtime, loop.id, nowMs, options.lateGraceMs === undefined ? { batch } : { lateGraceMs: options.lateGraceMs, batch });
-        note(loop.id, loop.name, events);
-      } catch (error) {
-        if (error instanceof ConcurrencyConflictError) result.conflicts.push(loop.name);
-        else if (options.onError) options.onError(loop.name, error as Error);
-        else throw error;
+  const parts: Array<typeof due> = [];
+  if (options.betweenCommits === undefined) parts.push(due);
+  else for (let at = 0, size = FIRST_DECIDE_BATCH; at < due.length || parts.length === 0; at += size, size *= 2) parts.push(due.slice(at, at + size));
+  for (const [k, part] of parts.entries()) {
+    const last = k === parts.length - 1;
+    const told = recorded.length;
+    await runtime.log.batch(async (batch) => {
+      if (k === 0) await holdRunnerLease(runtime, RUNNER_LEASE_TTL_MS, batch);
+      for (const loop of part) {
+        try {
+          const { events } = await decideLoop(runtime, loop.id, nowMs, options.lateGraceMs === undefined ? { batch } : { lateGraceMs: options.lateGraceMs, batch });
+          note(loop.id, loop.name, events);
+        } catch (error) {
+          if (error instanceof ConcurrencyConflictError) result.conflicts.push(loop.name);
+          else if (options.onError) options.onError(loop.name, error as Error);
+          else throw error;
+        }
       }
-    }
-    const byLoop = new Map<string, Stranded[]>();
-    for (const item of stranded) byLoop.set(item.loopId, [...(byLoop.get(item.loopId) ?? []), item]);
-    for (const [loopId, items] of byLoop) {
-      try {
-        note(loopId, items[0]!.loopName, await judgeStranded(runtime, loopId, items, nowMs, options.lateGraceMs ?? 60_000, batch, result.decisions));
-      } catch (error) {
-        if (error instanceof ConcurrencyConflictError) continue; // claimed or decided meanwhile: the next pass looks again
-        if (options.onError) options.onError(items[0]!.loopName, error as Error);
-        else throw error;
+      if (!last) return;
+      const byLoop = new Map<string, Stranded[]>();
+      for (const item of stranded) byLoop.set(item.loopId, [...(byLoop.get(item.loopId) ?? []), item]);
+      for (const [loopId, items] of byLoop) {
+        try {
+          note(loopId, items[0]!.loopName, await judgeStranded(runtime, loopId, items, nowMs, options.lateGraceMs ?? 60_000, batch, result.decisions));
+        } catch (error) {
+          if (error instanceof ConcurrencyConflictError) continue; // claimed or decided meanwhile: the next pass looks again
+          if (options.onError) options.onError(items[0]!.loopName, error as Error);
+          else throw error;
+        }
       }
+    });
+    const committed = recorded.slice(told);
+    if (committed.some(({ event }) => event.type === 'slot.fired')) faultPoint('between-fired-and-claimed');
+    for (const { loopName, event } of committed) options.onDecision?.(loopName, event);
+    if (!last && options.betweenCommits) {
+      const fired = new Set(result.decisions.flatMap((d) => (d.type === 'slot.fired' ? [(d.data as { runId: string }).runId] : [])));
+      await options.betweenCommits(fired);
+      await new Promise<void>((resolve) => setImmediate(resolve));
     }
-  });
-  if (result.decisions.some((d) => d.type === 'slot.fired')) faultPoint('between-fired-and-claimed');
-  for (const { loopName, event } of recorded) options.onDecision?.(loopName, event);
+  }
   return result;
 }
 
@@ -264,18 +293,24 @@ export class Dispatcher {
   }
 
   /**
-   * Starts what is due by `dueByMs` and may start now; returns the items started. Only the read of
-   * the queue awaits; what starts is decided after it in one turn (a second dispatch meanwhile
-   * sees these runs in flight).
+   * Starts what is due by `dueByMs` and may start now — of it, with `only`, the runs it names —
+   * and returns the items started. Only the read of the queue awaits; what starts is decided after
+   * it in one turn (a second dispatch meanwhile sees these runs in flight).
    */
-  async dispatch(dueByMs: number): Promise<QueueItem[]> {
+  async dispatch(dueByMs: number, only?: ReadonlySet<string>): Promise<QueueItem[]> {
     if (this.closed || this.options.signal?.aborted) return [];
     const work = await claimableWork(this.runtime, dueByMs);
     if (this.closed || this.options.signal?.aborted) return [];
     const started: QueueItem[] = [];
     let waiting = 0;
+    /** With `only`: loops with earlier work not named (it goes first, at a later dispatch). */
+    const later = new Set<string>();
     for (const item of work) {
       if (this.inFlight.has(item.runId)) continue;
+      if (only && (!only.has(item.runId) || later.has(item.loopId))) {
+        later.add(item.loopId);
+        continue;
+      }
       // One run of a loop at a time (catch-up never starts a herd), unless its runs may overlap.
       const waitsForLoop = overlapRule(item.overlap).whenBusy !== 'run' && (this.busyLoops.get(item.loopId) ?? 0) > 0;
       if (waitsForLoop || this.inFlight.size >= this.concurrency) {
