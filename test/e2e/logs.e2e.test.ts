@@ -160,10 +160,14 @@ describe('loops logs -f: following a running run', () => {
   it('prints the lines already written, then the ones that come, and exits with the run outcome (3)', async () => {
     const s = sandbox();
     const dir = tempDir();
-    const go = join(dir, 'go');
+    // Each write waits for a file the test makes once the follower printed the one before: the two
+    // streams are two files read one after the other, so writes to both a few µs apart have no
+    // order a follower could know (it may read stderr's newer line before stdout's older one).
+    const gate = (name: string) => `while [ ! -e '${join(dir, name)}' ]; do sleep 0.02; done`;
+    const open = (name: string) => writeFileSync(join(dir, name), '');
     s.json([
       'create', 'command', 'slow', '--manual',
-      '--cmd', `echo one; echo err-one >&2; while [ ! -e '${go}' ]; do sleep 0.02; done; echo two; echo err-two >&2; printf 'last'; exit 3`,
+      '--cmd', `echo one; echo err-one >&2; ${gate('go1')}; echo two; ${gate('go2')}; echo err-two >&2; ${gate('go3')}; printf 'last'; exit 3`,
     ]);
     const runner = start(s, ['run-now', 'slow']);
     const run = await runningRun(s, 'slow');
@@ -171,10 +175,14 @@ describe('loops logs -f: following a running run', () => {
     await waitFor(() => existsSync(stdoutFile) && readFileSync(stdoutFile, 'utf8').includes('one'), 10_000, 'the first line in the file');
 
     const follow = start(s, ['logs', 'slow', '-f']);
-    await follow.waitForOutput(/one\n/);
+    await follow.waitForOutput(/err-one\n/);
     const stdoutOnly = start(s, ['logs', run.id, '-f', '--stdout']);
     await stdoutOnly.waitForOutput(/one\n/);
-    writeFileSync(go, '');
+    open('go1');
+    await follow.waitForOutput(/\ntwo\n/);
+    open('go2');
+    await follow.waitForOutput(/err-two\n/);
+    open('go3');
     const [result, raw, ran] = await Promise.all([follow.exited, stdoutOnly.exited, runner.exited]);
     expect(ran.code).toBe(3);
     expect(result.code, result.stderr).toBe(3);
