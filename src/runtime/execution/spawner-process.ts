@@ -42,31 +42,32 @@ import { resolveExecutable } from './which.js';
 type SpawnRequest = SpawnerRequest & { op: 'spawn'; id: number };
 
 // Replies of one turn (a burst of spawns, exits reaped together) go out in one write, so the
-// runner reads them in one chunk and records them in one transaction — except in a long burst,
-// which sends what it started every FLUSH_MS, so the runner can record those while this forks
-// the rest (`sendSoon`).
+// runner reads them in one chunk and records them in one transaction — except in a turn that
+// forks for longer than FLUSH_MS, which sends what it started so far every FLUSH_MS, so the runner
+// records those while this forks the rest (`sendSoon`).
 let outbox: string[] = [];
 const FLUSH_MS = 10;
-let flushedAt = 0;
+/** When the oldest reply waiting in the outbox was queued. */
+let queuedAt = 0;
 /** The runner is gone (stdin closed, or stdout broken): nothing is sent any more. */
 let runnerGone = false;
 /** Processes started here and not yet reaped. */
 let live = 0;
 const flush = () => {
-  flushedAt = performance.now();
   if (outbox.length === 0) return;
   const text = outbox.join('');
   outbox = [];
   if (!runnerGone) process.stdout.write(text);
 };
-/** `send`, and in a burst that has gone on for FLUSH_MS since the last write, write now. */
+/** `send`, and when a reply has waited FLUSH_MS in this turn (a long burst of forks), write now. */
 const sendSoon = (message: object) => {
   send(message);
-  if (performance.now() - flushedAt >= FLUSH_MS) flush();
+  if (performance.now() - queuedAt >= FLUSH_MS) flush();
 };
 const send = (message: object) => {
   if (runnerGone) return;
   if (outbox.push(`${JSON.stringify(message)}\n`) > 1) return;
+  queuedAt = performance.now();
   setImmediate(flush);
 };
 /** Ends this process once its runner is gone and nothing it started is left to reap. */
