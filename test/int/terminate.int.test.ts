@@ -12,6 +12,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { systemClock } from '../../src/runtime/clock.js';
 import { GroupTerminator, stopLeftovers } from '../../src/runtime/execution/terminate.js';
 import { isAlive, killGroupIfAlive } from '../helpers/proc.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** A process leading its own group (as a run's wrapper does), killed when the test ends. */
 function groupLeader(): number {
@@ -41,7 +42,12 @@ describe('GroupTerminator after the leader exited', () => {
     child.stdin!.end();
     await once(child, 'exit');
     expect(isAlive(leftover)).toBe(true);
+    const started = performance.now();
     await new GroupTerminator(leader, systemClock, 300).leaderExited();
+    expect(performance.now() - started, 'the SIGKILL waited for the grace').toBeGreaterThanOrEqual(290);
+    // leaderExited resolves once the SIGKILL is sent; the kernel finishes the process a moment later
+    // (under load, after the check). Waited for, bounded, not assumed.
+    await waitFor(() => !isAlive(leftover), 2000, `leftover ${leftover} to be killed`);
     expect(isAlive(leftover)).toBe(false);
   });
 });
