@@ -4,7 +4,7 @@
  * inherited, with `removed` the runner's variables dropped and not put back; sorted; no value.
  */
 import { describe, expect, it } from 'vitest';
-import { spawnEnvNames } from '../../src/runtime/execution/env.js';
+import { runnerEnv, spawnEnvNames } from '../../src/runtime/execution/env.js';
 
 describe('spawnEnvNames', () => {
   const runner = { HOME: '/home/u', PATH: '/usr/bin', GH_TOKEN: 'gho_x', XDG_CONFIG_HOME: '/c', LANG: 'C', GONE: undefined };
@@ -20,5 +20,38 @@ describe('spawnEnvNames', () => {
     expect(names.removed).toEqual([]);
     expect(names.secret).toEqual(['GH_TOKEN']);
     expect([...names.set, ...names.secret, ...names.inherited]).not.toContain('GONE');
+  });
+});
+
+describe('runnerEnv: process.env read once per turn', () => {
+  const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+  it('runs started in one turn share one read; a change to process.env is seen from the next turn', async () => {
+    delete process.env.LOOPS_TEST_TURN;
+    const first = runnerEnv();
+    expect(runnerEnv(), 'the same turn: the same read').toBe(first);
+    expect(first.LOOPS_TEST_TURN).toBeUndefined();
+    process.env.LOOPS_TEST_TURN = 'one';
+    try {
+      await nextTurn();
+      const second = runnerEnv();
+      expect(second).not.toBe(first);
+      expect(second.LOOPS_TEST_TURN).toBe('one');
+      // Names as spawnEnvNames sees them: the new variable is inherited, nothing is undefined.
+      expect(spawnEnvNames(second, {}, new Set()).inherited).toContain('LOOPS_TEST_TURN');
+      expect(Object.values(second).every((v) => typeof v === 'string')).toBe(true);
+    } finally {
+      delete process.env.LOOPS_TEST_TURN;
+    }
+    await nextTurn();
+    expect(runnerEnv().LOOPS_TEST_TURN, 'an unset variable is gone from the next turn').toBeUndefined();
+  });
+
+  it('spawnEnvNames on a runnerEnv read gives what it gives on the same record read by hand', async () => {
+    await nextTurn();
+    const env = runnerEnv();
+    const byHand = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined));
+    const unset = new Set(Object.keys(byHand).slice(0, 2));
+    expect(spawnEnvNames(env, { PATH: '/x', LOOPS_RUN_ID: 'r' }, unset, [])).toEqual(spawnEnvNames(byHand, { PATH: '/x', LOOPS_RUN_ID: 'r' }, unset, []));
   });
 });

@@ -19,7 +19,7 @@ import { execa } from 'execa';
 import type { Clock, TimerHandle } from '../clock.js';
 import { formatDuration } from '../../events/durations.js';
 import type { SpawnEnv } from '../../events/catalog.js';
-import { runnerPath, spawnEnvNames } from './env.js';
+import { runnerEnv, runnerPath, spawnEnvNames } from './env.js';
 import { maskFiles, OutputFile, TailBuffer } from './output.js';
 import { SecretMasker, StreamMasker } from './secrets.js';
 import { type Spawned, type Spawner, SpawnerError, whenGone } from './spawner.js';
@@ -277,17 +277,18 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
   const viaHelper = !!spawner && spawner.unavailableReason === null && spec.statusFile !== undefined && spec.stdoutFile !== undefined && spec.stderrFile !== undefined;
   // The effective PATH: the inherited one (or the run's own) plus the user bin directories, so a
   // daemon started by systemd finds the CLIs the user's shell finds.
-  const path = runnerPath(spec.env.PATH ?? process.env.PATH);
+  const runner = runnerEnv();
+  const path = runnerPath(spec.env.PATH ?? runner.PATH);
   const unset = new Set(spec.unsetEnv ?? []);
   // The helper applies `unset` to the environment it inherited; here a filtered copy is built.
   const inherited =
     unset.size && !viaHelper
-      ? Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined && !unset.has(e[0])))
+      ? Object.fromEntries(Object.entries(runner).filter((e) => !unset.has(e[0])))
       : null;
   const env: Record<string, string> = { ...(inherited ?? {}), ...spec.env, PATH: path };
   // What the process gets, as names (for its spawn's record): the helper builds the same from its
   // own environment plus this one's drift, i.e. from this process's environment now.
-  const envNames = spawnEnvNames(process.env, { ...spec.env, PATH: path }, unset, spec.secretEnvNames);
+  const envNames = spawnEnvNames(runner, { ...spec.env, PATH: path }, unset, spec.secretEnvNames);
   const runDirs = [...new Set([spec.statusFile, spec.stdoutFile, spec.stderrFile].filter((f) => f !== undefined).map((f) => dirname(f)))];
   if (spec.statusFile) {
     // Under the wrapper a missing program would only be the shell's exit 127: check first (the

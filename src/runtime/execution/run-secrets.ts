@@ -2,6 +2,7 @@ import type { Target } from '../../events/catalog.js';
 import { AUTH_ENV_VARS } from '../agents/index.js';
 import type { Clock } from '../clock.js';
 import { resolveForMasking, resolveForMaskingSync, type SecretRef } from './secret-refs.js';
+import { runnerEnv } from './env.js';
 import { secretValues } from './secrets.js';
 
 /**
@@ -12,7 +13,7 @@ import { secretValues } from './secrets.js';
  */
 export function runSecrets(names: readonly string[], resolved: Record<string, string> = {}): string[] {
   const auth = AUTH_ENV_VARS.filter((n) => !/(_DIR|_HOME)$/.test(n));
-  return [...new Set([...secretValues(process.env, [...names, ...auth]), ...secretValues(resolved, Object.keys(resolved))])];
+  return [...new Set([...secretValues(runnerEnv(), [...names, ...auth]), ...secretValues(resolved, Object.keys(resolved))])];
 }
 
 /** A loop target's secret sources: the --secret-env names and the file / command references. */

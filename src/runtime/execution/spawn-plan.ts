@@ -12,6 +12,7 @@ import { agentSink, cliVersion, reportFrom, type PreparedAgent } from '../agents
 import type { Runtime } from '../runtime.js';
 import { join } from 'node:path';
 import type { Deadline, SpawnSpec } from './executor.js';
+import { runnerEnv } from './env.js';
 import { runSecrets } from './run-secrets.js';
 import { resolveSecretRefs, type SecretRef } from './secret-refs.js';
 import { SecretMasker } from './secrets.js';
@@ -50,7 +51,8 @@ export type Prepared =
  */
 export async function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Promise<Prepared> {
   const { target } = plan;
-  const missing = plan.secretNames.filter((n) => process.env[n] === undefined);
+  const runner = runnerEnv();
+  const missing = plan.secretNames.filter((n) => runner[n] === undefined);
   if (missing.length) {
     return {
       ok: false,
@@ -61,7 +63,7 @@ export async function prepareSpawn(runtime: Runtime, plan: SpawnPlan): Promise<P
   const refs = plan.secretRefs ?? [];
   const resolved = refs.length ? await resolveSecretRefs(refs, { cwd: plan.argv?.cwd ?? target.cwd, env: target.env, clock: runtime.clock }) : { ok: true as const, values: {} };
   if (!resolved.ok) return { ok: false, error: `${resolved.error} (runner ${runtime.runnerId})`, code: resolved.code };
-  const secretEnv = { ...Object.fromEntries(plan.secretNames.map((n) => [n, process.env[n]!])), ...resolved.values };
+  const secretEnv = { ...Object.fromEntries(plan.secretNames.map((n) => [n, runner[n]!])), ...resolved.values };
   const files = {
     stdoutFile: join(plan.dir, 'stdout.log'),
     stderrFile: join(plan.dir, 'stderr.log'),

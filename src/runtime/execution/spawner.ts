@@ -21,6 +21,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type Clock, systemClock, type TimerHandle } from '../clock.js';
+import { runnerEnv } from './env.js';
 import { identityNow, type ProcessIdentity, processRunning } from './process-info.js';
 
 export interface SpawnerRequest {
@@ -91,7 +92,7 @@ interface Helper {
   /** Requests sent to this helper not yet finished: unanswered spawns, and processes not yet reported ended. */
   pending: Map<number, Pending>;
   /** The environment it was started with. */
-  base: Record<string, string>;
+  base: Readonly<Record<string, string>>;
   buffer: string;
   isReady: boolean;
   ready: Promise<void>;
@@ -244,8 +245,7 @@ export class Spawner {
   private helper(): Helper {
     if (this.current) return this.current;
     if (this.unavailable !== null) throw new SpawnerError(this.unavailable, 'EHELPER');
-    const base: Record<string, string> = {};
-    for (const k in process.env) if (process.env[k] !== undefined) base[k] = process.env[k]!;
+    const base = runnerEnv();
     // Small heaps: the point of this process is that forking it is cheap.
     // Detached: a session of its own, so a terminal's Ctrl-C reaches the runner (which then stops
     // its runs in order and still needs their exits) but not the helper.
@@ -374,15 +374,13 @@ export class Spawner {
   }
 }
 
-/** How this process's environment differs from `base` (the helper's). */
-function drifted(base: Record<string, string>): { set: Record<string, string>; unset: string[] } {
+/** How this process's environment (`runnerEnv()`, read once per turn) differs from `base` (the helper's). */
+function drifted(base: Readonly<Record<string, string>>): { set: Record<string, string>; unset: string[] } {
   const set: Record<string, string> = {};
   const unset: string[] = [];
-  const env = process.env;
-  for (const k in env) {
-    const v = env[k];
-    if (v !== undefined && base[k] !== v) set[k] = v;
-  }
+  const env = runnerEnv();
+  if (env === base) return { set, unset };
+  for (const k in env) if (base[k] !== env[k]) set[k] = env[k]!;
   for (const k in base) if (env[k] === undefined) unset.push(k);
   return { set, unset };
 }
