@@ -28,7 +28,7 @@ import { findWorkflowRun, type WorkflowRunView } from '../queries/workflows.js';
 import type { Runtime } from '../runtime.js';
 import { executeWorkflowFork, noteOnParent, planWorkflowFork, type ForkRequest, type WorkflowForkPlan } from '../workflows/fork.js';
 import type { RunWorkflowOptions } from '../workflows/runner.js';
-import { bufferedCount, liveRunLeases, runningRuns } from './decisions.js';
+import { bufferedCount, runningRunsAt } from './decisions.js';
 
 /** A fork or rerun of a command or agent loop's run: one step, run again. */
 export interface RunForkPlan {
@@ -88,9 +88,8 @@ export async function planFork(runtime: Runtime, idOrPrefix: string, request: Fo
  * would skip or buffer a slot), or null when it may start.
  */
 export async function overlapHold(runtime: Runtime, loopId: string): Promise<string | null> {
-  const live = await liveRunLeases(runtime, runtime.clock.now());
   const loop = findLoop(runtime.db, loopId, { includeRemoved: true });
-  const running = runningRuns(runtime, loopId, live);
+  const running = await runningRunsAt(runtime, loopId, runtime.clock.now());
   const verdict = overlapVerdict(OVERLAP.policies[loop.policies.overlap], running.length, bufferedCount(runtime, loopId));
   if (!verdict.blocked && !verdict.buffering) return null;
   return `loop ${loop.name} has overlap ${loop.policies.overlap} and run ${running[0] ?? '(a buffered slot)'} is going`;
