@@ -12,21 +12,27 @@
 //     `true` (child_process.spawn) from one timer in a plain node process, each from the timer's
 //     scheduled instant to its 'spawn' event, run just before each row. Goal: p99 ratio <= 1.5 at
 //     concurrency 100.
+//   - CPU per run in a burst: the real daemon at --concurrency 100, 100 loops due together every 3 s
+//     (--quick: 20); the first burst is skipped (a fresh daemon's code is cold), then the CPU of the
+//     daemon and of its spawner helper (utime + stime from /proc, 10 ms ticks) over the next 4 bursts,
+//     per run; against the CPU a plain node process spends per spawn of `true` from one timer (the
+//     bare side of the lateness row: 100 spawns and their exits). What loops adds to a process start,
+//     in CPU the other runs of a burst then wait for. No goal of its own: it is what lateness is made of.
 //   Lateness is measured --reps times (default 1) per concurrency, each row's baseline run just before
 //   it; the figure is the median of the rows' p50, p99 and ratio (this VM's fork time moves 2× between
 //   minutes).
-//   node bench/daemon.mjs [--quick] [--json] [--only pass,idle,memory,lateness] [--reps N]
+//   node bench/daemon.mjs [--quick] [--json] [--only pass,idle,memory,lateness,burstcpu] [--reps N]
 import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { checkOptions, machineInfo, makeTempDir, median, removeTempDir } from './lib.mjs';
 
-const PARTS = ['pass', 'idle', 'memory', 'lateness'];
+const PARTS = ['pass', 'idle', 'memory', 'lateness', 'burstcpu'];
 const USAGE = [
   'usage: node bench/daemon.mjs [--quick] [--json] [--only LIST] [--reps N]',
   `  --only   a comma-separated subset of ${PARTS.join(', ')} (default all)`,
-  '  --reps   lateness rows per concurrency, the median reported (default 1)',
+  '  --reps   lateness (and burstcpu) rows, the median reported (default 1)',
   '  --concurrency LIST  the daemon concurrencies lateness is measured at (default 4,16,100)',
   '  --quick  fewer loops and shorter windows (CI proves the bench runs; its figures are not the goals\')',
   '  --json   print one JSON report instead of the table',
@@ -213,14 +219,58 @@ async function bareSpawns(n) {
       for (let i = 0; i < ${n}; i++) {
         const c = spawn('true', [], { stdio: 'ignore' });
         c.once('spawn', () => late.push(now() - at));
-        c.once('exit', () => { if (++exited === ${n}) process.stdout.write(JSON.stringify(late)); });
+        c.once('exit', () => { if (++exited === ${n}) { const u = process.cpuUsage(cpu0); process.stdout.write(JSON.stringify({ late, cpuMs: (u.user + u.system) / 1000 })); } });
       }
-    }, at - Date.now());`;
+    }, at - Date.now());
+    let cpu0;
+    setTimeout(() => { cpu0 = process.cpuUsage(); }, at - Date.now() - 50);`;
   const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.setEncoding('utf8').on('data', (t) => (out += t));
   await new Promise((r) => child.once('exit', r));
-  return JSON.parse(out);
+  const { late, cpuMs } = JSON.parse(out);
+  bareCpuMs = cpuMs;
+  return late;
+}
+/** The CPU (ms) the last bareSpawns process spent from just before its timer to its last exit. */
+let bareCpuMs = null;
+
+/** utime + stime of a process, ms (0 once it is gone). */
+function cpuMsOf(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return 0;
+  }
+}
+
+/** The daemon's and its helpers' CPU per run over `bursts` warm bursts of `n` loops due together. */
+async function burstCpu(n, bursts) {
+  const dir = makeTempDir('daemon-burstcpu');
+  (await openRuntime({ dataDir: dir })).close();
+  const daemon = await startDaemon(dir, ['--concurrency', '100']);
+  const everyMs = 3000;
+  const startsAt = new Date(Math.ceil((Date.now() + 3000) / 1000) * 1000).toISOString();
+  (await withLoops(dir, n, () => ({ every: '3s', tz: 'UTC', startsAt }))).close();
+  const slot = Date.parse(startsAt);
+  const cpu = () => ({ daemon: cpuMsOf(daemon.pid), helper: helpersOf(daemon.pid).reduce((sum, pid) => sum + cpuMsOf(pid), 0) });
+  // The helper ends when idle and starts again: sampled just before each burst and at its end.
+  const per = [];
+  for (let b = 1; b <= bursts; b++) {
+    await sleep(Math.max(0, slot + b * everyMs - 200 - Date.now()));
+    const c0 = cpu();
+    await sleep(Math.max(0, slot + b * everyMs + 1500 - Date.now()));
+    const c1 = cpu();
+    per.push({ daemon: (c1.daemon - c0.daemon) / n, helper: Math.max(0, c1.helper - c0.helper) / n });
+  }
+  const db = new Database(join(dir, 'loops.db'), { readonly: true, fileMustExist: true });
+  const spawned = db.prepare("SELECT count(*) AS n FROM events WHERE type = 'process.spawned'").get().n;
+  db.close();
+  await stopDaemon(daemon);
+  removeTempDir(dir);
+  return { daemon: median(per.map((x) => x.daemon)), helper: median(per.map((x) => x.helper)), spawned, expected: n * (bursts + 1) };
 }
 
 async function daemonLateness(concurrency, n) {
@@ -272,6 +322,18 @@ for (const concurrency of only.has('lateness') ? concurrencies : []) {
   });
 }
 
+const burstcpu = [];
+for (let r = 1; only.has('burstcpu') && r <= reps; r++) {
+  say(`CPU per run in a burst${reps > 1 ? `, row ${r}/${reps}` : ''} …`);
+  await bareSpawns(due);
+  const bare = bareCpuMs / due;
+  const loops = await burstCpu(due, 4);
+  burstcpu.push({ ...loops, bare, ratio: (loops.daemon + loops.helper) / bare });
+}
+const burstCpuFigure = burstcpu.length
+  ? { due, rows: burstcpu, daemon: median(burstcpu.map((x) => x.daemon)), helper: median(burstcpu.map((x) => x.helper)), bare: median(burstcpu.map((x) => x.bare)), ratio: median(burstcpu.map((x) => x.ratio)), complete: burstcpu.every((x) => x.spawned >= x.expected) }
+  : null;
+
 // ── report ─────────────────────────────────────────────────────────────────────────────────────
 const report = {
   when: new Date().toISOString(),
@@ -282,6 +344,7 @@ const report = {
   reps,
   idleRss,
   lateness,
+  burstCpu: burstCpuFigure,
 };
 if (asJson) {
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
@@ -305,5 +368,11 @@ if (asJson) {
     );
     if (l.n !== l.due) console.log(`  (only ${l.n} of ${l.due} runs spawned within 30 s)`);
     if (reps > 1) console.log(`  (median of ${reps} rows; the rows' ratios ${l.ratios.map((x) => x.toFixed(2)).join(', ')})`);
+  }
+  const b = burstCpuFigure;
+  if (b) {
+    row(`CPU per run, ${b.due} due together, warm bursts: daemon + helper (bare)`, `${b.daemon.toFixed(2)} + ${b.helper.toFixed(2)} (${b.bare.toFixed(2)}) ms = ${b.ratio.toFixed(2)}x`, 'info', b.complete ? null : false);
+    if (!b.complete) console.log('  (not every slot of the bursts was spawned: the figure is not a whole burst)');
+    if (reps > 1) console.log(`  (median of ${reps} rows; the rows' ratios ${b.rows.map((x) => x.ratio.toFixed(2)).join(', ')})`);
   }
 }
