@@ -86,7 +86,7 @@ describe('benchmarks, quick form', { timeout: BENCH_TIMEOUT_MS }, () => {
     for (const figure of figures) expect(Number.isFinite(figure), stderr).toBe(true);
   });
 
-  it('bench/daemon.mjs: pass cost, idle CPU, the real daemon\'s idle RSS against a bare node, lateness against bare spawns', () => {
+  it('bench/daemon.mjs: pass cost, idle CPU, the real daemon\'s idle RSS against a bare node, lateness against bare spawns, CPU per run in a burst', () => {
     const { status, report, stderr } = bench('daemon.mjs', ['--quick', '--json']);
     expect(status, stderr).toBe(0);
     const r = report as {
@@ -94,6 +94,7 @@ describe('benchmarks, quick form', { timeout: BENCH_TIMEOUT_MS }, () => {
       idleCpuPct?: { pct: number };
       idleRss?: Record<'early' | 'settled', { daemonMiB: number; helperMiB: number; bareMiB: number; ratio: number }>;
       lateness?: Array<{ concurrency: number; p50: number; p99: number; baseline: { p50: number; p99: number }; ratio: number }>;
+      burstCpu?: { daemon: number; helper: number; bare: number; ratio: number; complete: boolean };
     };
     expect(r.passCostMs?.median).toHaveLength(2);
     const figures = [...(r.passCostMs?.median ?? []), r.idleCpuPct?.pct];
@@ -103,8 +104,12 @@ describe('benchmarks, quick form', { timeout: BENCH_TIMEOUT_MS }, () => {
     }
     expect(r.lateness?.map((l) => l.concurrency)).toEqual([4, 16, 100]);
     for (const l of r.lateness ?? []) figures.push(l.p50, l.p99, l.baseline.p50, l.baseline.p99, l.ratio);
+    // Every slot of the measured bursts was started, and the daemon spent CPU on them.
+    expect(r.burstCpu?.complete, stderr).toBe(true);
+    expect(r.burstCpu?.daemon, stderr).toBeGreaterThan(0);
+    figures.push(r.burstCpu?.daemon, r.burstCpu?.helper, r.burstCpu?.bare, r.burstCpu?.ratio);
     for (const figure of figures) expect(Number.isFinite(figure), stderr).toBe(true);
-  }); // real daemons, idle windows and timed slots: ~20 s on a quiet machine, 40 s on a loaded one
+  }); // real daemons, idle windows and timed slots: ~30 s on a quiet machine, 55 s on a loaded one
 
   it('bench/daemon.mjs: --help prints the usage; a mistyped option exits 2 before anything runs', () => {
     const help = spawnSync(process.execPath, [resolve(BENCH, 'daemon.mjs'), '--help'], { encoding: 'utf8' });
