@@ -27,7 +27,7 @@
 //   node bench/bookkeeping.mjs [--quick] [--reps N] [--json]      (npm run bench:bookkeeping)
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { checkOptions, machineInfo, makeTempDir, median, minMax, now, removeTempDir, table } from './lib.mjs';
+import { checkOptions, cpuPhrase, cpuSince, machineInfo, makeTempDir, median, minMax, now, removeTempDir, table } from './lib.mjs';
 
 const USAGE = `usage: node bench/bookkeeping.mjs [options]      (npm run bench:bookkeeping -- [options])
 
@@ -252,7 +252,7 @@ try {
   const [lo, hi] = minMax(ratios);
   const report = {
     bench: 'bookkeeping',
-    machine: { ...info, loadavgAfter: machineInfo().loadavg },
+    machine: { ...info, loadavgAfter: machineInfo().loadavg, cpu: cpuSince(info) },
     settings: { journal_mode: journal, synchronous, reps, chunk, chunksPerRep, warmup, quick },
     loops: { runsPerSec: loopsRate, cpuUsPerRun: loopsCpu, msPerRun: median(samples.loops.map((s) => s.msPerOp)), runs: loopsRuns, processesForked: 0, spawnerCalls: spawner.spawned },
     plainjob: { jobsPerSec: pjRate, cpuUsPerJob: pjCpu, msPerJob: median(samples.plainjob.map((s) => s.msPerOp)), jobs: jobsDone },
@@ -270,7 +270,7 @@ try {
     process.stdout.write(
       [
         `per-run bookkeeping, no process — ${new Date().toISOString()}`,
-        `node ${info.node}, SQLite ${info.sqlite}, ${info.cpus} × ${info.cpuModel}; load ${info.loadavg.join(' ')} → ${report.machine.loadavgAfter.join(' ')}`,
+        `node ${info.node}, SQLite ${info.sqlite}, ${info.cpus} × ${info.cpuModel}; load ${info.loadavg.join(' ')} → ${report.machine.loadavgAfter.join(' ')}${cpuPhrase(info)}`,
         `journal_mode=${journal}, synchronous=${synchronous} on both; ${reps} reps × ${chunksPerRep} chunks of ${chunk} per side, interleaved; medians`,
         '',
         table(

@@ -26,7 +26,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { checkOptions, machineInfo, makeTempDir, median, removeTempDir } from './lib.mjs';
+import { checkOptions, cpuPhrase, cpuSince, machineInfo, makeTempDir, median, removeTempDir } from './lib.mjs';
 
 const PARTS = ['pass', 'idle', 'memory', 'lateness', 'burstcpu'];
 const USAGE = [
@@ -69,6 +69,7 @@ const pct = (a, p) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.f
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const quiet = () => {};
 const t0 = performance.now();
+const machineAtStart = machineInfo();
 const say = (line) => {
   if (!asJson) process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(1)} s] ${line}\n`);
 };
@@ -342,7 +343,7 @@ const burstCpuFigure = burstcpu.length
 const report = {
   when: new Date().toISOString(),
   quick,
-  machine: machineInfo(),
+  machine: { ...machineAtStart, loadavgAfter: machineInfo().loadavg, cpu: cpuSince(machineAtStart) },
   passCostMs: only.has('pass') ? { loops: [small, large], median: [passCost[small], passCost[large]] } : null,
   idleCpuPct: only.has('idle') ? { loops: idleLoops, pct: idlePct } : null,
   reps,
@@ -355,7 +356,7 @@ if (asJson) {
 } else {
   const row = (name, value, goal, ok) => console.log(`${name.padEnd(64)} ${value.padStart(30)}  ${goal.padEnd(24)} ${ok === null ? '' : ok ? 'PASS' : 'MISS'}`);
   const m = report.machine;
-  console.log(`\nloops daemon benchmarks — ${report.when}, node ${m.node}, ${m.cpus} cpus, load ${m.loadavg.join(' ')}${quick ? ', --quick' : ''}\n`);
+  console.log(`\nloops daemon benchmarks — ${report.when}, node ${m.node}, ${m.cpus} cpus, load ${m.loadavg.join(' ')} → ${m.loadavgAfter.join(' ')}${cpuPhrase(machineAtStart)}${quick ? ', --quick' : ''}\n`);
   if (only.has('pass')) row(`pass, nothing due: ${small} vs ${large} loops (median)`, `${passCost[small].toFixed(3)} / ${passCost[large].toFixed(3)} ms`, 'independent of loops', passCost[large] < passCost[small] * 3);
   if (only.has('idle')) row(`idle daemon CPU with ${idleLoops} loops (in-process)`, `${idlePct.toFixed(2)} % of a core`, '< 1 %', idlePct < 1);
   const mem = (f) => `${f.daemonMiB.toFixed(1)} + ${f.helperMiB.toFixed(1)} vs ${f.bareMiB.toFixed(1)} MiB = ${f.ratio.toFixed(2)}x`;

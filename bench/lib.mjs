@@ -62,7 +62,41 @@ export function machineInfo() {
     memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
     tmpdir: tmpdir(),
     loadavg: loadavg().map((x) => Math.round(x * 100) / 100),
+    cpuTimes: cpuCounters(),
   };
+}
+
+/** The machine's CPU time counters (the aggregate line of Linux's /proc/stat, in ticks), or null. */
+function cpuCounters() {
+  try {
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    return { user, nice, system, idle, iowait, irq, softirq, steal };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * How the machine's CPUs spent the time since `from` (a `machineInfo()`), in % of all of it: busy
+ * (user, nice, system, irq, softirq) and steal — time this VM wanted to run and its host ran someone
+ * else. Steal makes every figure of the run noisier; a bench prints it beside its load averages.
+ * null where /proc/stat is not there.
+ */
+export function cpuSince(from) {
+  const now = cpuCounters();
+  const then = from?.cpuTimes;
+  if (!now || !then) return null;
+  const d = Object.fromEntries(Object.keys(now).map((k) => [k, now[k] - then[k]]));
+  const total = Object.values(d).reduce((a, b) => a + b, 0);
+  if (total <= 0) return null;
+  const pct = (x) => Math.round((x / total) * 1000) / 10;
+  return { busyPct: pct(d.user + d.nice + d.system + d.irq + d.softirq), stealPct: pct(d.steal) };
+}
+
+/** `cpuSince(from)` as a phrase for a bench's header ('' where unknown). */
+export function cpuPhrase(from) {
+  const c = cpuSince(from);
+  return c ? `; CPUs ${c.busyPct}% busy, ${c.stealPct}% stolen by the VM's host` : '';
 }
 
 // ── WAL inspection ───────────────────────────────────────────────────────────────────────────

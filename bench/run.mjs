@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { fmt, machineInfo, makeTempDir, median, minMax, now, removeTempDir, table, walStats } from './lib.mjs';
+import { cpuPhrase, cpuSince, fmt, machineInfo, makeTempDir, median, minMax, now, removeTempDir, table, walStats } from './lib.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist', 'index.js');
@@ -473,6 +473,8 @@ for (const id of selected) {
   results.push(await benches[id]());
 }
 machine.loadavgAfter = machineInfo().loadavg;
+machine.cpu = cpuSince(machine);
+const cpuNote = cpuPhrase(machine);
 const elapsedS = (now() - started) / 1000;
 
 const report = {
@@ -499,7 +501,7 @@ function renderTable(report) {
     `node ${m.node} (V8 ${m.v8}), SQLite ${m.sqlite}, ${m.platform}, ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB`,
   );
   out.push(
-    `load average ${m.loadavg.join(' ')} → ${m.loadavgAfter.join(' ')}; ${cfg.reps} repetitions${opts.quick ? ' (quick)' : ''}; medians; ${report.elapsedSeconds} s`,
+    `load average ${m.loadavg.join(' ')} → ${m.loadavgAfter.join(' ')}${cpuNote}; ${cfg.reps} repetitions${opts.quick ? ' (quick)' : ''}; medians; ${report.elapsedSeconds} s`,
   );
   out.push('');
   const rows = report.results.map((r) =>

@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { createWorkflow, openRuntime, runWorkflow } from '../dist/index.js';
-import { machineInfo, makeTempDir, median, minMax, now } from './lib.mjs';
+import { cpuPhrase, cpuSince, machineInfo, makeTempDir, median, minMax, now } from './lib.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -24,6 +24,7 @@ function spec(name, n, { chain, concurrency }) {
   return `${lines.join('\n')}\n`;
 }
 
+const machineAtStart = machineInfo();
 const dir = makeTempDir('wf');
 // Steps are forked by the spawner helper, as the daemon and `loops workflows run` do;
 // LOOPS_BENCH_SPAWNER=inline forks them from this process instead, for comparison.
@@ -81,7 +82,7 @@ const perRep = (a, b) => a.map((x, i) => x / b[i]);
 const r1 = median(w1.loops) / median(w1.raw);
 const r2 = median(w2.chain) / median(w2.wide);
 const result = {
-  machine: machineInfo(),
+  machine: { ...machineAtStart, loadavgAfter: machineInfo().loadavg, cpu: cpuSince(machineAtStart) },
   reps,
   spawner,
   w1: {
@@ -98,6 +99,7 @@ const result = {
 if (json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
 else {
   const f = (x) => x.toFixed(2);
+  console.log(`load ${machineAtStart.loadavg.join(' ')} → ${result.machine.loadavgAfter.join(' ')}${cpuPhrase(machineAtStart)}`);
   console.log(`benchmark                                   loops       baseline    ratio  goal    result  per-rep`);
   console.log(
     `(w1) 100-step chain of true vs 100 execa    ${result.w1.loopsMs.toFixed(0).padStart(6)} ms   ${result.w1.rawMs.toFixed(0).padStart(6)} ms   ${f(r1).padStart(5)}  <= 1.5  ${result.w1.pass ? 'PASS' : 'MISS'}    ${result.w1.perRep.map(f).join('–')}`,
