@@ -24,11 +24,14 @@ export interface RuntimeOptions {
   /** Identity of this runner; defaults to `<host>:<pid>:<random>`. */
   runnerId?: string;
   /**
-   * How processes are started: `inline` (default) forks from this process; `helper` hands the
-   * fork to a small spawner process (spawner.ts), which keeps a busy runner's thread free — the
-   * daemon and workflow runs use it.
+   * How processes are started: `inline` forks from this process; `helper` hands every fork to a
+   * small spawner process (spawner.ts), which keeps a busy runner's thread free — the daemon and
+   * workflow runs use it; `auto` (default) forks here until runs come one after another, then
+   * through the helper (SpawnerUse `busy`): a fork copies this process's page tables, and every
+   * page it then writes is copied once more, which from a process holding a database costs more
+   * than the run's own work.
    */
-  spawner?: 'inline' | 'helper';
+  spawner?: 'inline' | 'helper' | 'auto';
   /** The trigger source its events record in `meta.by` (default: the process's, see acting.ts). */
   source?: string;
   /** An XState inspector (e.g. `@statelyai/inspect`'s `inspect`) told of every stream actor and recorded event (inspection.ts). */
@@ -70,8 +73,15 @@ export interface Runtime {
 /** Starts runs of `runtime` through a spawner helper from now on (and starts the helper now). */
 export function useSpawnerHelper(runtime: Runtime): Spawner {
   if (!runtime.spawner) runtime.spawner = new Spawner();
+  runtime.spawner.use = 'always';
   runtime.spawner.warm();
   return runtime.spawner;
+}
+
+/** Forks the runs of `runtime` from this process from now on (its helper, if any, is ended). */
+export function useInlineSpawns(runtime: Runtime): void {
+  runtime.spawner?.close();
+  runtime.spawner = null;
 }
 
 /** The database, log and leases of a data directory on its store: its own SQLite file, or PostgreSQL with a local replica (pg-store.ts). */
@@ -112,7 +122,7 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
     runnerId,
     labels,
     actedBy: actedBy(options.source),
-    spawner: null,
+    spawner: options.spawner === 'inline' ? null : new Spawner({ use: 'busy' }),
     snapshots: new SnapshotStore(parts.db),
     ...(options.inspect ? { inspect: options.inspect } : {}),
     ...(choice.kind === 'postgres' ? { fleet: { hostId: hostId(), where: choice.where, schema: choice.schema } } : {}),

@@ -43,8 +43,10 @@ export async function openTestRuntime(options: { clock?: Clock; runnerId?: strin
     clock: options.clock ?? systemClock,
     runnerId: options.runnerId ?? 'test-host:1:runner',
     ...(options.labels ? { labels: options.labels } : {}),
-    // LOOPS_TEST_SPAWNER=helper runs a suite's spawns through the spawner helper (see *-helper tests).
-    ...(process.env.LOOPS_TEST_SPAWNER === 'helper' ? { spawner: 'helper' as const } : {}),
+    // Runs are forked from the test's own process (inline), so which path a run takes does not
+    // depend on timing; LOOPS_TEST_SPAWNER=helper runs a suite's spawns through the spawner helper
+    // (the spawner-helper project); the default `auto` choice is tested in spawner-auto.int.
+    spawner: process.env.LOOPS_TEST_SPAWNER === 'helper' ? ('helper' as const) : ('inline' as const),
     ...(schema ? { store: chooseStore({ LOOPS_STORE: `${PG_URL}?schema=${schema}` }) } : {}),
   });
   let closed = false;

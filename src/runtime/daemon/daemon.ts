@@ -21,7 +21,7 @@ import { processRunning } from './recovery.js';
 import { decide, Dispatcher } from './pass.js';
 import { nextQueuedDue } from './run-queue.js';
 import { measureClock, recordHostStarted, recordHostStopped } from './hosts.js';
-import { type Runtime, useSpawnerHelper } from '../runtime.js';
+import { type Runtime, useInlineSpawns, useSpawnerHelper } from '../runtime.js';
 import { checkCancelRequests } from '../execution/cancel.js';
 import { faultPoint } from '../../events/faults.js';
 import { storageFault, type StorageFaultKind } from '../storage-fault.js';
@@ -276,7 +276,8 @@ export class Daemon {
         hint: 'try again in a few seconds',
       });
     }
-    if ((this.options.spawner ?? 'helper') === 'helper') {
+    if (this.options.spawner === 'inline') useInlineSpawns(runtime);
+    else {
       const spawner = useSpawnerHelper(runtime);
       const why = spawner.unavailableReason;
       if (why) this.log(`${why}; runs are forked by the daemon itself`);

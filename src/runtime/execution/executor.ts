@@ -271,10 +271,10 @@ export async function spawnProcess(spec: SpawnSpec, clock: Clock, spawner?: Spaw
   let file = spec.command;
   let args = [...spec.args];
   let shell = spec.shell;
-  // Through the spawner helper when the runner has one (that works) and the run has its files and
-  // status file (the fork then happens in a small process on another core, not on this thread);
-  // else execa.
-  const viaHelper = !!spawner && spawner.unavailableReason === null && spec.statusFile !== undefined && spec.stdoutFile !== undefined && spec.stderrFile !== undefined;
+  // Through the spawner helper when the run has its files and status file and the runner's helper
+  // (one that works) is wanted for it (Spawner.wanted; the fork then happens in a small process on
+  // another core, not on this thread); else execa.
+  const viaHelper = spec.statusFile !== undefined && spec.stdoutFile !== undefined && spec.stderrFile !== undefined && !!spawner && spawner.wanted();
   // The effective PATH: the inherited one (or the run's own) plus the user bin directories, so a
   // daemon started by systemd finds the CLIs the user's shell finds.
   const runner = runnerEnv();

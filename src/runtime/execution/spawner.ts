@@ -145,7 +145,18 @@ export interface SpawnerOptions {
   idleMs?: number;
   /** The idle timer's clock (tests inject one). */
   clock?: Clock;
+  /** Which spawns go through the helper (`Spawner.use`); default `always`. */
+  use?: SpawnerUse;
 }
+
+/**
+ * `always`: every spawn goes through the helper, started when needed (the daemon, workflow runs).
+ * `busy`: a spawn goes through the helper only while one is running and ready; else this process
+ * forks it. A spawn that comes within the idle time of the one before starts the helper, so a
+ * runner that starts runs one after another (an embedding app, `loops tick` over due loops) soon
+ * forks from the small helper, and one that starts a single run (`loops run-now`) never starts it.
+ */
+export type SpawnerUse = 'always' | 'busy';
 
 export class Spawner {
   private current: Helper | null = null;
@@ -161,11 +172,16 @@ export class Spawner {
   private retiredCount = 0;
   /** Called when a helper starts or ends (a daemon shows its pid). */
   onChange: (() => void) | null = null;
+  /** Which spawns go through the helper (see SpawnerUse); a runner may change it. */
+  use: SpawnerUse;
+  /** When a spawn last asked `wanted()` (clock ms): two close together start the helper in `busy` use. */
+  private lastAsked: number | null = null;
 
   constructor(options: SpawnerOptions = {}) {
     this.script = options.script ?? HELPER;
     this.idleMs = options.idleMs ?? idleFromEnv();
     this.clock = options.clock ?? systemClock;
+    this.use = options.use ?? 'always';
     if (this.script === undefined || !existsSync(this.script)) {
       this.unavailable = 'the spawner helper script (dist/runtime/execution/spawner-process.js) is missing: run npm run build';
     }
@@ -195,6 +211,20 @@ export class Spawner {
    */
   warm(): void {
     if (this.unavailable === null && !this.closed) this.helper();
+  }
+
+  /**
+   * Whether the spawn about to be made should go through the helper. In `busy` use the answer is
+   * yes only while a helper is ready; a spawn within the idle time of the one before starts one
+   * (that spawn itself is forked here: it does not wait for the helper to start).
+   */
+  wanted(): boolean {
+    if (this.unavailable !== null || this.closed) return false;
+    if (this.use === 'always' || this.current?.isReady) return true;
+    const now = this.clock.now();
+    if (this.lastAsked !== null && now - this.lastAsked <= this.idleMs) this.warm();
+    this.lastAsked = now;
+    return false;
   }
 
   /** Resolves once the helper runs with its signal handlers in place (it is started if need be). */
