@@ -72,8 +72,10 @@ const NO_SUCH_PID = 2 ** 22 + 1;
 function immediateSpawner() {
   return {
     unavailableReason: null,
+    use: 'always',
     pid: null,
     spawned: 0,
+    wanted: () => true,
     warm() {},
     ready: () => Promise.resolve(),
     close() {},
