@@ -18,21 +18,25 @@
 //     per run; against the CPU a plain node process spends per spawn of `true` from one timer (the
 //     bare side of the lateness row: 100 spawns and their exits). What loops adds to a process start,
 //     in CPU the other runs of a burst then wait for. No goal of its own: it is what lateness is made of.
+//   - steady: the same bursts after the first 10 (--quick: 1), ~35 s in, when the daemon's code is
+//     compiled: their p99 lateness against the same bursts from one plain node process (its first
+//     skipped), and the CPU per run. What a daemon that has been running a while does, where the
+//     lateness rows measure a fresh daemon's first burst. No goal of its own.
 //   Lateness is measured --reps times (default 1) per concurrency, each row's baseline run just before
 //   it; the figure is the median of the rows' p50, p99 and ratio (this VM's fork time moves 2× between
 //   minutes).
-//   node bench/daemon.mjs [--quick] [--json] [--only pass,idle,memory,lateness,burstcpu] [--reps N]
+//   node bench/daemon.mjs [--quick] [--json] [--only pass,idle,memory,lateness,burstcpu,steady] [--reps N]
 import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { checkOptions, cpuPhrase, cpuSince, machineInfo, makeTempDir, median, removeTempDir } from './lib.mjs';
 
-const PARTS = ['pass', 'idle', 'memory', 'lateness', 'burstcpu'];
+const PARTS = ['pass', 'idle', 'memory', 'lateness', 'burstcpu', 'steady'];
 const USAGE = [
   'usage: node bench/daemon.mjs [--quick] [--json] [--only LIST] [--reps N]',
   `  --only   a comma-separated subset of ${PARTS.join(', ')} (default all)`,
-  '  --reps   lateness (and burstcpu) rows, the median reported (default 1)',
+  '  --reps   lateness, burstcpu and steady rows, the median reported (default 1)',
   '  --concurrency LIST  the daemon concurrencies lateness is measured at (default 4,16,100)',
   '  --quick  fewer loops and shorter windows (CI proves the bench runs; its figures are not the goals\')',
   '  --json   print one JSON report instead of the table',
@@ -208,33 +212,48 @@ if (only.has('memory')) {
 }
 
 // ── 4. Lateness: 100 loops due in the same second, against 100 bare spawns from one timer ──────
-/** 100 spawns of `true` from one timer in a plain node process: scheduled instant → 'spawn', ms. */
-async function bareSpawns(n) {
+/**
+ * 100 spawns of `true` from one timer in a plain node process: scheduled instant → 'spawn', ms. With
+ * `bursts` > 1, the same every 3 s from the same process: one entry per burst, each with the CPU it
+ * spent from just before its timer to its last exit.
+ */
+async function bareBursts(n, bursts) {
   const script = `
     const { spawn } = require('node:child_process');
     const now = () => performance.timeOrigin + performance.now();
-    const at = Math.ceil((Date.now() + 700) / 100) * 100;
-    const late = [];
-    let exited = 0;
-    setTimeout(() => {
-      for (let i = 0; i < ${n}; i++) {
-        const c = spawn('true', [], { stdio: 'ignore' });
-        c.once('spawn', () => late.push(now() - at));
-        c.once('exit', () => { if (++exited === ${n}) { const u = process.cpuUsage(cpu0); process.stdout.write(JSON.stringify({ late, cpuMs: (u.user + u.system) / 1000 })); } });
-      }
-    }, at - Date.now());
-    let cpu0;
-    setTimeout(() => { cpu0 = process.cpuUsage(); }, at - Date.now() - 50);`;
+    const first = Math.ceil((Date.now() + 700) / 100) * 100;
+    const out = [];
+    const burst = (b) => {
+      const at = first + b * 3000;
+      let cpu0;
+      setTimeout(() => { cpu0 = process.cpuUsage(); }, at - Date.now() - 50);
+      setTimeout(() => {
+        const late = [];
+        let exited = 0;
+        for (let i = 0; i < ${n}; i++) {
+          const c = spawn('true', [], { stdio: 'ignore' });
+          c.once('spawn', () => late.push(now() - at));
+          c.once('exit', () => {
+            if (++exited < ${n}) return;
+            const u = process.cpuUsage(cpu0);
+            out.push({ late, cpuMs: (u.user + u.system) / 1000 });
+            if (out.length === ${bursts}) process.stdout.write(JSON.stringify(out));
+          });
+        }
+      }, at - Date.now());
+    };
+    for (let b = 0; b < ${bursts}; b++) burst(b);`;
   const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.setEncoding('utf8').on('data', (t) => (out += t));
   await new Promise((r) => child.once('exit', r));
-  const { late, cpuMs } = JSON.parse(out);
-  bareCpuMs = cpuMs;
+  return JSON.parse(out);
+}
+/** One burst of `bareBursts` from a fresh process: its latenesses. */
+async function bareSpawns(n) {
+  const [{ late }] = await bareBursts(n, 1);
   return late;
 }
-/** The CPU (ms) the last bareSpawns process spent from just before its timer to its last exit. */
-let bareCpuMs = null;
 
 /** utime + stime of a process, ms (0 once it is gone). */
 function cpuMsOf(pid) {
@@ -247,8 +266,11 @@ function cpuMsOf(pid) {
   }
 }
 
-/** The daemon's and its helpers' CPU per run over `bursts` warm bursts of `n` loops due together. */
-async function burstCpu(n, bursts) {
+/**
+ * The daemon's and its helpers' CPU per run, and the p99 lateness, over `bursts` bursts of `n` loops
+ * due together every 3 s, after the first `skip` bursts.
+ */
+async function burstCpu(n, bursts, skip = 1) {
   const dir = makeTempDir('daemon-burstcpu');
   (await openRuntime({ dataDir: dir })).close();
   const daemon = await startDaemon(dir, ['--concurrency', '100']);
@@ -259,7 +281,8 @@ async function burstCpu(n, bursts) {
   const cpu = () => ({ daemon: cpuMsOf(daemon.pid), helper: helpersOf(daemon.pid).reduce((sum, pid) => sum + cpuMsOf(pid), 0) });
   // The helper ends when idle and starts again: sampled just before each burst and at its end.
   const per = [];
-  for (let b = 1; b <= bursts; b++) {
+  const last = skip + bursts - 1;
+  for (let b = skip; b <= last; b++) {
     await sleep(Math.max(0, slot + b * everyMs - 200 - Date.now()));
     const c0 = cpu();
     await sleep(Math.max(0, slot + b * everyMs + 1500 - Date.now()));
@@ -269,13 +292,20 @@ async function burstCpu(n, bursts) {
   // Every slot of the bursts measured is started (waited for, bounded: a loaded machine is slow, not wrong).
   const db = new Database(join(dir, 'loops.db'), { readonly: true, fileMustExist: true });
   const count = db.prepare("SELECT count(*) AS n FROM events WHERE type = 'process.spawned' AND at < ?");
-  const before = new Date(slot + bursts * everyMs + everyMs / 2).toISOString();
+  const before = new Date(slot + last * everyMs + everyMs / 2).toISOString();
   let spawned = count.get(before).n;
-  for (const deadline = Date.now() + 30_000; spawned < n * (bursts + 1) && Date.now() < deadline; spawned = count.get(before).n) await sleep(250);
+  for (const deadline = Date.now() + 30_000; spawned < n * (last + 1) && Date.now() < deadline; spawned = count.get(before).n) await sleep(250);
+  // The lateness of each measured burst (slot → `process.spawned`), as the lateness rows measure a first one.
+  const at = db.prepare("SELECT at FROM events WHERE type = 'process.spawned' AND at >= ? AND at < ?");
+  const p99s = [];
+  for (let b = skip; b <= last; b++) {
+    const s = slot + b * everyMs;
+    p99s.push(pct(at.all(new Date(s).toISOString(), new Date(s + everyMs).toISOString()).map((r) => Date.parse(r.at) - s), 99));
+  }
   db.close();
   await stopDaemon(daemon);
   removeTempDir(dir);
-  return { daemon: median(per.map((x) => x.daemon)), helper: median(per.map((x) => x.helper)), spawned, expected: n * (bursts + 1) };
+  return { daemon: median(per.map((x) => x.daemon)), helper: median(per.map((x) => x.helper)), p99: median(p99s), spawned, expected: n * (last + 1) };
 }
 
 async function daemonLateness(concurrency, n) {
@@ -303,8 +333,10 @@ async function daemonLateness(concurrency, n) {
   return { n: late.length, p50: pct(late, 50), p99: pct(late, 99) };
 }
 
-// --quick: 20 loops (and 20 bare spawns) a row.
+// --quick: 20 loops (and 20 bare spawns) a row; 2 bursts measured (else 4), after 1 (steady: 10).
 const due = quick ? 20 : 100;
+const measured = quick ? 2 : 4;
+const steadySkip = quick ? 1 : 10;
 const lateness = [];
 for (const concurrency of only.has('lateness') ? concurrencies : []) {
   const rows = [];
@@ -330,13 +362,27 @@ for (const concurrency of only.has('lateness') ? concurrencies : []) {
 const burstcpu = [];
 for (let r = 1; only.has('burstcpu') && r <= reps; r++) {
   say(`CPU per run in a burst${reps > 1 ? `, row ${r}/${reps}` : ''} …`);
-  await bareSpawns(due);
-  const bare = bareCpuMs / due;
-  const loops = await burstCpu(due, quick ? 2 : 4);
+  // The baseline warm too: the same bursts from one plain node process, its first skipped.
+  const bareWarm = (await bareBursts(due, measured + 1)).slice(1);
+  const bare = median(bareWarm.map((x) => x.cpuMs)) / due;
+  const loops = await burstCpu(due, measured);
   burstcpu.push({ ...loops, bare, ratio: (loops.daemon + loops.helper) / bare });
 }
+const mid = (rows, f) => median(rows.map(f));
 const burstCpuFigure = burstcpu.length
-  ? { due, rows: burstcpu, daemon: median(burstcpu.map((x) => x.daemon)), helper: median(burstcpu.map((x) => x.helper)), bare: median(burstcpu.map((x) => x.bare)), ratio: median(burstcpu.map((x) => x.ratio)), complete: burstcpu.every((x) => x.spawned >= x.expected) }
+  ? { due, rows: burstcpu, daemon: mid(burstcpu, (x) => x.daemon), helper: mid(burstcpu, (x) => x.helper), bare: mid(burstcpu, (x) => x.bare), ratio: mid(burstcpu, (x) => x.ratio), complete: burstcpu.every((x) => x.spawned >= x.expected) }
+  : null;
+
+const steady = [];
+for (let r = 1; only.has('steady') && r <= reps; r++) {
+  say(`lateness of a daemon running a while (bursts ${steadySkip + 1}-${steadySkip + measured})${reps > 1 ? `, row ${r}/${reps}` : ''} …`);
+  const bareWarm = (await bareBursts(due, measured + 1)).slice(1);
+  const bareP99 = median(bareWarm.map((x) => pct(x.late, 99)));
+  const loops = await burstCpu(due, measured, steadySkip);
+  steady.push({ ...loops, bareP99, ratio: loops.p99 / bareP99 });
+}
+const steadyFigure = steady.length
+  ? { due, skip: steadySkip, bursts: measured, rows: steady, p99: mid(steady, (x) => x.p99), bareP99: mid(steady, (x) => x.bareP99), ratio: mid(steady, (x) => x.ratio), daemon: mid(steady, (x) => x.daemon), helper: mid(steady, (x) => x.helper), complete: steady.every((x) => x.spawned >= x.expected) }
   : null;
 
 // ── report ─────────────────────────────────────────────────────────────────────────────────────
@@ -350,6 +396,7 @@ const report = {
   idleRss,
   lateness,
   burstCpu: burstCpuFigure,
+  steady: steadyFigure,
 };
 if (asJson) {
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
@@ -379,5 +426,12 @@ if (asJson) {
     row(`CPU per run, ${b.due} due together, warm bursts: daemon + helper (bare)`, `${b.daemon.toFixed(2)} + ${b.helper.toFixed(2)} (${b.bare.toFixed(2)}) ms = ${b.ratio.toFixed(2)}x`, 'info', b.complete ? null : false);
     if (!b.complete) console.log('  (not every slot of the bursts was spawned: the figure is not a whole burst)');
     if (reps > 1) console.log(`  (median of ${reps} rows; the rows' ratios ${b.rows.map((x) => x.ratio.toFixed(2)).join(', ')})`);
+  }
+  const st = steadyFigure;
+  if (st) {
+    row(`lateness p99, ${st.due} due together, bursts ${st.skip + 1}-${st.skip + st.bursts} (bare, warm)`, `${st.p99.toFixed(0)} (${st.bareP99.toFixed(0)}) ms = ${st.ratio.toFixed(2)}x`, 'info', st.complete ? null : false);
+    row(`  CPU per run in those bursts: daemon + helper`, `${st.daemon.toFixed(2)} + ${st.helper.toFixed(2)} ms`, 'info', null);
+    if (!st.complete) console.log('  (not every slot of the bursts was spawned: the figure is not a whole burst)');
+    if (reps > 1) console.log(`  (median of ${reps} rows; the rows' ratios ${st.rows.map((x) => x.ratio.toFixed(2)).join(', ')})`);
   }
 }
