@@ -3,6 +3,7 @@
  * this runner's identity. Every command that appends opens one of these.
  */
 import type { Db } from '../events/db.js';
+import { ValidationError } from '../events/errors.js';
 import { SqliteEventLog } from '../events/sqlite-log.js';
 import { SqliteLeaseStore } from '../events/sqlite-leases.js';
 import type { EventStore, LeaseStore } from '../events/types.js';
@@ -70,6 +71,8 @@ export interface Runtime {
   close(): void;
 }
 
+const SPAWNER_CHOICES: ReadonlyArray<string> = ['auto', 'inline', 'helper'];
+
 /** Starts runs of `runtime` through a spawner helper from now on (and starts the helper now). */
 export function useSpawnerHelper(runtime: Runtime): Spawner {
   if (!runtime.spawner) runtime.spawner = new Spawner();
@@ -108,8 +111,13 @@ export async function openRuntime(options: RuntimeOptions = {}): Promise<Runtime
   const clock = options.clock ?? systemClock;
   learnHostBoot();
   const dataDir = options.dataDir ?? resolveDataDir();
-  // Checked before anything is opened: a bad LOOPS_HOST_LABELS leaves nothing open.
+  // Checked before anything is opened: a bad LOOPS_HOST_LABELS (or spawner) leaves nothing open.
   const labels = options.labels ?? hostLabels();
+  if (options.spawner !== undefined && !SPAWNER_CHOICES.includes(options.spawner)) {
+    throw new ValidationError(`openRuntime: spawner ${JSON.stringify(options.spawner)} is not one of ${SPAWNER_CHOICES.join(', ')}`, {
+      hint: "leave it out for 'auto' (the default): a lone run forked here, runs one after another through the helper",
+    });
+  }
   const choice = options.store ?? chooseStore(process.env, dataDir);
   const parts = await openStoreParts(dataDir, choice);
   const runnerId = options.runnerId ?? `${hostId()}:${process.pid}:${newId('r', clock.now()).slice(-6)}`;

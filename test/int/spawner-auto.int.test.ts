@@ -3,6 +3,7 @@
  * run is forked by the runner itself; runs one after another go through the spawner helper once
  * it is ready. Which process forked a run is read from the run itself: it prints its parent's pid.
  */
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { SimulatedClock } from '../../src/runtime/clock.js';
@@ -76,6 +77,12 @@ describe("spawner 'auto' (the runtime's default)", () => {
     const { parent } = await runOnce(helper);
     expect(helper.spawner!.use).toBe('always');
     expect(parent).toBe(helper.spawner!.pid);
+  });
+
+  it('an unknown spawner choice is refused before anything is opened', async () => {
+    const dataDir = join(tempDir(), 'data');
+    await expect(openRuntime({ dataDir, spawner: 'Helper' as 'helper' })).rejects.toThrow(/^openRuntime: spawner "Helper" is not one of auto, inline, helper$/);
+    expect(existsSync(dataDir)).toBe(false);
   });
 
   it("a daemon told to fork inline drops the runtime's helper; by default it sends every run through one", async () => {
