@@ -153,8 +153,9 @@ export interface SpawnerOptions {
  * `always`: every spawn goes through the helper, started when needed (the daemon, workflow runs).
  * `busy`: a spawn goes through the helper only while one is running and ready; else this process
  * forks it. A spawn that comes within the idle time of the one before starts the helper, so a
- * runner that starts runs one after another (an embedding app, `loops tick` over due loops) soon
+ * runner that starts runs one after another (an embedding app, in-process workflow steps) soon
  * forks from the small helper, and one that starts a single run (`loops run-now`) never starts it.
+ * Spawns made together before the helper is ready (one pass of `loops tick`) are all forked here.
  */
 export type SpawnerUse = 'always' | 'busy';
 
