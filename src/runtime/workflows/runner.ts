@@ -301,7 +301,12 @@ class WorkflowRunner {
           data: this.spawnRequest(snapshot.context, s.stepId, s.attempt),
         })),
     },
-    spawnStep: (params: EventData<'step.spawn_requested'>) => this.spawnStep(params),
+    // Not awaited in the actor's effect order: the steps one decision starts are forked together
+    // (their intents are all recorded by then), not each after the previous one's fork was
+    // answered. A kill asked for while one is starting reaches it once it has started (spawnStep).
+    spawnStep: (params: EventData<'step.spawn_requested'>) => {
+      this.spawnStep(params).catch((error: unknown) => this.actor.fail(error));
+    },
     killSteps: (params: { stepIds: string[]; reason: string }) => {
       for (const id of params.stepIds) this.handles.get(id)?.cancel(params.reason);
     },
