@@ -7,12 +7,13 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Spawned, SpawnerRequest } from '../../src/runtime/execution/spawner.js';
 import { useSpawnerHelper } from '../../src/runtime/runtime.js';
 import { runWorkflow } from '../../src/runtime/workflows/runner.js';
 import { createWorkflow } from '../../src/runtime/workflows/specs.js';
 import { expectInvariants } from '../helpers/invariants.js';
+import { killGroupIfAlive } from '../helpers/proc.js';
 import { tempDir, useRuntime } from '../helpers/tmp.js';
 
 type Runtime = Awaited<ReturnType<typeof useRuntime>>;
@@ -65,6 +66,8 @@ describe('starting the steps of a workflow run', () => {
     // The helper starts the process at once; its answer reaches the runner only after the cancel.
     wrapSpawns(runtime, async (_request, start) => {
       const spawned = start();
+      // Not left running should an assertion below fail.
+      void spawned.then((s) => onTestFinished(() => killGroupIfAlive(s.pid)), () => undefined);
       asked();
       await released;
       return spawned;
