@@ -821,8 +821,12 @@ const eventDefinitions = {
       })
       .strict(),
   },
-  /** The `--on-failure` command's run got its id (recorded before that run is claimed). */
-  'notice.hook_claimed': { v: 1, schema: () => z.object({ hookRunId: z.string().min(1) }).strict() },
+  /**
+   * The `--on-failure` command's run got its id (recorded before that run is claimed). v2: `replaces`, the hook run this one stands in for — a run whose runner stopped before its
+   * process started (abandoned, nothing ran), so the command is run again as a new run; null for
+   * the first claim (every v1 event, upcast below).
+   */
+  'notice.hook_claimed': { v: 2, schema: () => z.object({ hookRunId: z.string().min(1), replaces: z.string().min(1).nullable() }).strict() },
   /** The `--on-failure` command's run ended so. */
   'notice.hook_ended': {
     v: 1,
@@ -1026,6 +1030,8 @@ const upcasters: Record<string, (data: unknown) => unknown> = {
   },
   // A v1 run recorded no step decisions: its machine and projections derive them, as they did then.
   'wfrun.started@1': (data) => ({ ...(data as Obj), decisions: 'derived' }),
+  // A v1 claim was always the notice's first.
+  'notice.hook_claimed@1': (data) => ({ ...(data as Obj), replaces: null }),
 };
 
 export function upcast(type: string, v: number, data: unknown): unknown {

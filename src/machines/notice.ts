@@ -27,6 +27,8 @@ export interface NoticeContext {
   lastError: string | null;
   /** The `--on-failure` command's run, once its id is recorded. */
   hookRunId: string | null;
+  /** Its attempt in the hook's slot: how many runs were claimed for it (a replaced one never started). */
+  hookAttempt: number;
 }
 
 export type NoticeEvent = MachineEvent<
@@ -38,16 +40,17 @@ export const noticeMachine = setup({
 }).createMachine({
   id: NOTICE_MACHINE_ID,
   initial: 'new',
-  context: { request: null, failedAttempts: 0, retryAt: null, lastError: null, hookRunId: null },
+  context: { request: null, failedAttempts: 0, retryAt: null, lastError: null, hookRunId: null, hookAttempt: 0 },
   states: {
     new: {
       on: { 'notice.requested': { target: 'pending', actions: assign(({ event }) => ({ request: event.data })) } },
     },
     pending: {
       on: {
+        // The first claim, or one that replaces the claimed run (it never started: notify.ts).
         'notice.hook_claimed': {
-          guard: ({ context }) => context.request?.channel === 'command' && context.hookRunId === null,
-          actions: assign(({ event }) => ({ hookRunId: event.data.hookRunId })),
+          guard: ({ context, event }) => context.request?.channel === 'command' && context.hookRunId === event.data.replaces,
+          actions: assign(({ event, context }) => ({ hookRunId: event.data.hookRunId, hookAttempt: context.hookAttempt + 1 })),
         },
         'notice.attempt_failed': {
           guard: ({ context }) => context.request?.channel === 'url',

@@ -11,7 +11,8 @@ import { describe, expect, it } from 'vitest';
 import { useSandboxes } from './cli-helpers.js';
 import { expectDataDirInvariants } from '../helpers/invariants.js';
 import { waitFor } from '../helpers/wait.js';
-import { resolve } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 
 const CHAOS = resolve(__dirname, '..', '..', 'scripts', 'chaos.mjs');
 const sandbox = useSandboxes();
@@ -90,6 +91,34 @@ describe('crash points, one scenario each', () => {
     const verify = s.run(['verify', '--processes']);
     expect(verify.stdout).toMatch(/every invariant holds/);
     expect(verify.code).toBe(0);
+  });
+
+  it("run-now killed after its --on-failure hook's run was claimed, before its process started: the daemon runs the hook then, once, as a run that replaces it", async () => {
+    const s = sandbox();
+    const told = join(s.dataDir, 'told.txt');
+    s.run(['create', 'command', 'job', '--cmd', 'exit 3', '--manual', '--on-failure', `echo "$LOOPS_RUN_ID" >> '${told}'`]);
+    // Spawn 1 is the failing run's; spawn 2 the hook's.
+    const crashed = s.run(['run-now', 'job'], { LOOPS_FAULT: 'after-append-before-spawn:2' });
+    expect(crashed.stderr).toMatch(/crash point after-append-before-spawn \(pass 2\)/);
+    expect(crashed.code, 'killed by its own SIGKILL').toBeNull();
+    expect(existsSync(told), 'the hook never ran').toBe(false);
+    const daemon = s.start(['daemon', 'run']);
+    await daemon.waitForOutput(/daemon started/);
+    type Notice = { channel: string; status: string; hookRunId: string };
+    const failed = s.json<Array<{ id: string; status: string; trigger: string }>>(['runs']).find((r) => r.status === 'failed')!;
+    const notice = () => s.json<{ notices?: Notice[] }>(['show', failed.id]).notices?.[0];
+    await waitFor(() => notice()?.status === 'ran', 20_000, 'the notice to be ran');
+    daemon.child.kill('SIGTERM');
+    expect((await daemon.exited).code).toBe(0);
+    expect(readFileSync(told, 'utf8')).toBe(`${failed.id}\n`);
+    const hooks = s.json<Array<{ id: string; slot: string; status: string; attempt: number; error: string | null }>>(['runs', '--limit', '10']).filter((r) => r.slot.startsWith('hook:'));
+    expect(hooks.map((h) => [h.attempt, h.status]).sort()).toEqual([
+      [1, 'abandoned'],
+      [2, 'succeeded'],
+    ]);
+    expect(hooks.find((h) => h.attempt === 1)!.error).toMatch(/stopped before the process was started/);
+    expect(notice()!.hookRunId).toBe(hooks.find((h) => h.attempt === 2)!.id);
+    expectDataDirInvariants(s.dataDir);
   });
 
   it('an unknown crash point is refused at start (exit 2), naming the points', () => {

@@ -434,7 +434,7 @@ export const noticeEv = {
       },
       when,
     ),
-  hookClaimed: (hookRunId = 'run_2', when = at(2100)) => ev('notice.hook_claimed', { hookRunId }, when),
+  hookClaimed: (hookRunId = 'run_2', when = at(2100), replaces: string | null = null) => ev('notice.hook_claimed', { hookRunId, replaces }, when),
   hookEnded: (data: Partial<EventData<'notice.hook_ended'>> = {}, when = at(3000)) =>
     ev('notice.hook_ended', { hookRunId: 'run_2', status: 'succeeded', error: null, ...data }, when),
   attemptFailed: (data: Partial<EventData<'notice.attempt_failed'>> = {}, when = at(2500)) =>

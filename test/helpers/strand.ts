@@ -13,9 +13,17 @@ import type { Runtime } from '../../src/runtime/runtime.js';
 /** How far the runner got: claimed, the spawn requested, or a process recorded (`bootId` defaults to this boot's). */
 export type StrandStage = 'claimed' | 'spawning' | { pid: number; startTime: string | null; bootId?: string | null };
 
-export async function strandRun(old: Runtime, loop: LoopView, stage: StrandStage, ttlMs = 30_000, timeoutAt: string | null = null): Promise<string> {
+/** `ids`: the run's id and slot, when the caller chose them (a hook run's, claimed by its notice first). */
+export async function strandRun(
+  old: Runtime,
+  loop: Pick<LoopView, 'id' | 'name' | 'target' | 'policies'>,
+  stage: StrandStage,
+  ttlMs = 30_000,
+  timeoutAt: string | null = null,
+  ids?: { runId: string; slot: string },
+): Promise<string> {
   const now = old.clock.now();
-  const runId = newId('run', now);
+  const runId = ids?.runId ?? newId('run', now);
   const streamId = `run:${runId}`;
   const actor = DurableActor.create(old, streamId, 'run', currentMachines.run);
   await actor.record(
@@ -24,7 +32,7 @@ export async function strandRun(old: Runtime, loop: LoopView, stage: StrandStage
       runId,
       loopId: loop.id,
       loopName: loop.name,
-      slot: `manual:${runId}`,
+      slot: ids?.slot ?? `manual:${runId}`,
       scheduledFor: new Date(now).toISOString(),
       attempt: 1,
       trigger: 'manual',

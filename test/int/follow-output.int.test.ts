@@ -14,6 +14,7 @@
  */
 import { appendFileSync, existsSync, fstatSync, ftruncateSync, readFileSync, statSync, writeFileSync, writeSync, closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
+import { filter, firstValueFrom } from 'rxjs';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { DaemonLog } from '../../src/runtime/daemon/log-file.js';
 import { runNow } from '../../src/runtime/execution/run-now.js';
@@ -108,8 +109,14 @@ next(0);
       schedule: { manual: true, tz: 'UTC' },
       command: `echo one; echo two; echo three; while [ ! -e '${go}' ]; do sleep 0.02; done; echo four`,
     });
+    // The run ends once `go` exists: made at the end, or when the test ends (a failed assertion too).
+    onTestFinished(() => writeFileSync(go, ''));
+    // Recorded running (its process recorded), not only writing: a child can write before its
+    // runner records it spawned.
+    const spawned = firstValueFrom(runtime.log.events$.pipe(filter((e) => e.type === 'process.spawned')));
     let claimed: string | null = null;
     const ran = runNow(runtime, 'slow', { onClaimed: (id) => (claimed = id) });
+    await spawned;
     const file = () => (claimed ? join(runDir(runtime.dataDir, claimed), 'stdout.log') : '');
     const deadline = Date.now() + 10_000;
     while (!(claimed && existsSync(file()) && statSync(file()).size >= 14)) {

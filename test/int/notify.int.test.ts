@@ -24,6 +24,7 @@ import { noticeOfHookRun, runNotices } from '../../src/runtime/queries/notices.j
 import { openRuntime } from '../../src/runtime/runtime.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
 import { eventTypes, expectLogConsistent } from '../helpers/invariants.js';
+import { strandRun } from '../helpers/strand.js';
 import { tempDir, useRuntime } from '../helpers/tmp.js';
 
 interface Received {
@@ -129,7 +130,7 @@ describe('--on-failure', () => {
       scheduledFor: run.scheduledFor,
       hookRunId: hook.id,
     });
-    expect(noticeOfHookRun(runtime.db, hook.id)?.runId).toBe(run.id);
+    expect(noticeOfHookRun(runtime.db, hook)?.runId).toBe(run.id);
     // stats count the loop's runs, not the report of its failure: 1 run, failed.
     expect(runStats(runtime.db, { loop: 'job' }).total).toMatchObject({ runs: 1, succeeded: 0, failed: 1 });
     // The loop's last run is still the failure the hook told of.
@@ -366,6 +367,70 @@ describe('durable delivery', () => {
     // Nothing left pending: a second pass delivers nothing again.
     await tick(b);
     expect(server.got).toHaveLength(3);
+  });
+
+  /**
+   * Runner A: a failed run's notice, whose hook run A claims and intends — then A stops before the
+   * process starts (what kill -9 of a daemon between the two leaves). A's handle stays open: it
+   * records nothing more, and its leases run out. Runner B opens the same store 31 s later.
+   */
+  async function strandedHook(aRunner: string) {
+    const told = join(tempDir(), 'told.txt');
+    const a = await useRuntime({ runnerId: aRunner });
+    await createCommandLoop(a, { name: 'job', command: 'exit 3', schedule: { manual: true, tz: 'UTC' }, onFailure: `echo "$LOOPS_RUN_ID $LOOPS_HOOK_RUN_ID" >> '${told}'` });
+    const run = await runNow(a, 'job'); // its hook runs here
+    const second = { ...findRun(a.db, run.id), id: `${run.id}x`, slot: `manual:${run.id}x` };
+    const [held] = await requestNotices(a, second, [], { hold: true });
+    let stranded = '';
+    const dies = deliverNotice(
+      a,
+      held!.noticeId,
+      async (hookLoop, o) => {
+        stranded = await strandRun(a, hookLoop, 'spawning', 30_000, null, { runId: o.runId, slot: o.slot });
+        throw new Error('the runner stopped');
+      },
+      { lease: held!.lease! },
+    );
+    await expect(dies).rejects.toThrow('the runner stopped');
+    expect(readFileSync(told, 'utf8').trim().split('\n')).toHaveLength(1);
+    const clock = new SimulatedClock(Date.now() + 31_000);
+    const b = await openRuntime({ dataDir: a.dataDir, clock, runnerId: 'test-host:2:b' });
+    onTestFinished(() => b.close());
+    const lines = () => readFileSync(told, 'utf8').trim().split('\n');
+    return { run, second, stranded, b, lines };
+  }
+
+  it('a hook run whose runner stopped before its process started is run again by the next pass, as a new run that replaces it', async () => {
+    const { run, second, stranded, b, lines } = await strandedHook('test-host:1:a');
+    // B's pass: recovery abandons the hook run (no process was recorded, none is found), and the
+    // notice runs the command again, as the hook slot's next attempt.
+    await tick(b);
+    expect(findRun(b.db, stranded)).toMatchObject({ status: 'abandoned', pid: null, attempt: 1, error: expect.stringMatching(/stopped before the process was started/) });
+    const [notice] = runNotices(b.db, second.id);
+    expect(notice).toMatchObject({ channel: 'command', status: 'ran', hookStatus: 'succeeded' });
+    expect(notice!.hookRunId).not.toBe(stranded);
+    expect(findRun(b.db, notice!.hookRunId!)).toMatchObject({ status: 'succeeded', slot: `hook:${second.id}.hook`, attempt: 2 });
+    expect(lines()).toEqual([expect.stringMatching(new RegExp(`^${run.id} run_`)), `${second.id} ${notice!.hookRunId}`]);
+    const claims = (await b.log.readStream(`notice:${second.id}.hook`)).filter((e) => e.type === 'notice.hook_claimed').map((e) => e.data);
+    expect(claims).toEqual([
+      { hookRunId: stranded, replaces: null },
+      { hookRunId: notice!.hookRunId, replaces: stranded },
+    ]);
+    // Both hook runs are the notice's.
+    expect(noticeOfHookRun(b.db, findRun(b.db, stranded))?.id).toBe(`${second.id}.hook`);
+    // Nothing runs twice: another pass leaves it.
+    await tick(b);
+    expect(lines()).toHaveLength(2);
+    expectLogConsistent(b);
+  });
+
+  it('on a shared store, a hook run another host claimed is not run again from here: its process was not looked for', async (ctx) => {
+    const { second, stranded, b, lines } = await strandedHook('other-host:1:a');
+    if (!b.fleet) ctx.skip(); // one machine's data directory: every runner is on this host
+    await tick(b);
+    expect(findRun(b.db, stranded)).toMatchObject({ status: 'abandoned', pid: null, error: expect.stringMatching(/was not checked or signalled from here/) });
+    expect(runNotices(b.db, second.id)).toMatchObject([{ status: 'ran', hookRunId: stranded, hookStatus: 'abandoned' }]);
+    expect(lines()).toHaveLength(1);
   });
 
   it('a pending notice another live runner holds is left to it by a pass; its holder delivers it', async () => {

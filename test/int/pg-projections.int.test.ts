@@ -289,7 +289,7 @@ describe.skipIf(!havePg)('the same events on SQLite and PostgreSQL', () => {
     });
     await append('notice:n1', [
       requested('n1', 'command'),
-      s({ type: 'notice.hook_claimed', at: at(5100), data: { hookRunId: 'run_h1' } }, 'pending'),
+      s({ type: 'notice.hook_claimed', at: at(5100), data: { hookRunId: 'run_h1', replaces: null } }, 'pending'),
       s({ type: 'notice.hook_ended', at: at(5200), data: { hookRunId: 'run_h1', status: 'succeeded', error: null } }, 'ran'),
     ]);
     await append('notice:n2', [

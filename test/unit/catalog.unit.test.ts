@@ -110,8 +110,15 @@ describe('event catalogue', () => {
     expect(() => schemaVersion('constructor')).toThrow(ValidationError);
   });
 
+  it('a v1 notice.hook_claimed (always the first claim) reads as one that replaces nothing', () => {
+    const v1 = { hookRunId: 'run_1' };
+    expect(upcast('notice.hook_claimed', 1, v1)).toEqual({ hookRunId: 'run_1', replaces: null });
+    expect(() => validateEventData('notice.hook_claimed', upcast('notice.hook_claimed', 1, v1))).not.toThrow();
+    expect(() => validateEventData('notice.hook_claimed', v1)).toThrow(ValidationError);
+  });
+
   it('every event type is at schema version 1, except those with an upcaster from v1; upcasting the current version is the identity', () => {
-    const upgraded = new Set(['loop.created', 'run.claimed', 'wfrun.started']);
+    const upgraded = new Set(['loop.created', 'run.claimed', 'wfrun.started', 'notice.hook_claimed']);
     for (const type of Object.keys(eventSchemas) as EventType[]) {
       expect(schemaVersion(type)).toBe(upgraded.has(type) ? 2 : 1);
       const data = { any: 'thing' };

@@ -31,6 +31,20 @@ describe('notice machine', () => {
     expect(fold(noticeMachine, [noticeEv.requested(), noticeEv.hookClaimed()]).steps[1]!.accepted).toBe(false);
     expect(stateOf(fold(noticeMachine, [noticeEv.requested(), noticeEv.givenUp()]).snapshot)).toBe('given_up');
   });
+
+  it('a hook run that never started is replaced: a claim names the run it replaces, and only the current one', () => {
+    const requested = noticeEv.requested({ noticeId: 'run_1.hook', channel: 'command', command: 'echo x', env: { LOOPS_RUN_ID: 'run_1' }, url: null, payload: null });
+    const { snapshot, steps } = fold(noticeMachine, [
+      requested,
+      noticeEv.hookClaimed('run_2'),
+      noticeEv.hookClaimed('run_3'), // replaces nothing named: a second first claim is refused
+      noticeEv.hookClaimed('run_3', at(2200), 'run_9'), // replaces a run that is not the notice's
+      noticeEv.hookClaimed('run_3', at(2300), 'run_2'),
+    ]);
+    expect(steps.map((s) => s.accepted)).toEqual([true, true, false, false, true]);
+    expect(snapshot.context).toMatchObject({ hookRunId: 'run_3', hookAttempt: 2 });
+    expect(stateOf(snapshot)).toBe('pending');
+  });
 });
 
 describe('notices projection', () => {

@@ -113,7 +113,7 @@ const show: CliCommand = {
       if (isRunId(what)) {
         const run = findRun(reader.db, what);
         const workflowRun = runTarget(reader.db, run.id).kind === 'workflow' ? workflowRunOfLoopRun(reader.db, run) : undefined;
-        const told = { notices: runNotices(reader.db, run.id), hookOf: noticeOfHookRun(reader.db, run.id) };
+        const told = { notices: runNotices(reader.db, run.id), hookOf: noticeOfHookRun(reader.db, run) };
         // Only when there are some: a run nobody was told of prints as it did before.
         const notices = { ...(told.notices.length ? { notices: told.notices } : {}), ...(told.hookOf ? { hookOf: told.hookOf.runId } : {}) };
         // Where its process started and with which environment (names only), when its spawn recorded them.

@@ -476,8 +476,10 @@ export async function finishStaleRun(
     await actor.recordAll([...unrecorded, ...(found.agent ? [{ type: 'run.agent_reported', data: found.agent }] : []), { type: 'process.exited', data: found.exit }], takeOver);
     outcome = 'exited';
   } else {
+    // Before the process started: no spawn intent (anywhere), or an intent on this host whose
+    // process recovery looked for and did not find. An intent on another host is not known here.
     const reason =
-      context.pid === null
+      context.pid === null && (actor.state === 'claimed' || !options.elsewhere)
         ? `runner ${context.runnerId} stopped before the process was started`
         : options.elsewhere
           ? `runner ${context.runnerId} stopped renewing its lease (${options.elsewhere}); its process was not checked or signalled from here, and its exit status is unknown`

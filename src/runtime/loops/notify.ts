@@ -28,6 +28,7 @@ import type { noticeMachine } from '../../machines/notice.js';
 import { currentMachines } from '../../machines/registry.js';
 import { DurableActor } from '../actor.js';
 import { newId } from '../ids.js';
+import { runnerHost } from '../host.js';
 import { HeldLease } from '../leases.js';
 import { findLoopRecord, findRun, type LoopRecord, type RunView } from '../queries/loops.js';
 import { loopNotify } from '../queries/notices.js';
@@ -118,7 +119,7 @@ export function isHookSlot(slot: string | null | undefined): boolean {
 /** How a hook's run is executed: the attempt path's `executeRun`, handed in by its caller. */
 export type RunHook = (
   loop: LoopRecord,
-  options: { runId: string; slot: string; scheduledFor: string; trigger: 'manual' },
+  options: { runId: string; slot: string; scheduledFor: string; trigger: 'manual'; attempt: number },
 ) => Promise<RunView>;
 
 /** The LOOPS_* variables of an ended run, for its `--on-failure` command. */
@@ -309,11 +310,15 @@ type NoticeActor = DurableActor<typeof noticeMachine>;
 async function runHook(runtime: Runtime, actor: NoticeActor, lease: HeldLease, hook: RunHook): Promise<void> {
   const request = actor.context.request!;
   let hookRunId = actor.context.hookRunId;
-  if (hookRunId === null) {
+  let ended: RunView | null = hookRunId === null ? null : existingRun(runtime, hookRunId);
+  // Not yet claimed; or claimed by a runner that stopped before the command's process started
+  // (recovery abandoned that run: nothing ran), so it runs now, as a new run that replaces it.
+  if (hookRunId === null || (ended !== null && (await neverStarted(runtime, ended)))) {
+    const replaces = hookRunId;
     hookRunId = newId('run', runtime.clock.now());
-    await actor.record('notice.hook_claimed', { hookRunId }, lease.fence());
+    await actor.record('notice.hook_claimed', { hookRunId, replaces }, lease.fence());
+    ended = null;
   }
-  let ended: RunView | null = existingRun(runtime, hookRunId);
   if (ended === null) {
     const loop = safeLoop(runtime, request.loopId);
     if (loop === null) {
@@ -326,7 +331,14 @@ async function runHook(runtime: Runtime, actor: NoticeActor, lease: HeldLease, h
     try {
       ended = await hook(
         { ...loop, target, policies, timeoutMs: request.timeoutMs },
-        { runId: hookRunId, slot: `${HOOK_SLOT}${request.noticeId}`, scheduledFor: request.env?.LOOPS_SCHEDULED_FOR || new Date(runtime.clock.now()).toISOString(), trigger: 'manual' },
+        {
+          runId: hookRunId,
+          slot: `${HOOK_SLOT}${request.noticeId}`,
+          scheduledFor: request.env?.LOOPS_SCHEDULED_FOR || new Date(runtime.clock.now()).toISOString(),
+          trigger: 'manual',
+          // A run that replaces one that never started is the slot's next attempt.
+          attempt: actor.context.hookAttempt,
+        },
       );
     } catch (error) {
       if (!(error instanceof ClaimLostError)) throw error;
@@ -336,6 +348,23 @@ async function runHook(runtime: Runtime, actor: NoticeActor, lease: HeldLease, h
   // Still going under another runner (or left by one that stopped: recovery ends it, and the next pass records it here).
   if (ended === null || !['succeeded', 'failed', 'timed_out', 'cancelled', 'abandoned'].includes(ended.status)) return;
   await actor.record('notice.hook_ended', { hookRunId, status: ended.status, error: ended.error }, lease.fence());
+}
+
+/**
+ * A hook run abandoned before its process started: its runner stopped before it recorded a
+ * process, and recovery found none (a process forked but not yet recorded is found by its wrapper
+ * and recorded, never abandoned so). On a fleet, a run with a spawn intent only when the runner
+ * that abandoned it ran on the run's host: a process on another host was not looked for, so the
+ * run stays as recorded.
+ */
+async function neverStarted(runtime: Runtime, run: RunView): Promise<boolean> {
+  if (run.status !== 'abandoned' || run.pid !== null) return false;
+  if (!runtime.fleet) return true; // one machine's data directory: recovery looked on it
+  const events = await runtime.log.readStream(`run:${run.id}`);
+  if (!events.some((e) => e.type === 'process.spawn_requested')) return true; // no spawn intent: nothing could start
+  const by = events.findLast((e) => e.type === 'run.abandoned')?.meta.runnerId;
+  const host = runnerHost(run.runnerId);
+  return host !== null && by !== undefined && runnerHost(by) === host;
 }
 
 function existingRun(runtime: Runtime, runId: string): RunView | null {

@@ -92,8 +92,12 @@ export function runNotices(db: Db, runId: string): NoticeView[] {
   return orNone(() => cached<[string], NoticeRow>(db, 'SELECT * FROM notices WHERE run_id = ? ORDER BY requested_at, id').all(runId).map(toView), []);
 }
 
-/** The notice whose `--on-failure` command ran as this run (null: the run is no hook). */
-export function noticeOfHookRun(db: Db, hookRunId: string): NoticeView | null {
-  const row = orNone(() => cached<[string], NoticeRow>(db, 'SELECT * FROM notices WHERE hook_run_id = ?').get(hookRunId), undefined);
+/**
+ * The notice whose `--on-failure` command ran as this run (null: the run is no hook). By its slot,
+ * `hook:<notice>`: a hook run that was replaced (it never started) is that notice's too.
+ */
+export function noticeOfHookRun(db: Db, run: { slot: string }): NoticeView | null {
+  if (!run.slot.startsWith('hook:')) return null;
+  const row = orNone(() => cached<[string], NoticeRow>(db, 'SELECT * FROM notices WHERE id = ?').get(run.slot.slice('hook:'.length)), undefined);
   return row ? toView(row) : null;
 }
