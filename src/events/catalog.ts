@@ -822,9 +822,10 @@ const eventDefinitions = {
       .strict(),
   },
   /**
-   * The `--on-failure` command's run got its id (recorded before that run is claimed). v2: `replaces`, the hook run this one stands in for — a run whose runner stopped before its
-   * process started (abandoned, nothing ran), so the command is run again as a new run; null for
-   * the first claim (every v1 event, upcast below).
+   * The `--on-failure` command's run got its id (recorded before that run is claimed). v2:
+   * `replaces`, the hook run this one stands in for — a run whose runner stopped before its process
+   * started (abandoned, nothing ran), so the command runs again as a new run; null for the first
+   * claim (every v1 event, upcast below).
    */
   'notice.hook_claimed': { v: 2, schema: () => z.object({ hookRunId: z.string().min(1), replaces: z.string().min(1).nullable() }).strict() },
   /** The `--on-failure` command's run ended so. */

@@ -31,7 +31,7 @@ import { newId } from '../ids.js';
 import { runnerHost } from '../host.js';
 import { HeldLease } from '../leases.js';
 import { findLoopRecord, findRun, type LoopRecord, type RunView } from '../queries/loops.js';
-import { loopNotify } from '../queries/notices.js';
+import { HOOK_SLOT, loopNotify } from '../queries/notices.js';
 import type { Runtime } from '../runtime.js';
 
 /** The outcomes `--notify-on` takes. */
@@ -109,7 +109,6 @@ function checkUrl(text: string): string {
 
 // ── hooks are runs ─────────────────────────────────────────────────────────────────────────────
 
-const HOOK_SLOT = 'hook:';
 
 /** Is this the slot of an `--on-failure` command's run? */
 export function isHookSlot(slot: string | null | undefined): boolean {

@@ -87,6 +87,9 @@ export function loopNotify(db: Db, loopId: string): LoopNotify | null {
   return { onFailure: row.on_failure, url: row.url, on };
 }
 
+/** The slot of an `--on-failure` command's run: `hook:<notice id>`. */
+export const HOOK_SLOT = 'hook:';
+
 /** The notices of a run's end, oldest first. */
 export function runNotices(db: Db, runId: string): NoticeView[] {
   return orNone(() => cached<[string], NoticeRow>(db, 'SELECT * FROM notices WHERE run_id = ? ORDER BY requested_at, id').all(runId).map(toView), []);
@@ -97,7 +100,7 @@ export function runNotices(db: Db, runId: string): NoticeView[] {
  * `hook:<notice>`: a hook run that was replaced (it never started) is that notice's too.
  */
 export function noticeOfHookRun(db: Db, run: { slot: string }): NoticeView | null {
-  if (!run.slot.startsWith('hook:')) return null;
-  const row = orNone(() => cached<[string], NoticeRow>(db, 'SELECT * FROM notices WHERE id = ?').get(run.slot.slice('hook:'.length)), undefined);
+  if (!run.slot.startsWith(HOOK_SLOT)) return null;
+  const row = orNone(() => cached<[string], NoticeRow>(db, 'SELECT * FROM notices WHERE id = ?').get(run.slot.slice(HOOK_SLOT.length)), undefined);
   return row ? toView(row) : null;
 }
