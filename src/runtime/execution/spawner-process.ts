@@ -31,7 +31,7 @@
  * starts in tens of milliseconds.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, unlinkSync } from 'node:fs';
+import { closeSync, constants as fsConstants, existsSync, mkdirSync, openSync, unlinkSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { processStartTime } from './process-info.js';
 import type { SpawnerRequest } from './spawner.js';
@@ -104,6 +104,19 @@ function removeCreated(files: string[]): void {
   }
 }
 
+/** Opens `file` to append, noting it in `created` when this made it: one `open` where it is new (as usual). */
+function openOutput(file: string, created: string[]): number {
+  try {
+    const fd = openSync(file, CREATE_NEW, 0o600);
+    created.push(file);
+    return fd;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    return openSync(file, 'a', 0o600);
+  }
+}
+const CREATE_NEW = fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_EXCL;
+
 function start(req: SpawnRequest): void {
   const created: string[] = [];
   let out: number | null = null;
@@ -115,16 +128,15 @@ function start(req: SpawnRequest): void {
         send({ id: req.id, error: `working directory ${req.cwd} does not exist`, code: 'ENOENT' });
         return;
       }
-      if (resolveExecutable(req.check, env.PATH, req.cwd) === null) {
+      if (resolveExecutable(req.check, env.PATH, req.cwd, { remember: true }) === null) {
         send({ id: req.id, error: `command not found: ${req.check}`, code: 'ENOENT' });
         return;
       }
     }
     for (const dir of req.dirs ?? []) mkdirSync(dir, { recursive: true, mode: 0o700 });
     // Files this request creates are removed again if nothing is started (as inline).
-    for (const f of new Set([req.stdout, req.stderr])) if (!existsSync(f)) created.push(f);
-    out = openSync(req.stdout, 'a', 0o600);
-    err = req.stderr === req.stdout ? out : openSync(req.stderr, 'a', 0o600);
+    out = openOutput(req.stdout, created);
+    err = req.stderr === req.stdout ? out : openOutput(req.stderr, created);
     const child = spawn(req.file, req.args, {
       cwd: req.cwd ?? undefined,
       env,
