@@ -7,7 +7,7 @@
 //
 // See docs/PERFORMANCE.md for what each benchmark measures.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { cpuPhrase, cpuSince, fmt, machineInfo, makeTempDir, median, minMax, now, removeTempDir, table, walStats } from './lib.mjs';
@@ -206,6 +206,7 @@ async function benchAppendCpu() {
   const dir = makeTempDir('appendcpu');
   const rt = await L.openRuntime({ dataDir: dir });
   let raw;
+  let floorOne;
   try {
     rt.db.pragma('synchronous = OFF');
     const loop = await L.createCommandLoop(rt, { name: 'bench-append-cpu', command: 'true', shell: false, schedule: { manual: true } });
@@ -220,28 +221,34 @@ async function benchAppendCpu() {
     const { bytes } = rt.db.prepare('SELECT AVG(length(stream_id) + length(type) + length(data) + length(meta) + length(at) + COALESCE(length(state), 0)) AS bytes FROM events WHERE stream_id = ?').get(streamId);
     const payload = 'x'.repeat(Math.round(bytes));
     const rawOne = async () => void insert.run(payload);
+    floorOne = floorAppender(dir, rt.db, streamId);
     for (let i = 0; i < 200; i++) {
       await appendOne();
       await rawOne();
+      await floorOne.appendOne();
     }
     const perRep = cfg.appendBatch * 4;
     const loops = [];
     const base = [];
+    const floor = [];
+    const sides = { loops: appendOne, base: rawOne, floor: floorOne.appendOne };
+    const names = Object.keys(sides);
     for (let r = 0; r < cfg.reps; r++) {
-      let cLoops = 0;
-      let cBase = 0;
+      const cpu = { loops: 0, base: 0, floor: 0 };
       for (let done = 0; done < perRep; done += 100) {
-        for (const side of (r + done / 100) % 2 === 0 ? ['loops', 'base'] : ['base', 'loops']) {
-          const fn = side === 'loops' ? appendOne : rawOne;
+        // Each side in each position in turn (a rotation per chunk and repetition).
+        const k = r + done / 100;
+        for (const side of names.map((_, i) => names[(i + k) % names.length])) {
+          const fn = sides[side];
           const c0 = process.cpuUsage();
           for (let i = 0; i < 100; i++) await fn();
           const c = process.cpuUsage(c0);
-          if (side === 'loops') cLoops += c.user + c.system;
-          else cBase += c.user + c.system;
+          cpu[side] += c.user + c.system;
         }
       }
-      loops.push(cLoops / perRep);
-      base.push(cBase / perRep);
+      loops.push(cpu.loops / perRep);
+      base.push(cpu.base / perRep);
+      floor.push(cpu.floor / perRep);
     }
     const frames = async (db, file, fn) => {
       const pageSize = db.pragma('page_size', { simple: true });
@@ -256,6 +263,8 @@ async function benchAppendCpu() {
     };
     const walLoops = await frames(rt.db, join(dir, 'loops.db-wal'), appendOne);
     const walRaw = await frames(raw, join(dir, 'raw.db-wal'), rawOne);
+    const walFloor = await frames(floorOne.db, join(dir, 'floor', 'loops.db-wal'), floorOne.appendOne);
+    const floorCpu = median(floor);
     return {
       ...result({
         id: 'appendcpu',
@@ -265,15 +274,70 @@ async function benchAppendCpu() {
         goal: { op: '<=', value: 2.5 },
         loops,
         base,
-        detail: `${perRep} appends/rep/side, CPU (user + system) per op, alternating in chunks of 100; both databases synchronous=OFF; WAL frames per append commit: loops ${walLoops.frames.toFixed(2)}, raw ${walRaw.frames.toFixed(2)} (goal <= 3)`,
+        detail:
+          `${perRep} appends/rep/side, CPU (user + system) per op, alternating in chunks of 100; all databases synchronous=OFF; WAL frames per append commit: loops ${walLoops.frames.toFixed(2)}, raw ${walRaw.frames.toFixed(2)} (goal <= 3)\n` +
+          `    floor, the same statements by hand with no loops code (the stream's version read and moved, the event, the loop's row): ${fmt(floorCpu, 'µs')} = ${(floorCpu / median(base)).toFixed(2)}x raw, ${walFloor.frames.toFixed(2)} WAL frames — the ratio loops would have if its code cost nothing`,
       }),
-      walFrames: { loops: walLoops.frames, raw: walRaw.frames, goal: 3 },
+      walFrames: { loops: walLoops.frames, raw: walRaw.frames, floor: walFloor.frames, goal: 3 },
+      floor: { median: floorCpu, samples: floor, ratio: floorCpu / median(base) },
     };
   } finally {
     raw?.close();
+    floorOne?.db.close();
     rt.close();
     removeTempDir(dir);
   }
+}
+
+/**
+ * (a2)'s floor: what loops' SQL for one pause or resume costs with no loops code. A database of the
+ * same schema and settings (made by openRuntime, then opened bare) holding a copy of the bench loop's
+ * row and stream; each append is one transaction with the statements loops runs for it — the
+ * stream's row read (the compare-and-set), its version moved, the event inserted with the bench's
+ * own rows' data, the loop's row updated as the projection does.
+ */
+function floorAppender(dir, source, streamId) {
+  const floorDir = join(dir, 'floor');
+  mkdirSync(floorDir);
+  // The schema: the runtime's own, as its database holds it.
+  const schemaDb = source.prepare("SELECT group_concat(sql, ';\n') AS ddl FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'").get().ddl;
+  const db = new Database(join(floorDir, 'loops.db'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = OFF');
+  db.exec(schemaDb);
+  const loopId = streamId.slice('loop:'.length);
+  const copy = (table, where, value) => {
+    const row = source.prepare(`SELECT * FROM ${table} WHERE ${where} = ?`).get(value);
+    const cols = Object.keys(row);
+    db.prepare(`INSERT INTO ${table} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`).run(...cols.map((c) => row[c]));
+  };
+  copy('loops', 'id', loopId);
+  copy('streams', 'stream_id', streamId);
+  const template = (type) => source.prepare('SELECT * FROM events WHERE stream_id = ? AND type = ? ORDER BY version DESC LIMIT 1').get(streamId, type);
+  const events = [template('loop.paused'), template('loop.resumed')];
+  const readStream = db.prepare('SELECT * FROM streams WHERE stream_id = ?');
+  const move = db.prepare('UPDATE streams SET version = ?, updated_at = ? WHERE stream_id = ? AND version = ?');
+  const insert = db.prepare('INSERT INTO events (position, stream_id, version, type, v, data, meta, at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)');
+  const project = db.prepare('UPDATE loops SET status = ?, reason = ?, next_run_at = ?, updated_at = ? WHERE id = ?');
+  const begin = db.prepare('BEGIN IMMEDIATE');
+  const commit = db.prepare('COMMIT');
+  let n = 0;
+  const appendOne = async () => {
+    const e = events[n++ % 2];
+    const at = new Date().toISOString();
+    begin.run();
+    try {
+      const version = readStream.get(streamId).version;
+      if (move.run(version + 1, at, streamId, version).changes !== 1) throw new Error('floor: stale version');
+      insert.run(null, streamId, version + 1, e.type, e.v, e.data, e.meta, at, e.state);
+      project.run(e.type === 'loop.paused' ? 'paused' : 'active', null, null, at, loopId);
+      commit.run();
+    } catch (error) {
+      if (db.inTransaction) db.exec('ROLLBACK');
+      throw error;
+    }
+  };
+  return { db, appendOne };
 }
 
 function synchronousName(value) {

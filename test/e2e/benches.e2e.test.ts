@@ -35,12 +35,15 @@ describe('benchmarks, quick form', { timeout: BENCH_TIMEOUT_MS }, () => {
   it('bench/run.mjs: append, append CPU (with WAL frames per commit), run and cli figures, each a ratio against its baseline', () => {
     const { status, report, stderr } = bench('run.mjs', ['--quick', '--reps', '1', '--json']);
     expect(status, stderr).toBe(0);
-    const results = report.results as Array<{ id: string; ratio?: number; skipped?: string; walFrames?: { loops: number; raw: number } }>;
+    const results = report.results as Array<{ id: string; ratio?: number; skipped?: string; walFrames?: { loops: number; raw: number; floor: number }; floor?: { ratio: number } }>;
     expect(results.map((r) => r.id)).toEqual(['append', 'appendcpu', 'run', 'cli']);
     for (const r of results) expect(Number.isFinite(r.ratio), `${r.id}: ${r.skipped ?? ''}`).toBe(true);
     const wal = results.find((r) => r.id === 'appendcpu')!.walFrames!;
     expect(wal.loops).toBeGreaterThan(0);
     expect(wal.raw).toBeGreaterThan(0);
+    // The floor (loops' statements by hand) writes what loops writes: the same pages per commit.
+    expect(Math.abs(wal.floor - wal.loops), JSON.stringify(wal)).toBeLessThan(1);
+    expect(Number.isFinite(results.find((r) => r.id === 'appendcpu')!.floor!.ratio)).toBe(true);
   });
 
   it('bench/cold-start.mjs: run-now and list against bare-stack baselines, and the packages each command loads', () => {
