@@ -8,8 +8,9 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { systemClock } from '../../src/runtime/clock.js';
+import { groupAlive } from '../../src/runtime/execution/process-info.js';
 import { GroupTerminator, stopLeftovers } from '../../src/runtime/execution/terminate.js';
 import { isAlive, killGroupIfAlive } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
@@ -49,5 +50,21 @@ describe('GroupTerminator after the leader exited', () => {
     // (under load, after the check). Waited for, bounded, not assumed.
     await waitFor(() => !isAlive(leftover), 2000, `leftover ${leftover} to be killed`);
     expect(isAlive(leftover)).toBe(false);
+  });
+});
+
+describe('groupAlive', () => {
+  it('a live group is alive; a group whose members all ended is gone — found without an exception (the usual end of a run)', async () => {
+    const child = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
+    onTestFinished(() => killGroupIfAlive(child.pid!));
+    expect(groupAlive(child.pid!)).toBe(true);
+    const ended = spawn('true', [], { detached: true, stdio: 'ignore' });
+    await once(ended, 'exit'); // reaped: its group is empty
+    // process.kill throws for a group that is gone (an Error, its stack captured, at every run's
+    // end); groupAlive asks the OS the same question without it.
+    const kill = vi.spyOn(process, 'kill');
+    onTestFinished(() => kill.mockRestore());
+    expect(groupAlive(ended.pid!)).toBe(false);
+    expect(kill).not.toHaveBeenCalled();
   });
 });

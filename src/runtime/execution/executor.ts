@@ -702,7 +702,8 @@ function notFoundHint(error: string | null, shell127: boolean, path: string): st
 function startDir(cwd: string | null): string {
   const dir = resolve(process.cwd(), cwd ?? '.');
   try {
-    return realpathSync(dir);
+    // The C library's realpath: one call, where node's own walks the path with an lstat per part in JS.
+    return realpathSync.native(dir);
   } catch {
     return dir;
   }

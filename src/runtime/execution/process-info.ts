@@ -5,6 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { getSystemErrorName } from 'node:util';
 import { hostId, runnerHost } from '../host.js';
 
 let cachedBootId: string | null | undefined;
@@ -93,13 +94,32 @@ export function isSameProcessAlive(id: ProcessIdentity): boolean {
   return processStartTime(id.pid) === id.startTime;
 }
 
+/**
+ * Node's own `kill` without the exception: `process._kill` is the call `process.kill` makes, which
+ * returns the OS error (0 when sent) and leaves building the exception to its caller. A run's group is
+ * usually gone when its leader ended, so probing it threw — and built an Error with its stack — at the
+ * end of every run. Where a Node lacks it, `process.kill` and its exception.
+ */
+const rawKill = (process as unknown as { _kill?: (pid: number, signal: number) => number })._kill;
+
+/** `kill(pid, 0)`: whether `pid` (a negative one: a process group) exists, and whether it is ours. */
+function probe(pid: number): 'alive' | 'not ours' | 'gone' {
+  if (typeof rawKill === 'function') {
+    const error = rawKill.call(process, pid, 0);
+    return error === 0 ? 'alive' : getSystemErrorName(error) === 'EPERM' ? 'not ours' : 'gone';
+  }
+  try {
+    process.kill(pid, 0);
+    return 'alive';
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM' ? 'not ours' : 'gone';
+  }
+}
+
 /** True while any process in the group is alive. */
 export function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  const found = probe(-pgid);
+  if (found !== 'alive') return found === 'not ours';
   // Zombies count as gone: where PID 1 does not reap orphans, a killed member stays one for good.
   return process.platform !== 'linux' || liveGroupMembers(pgid).length > 0;
 }
