@@ -4,7 +4,7 @@
  * builds first).
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -120,7 +120,9 @@ describe('Spawner: the helper process', () => {
     const req = { args: [], cwd: null, env: { PATH: `${bin}:/usr/bin:/bin` }, stdout: join(dir, 'o'), stderr: join(dir, 'o'), check: 'loops-test-prog' };
     // Not there: refused, and the next lookup looks again.
     await expect(spawner.spawn({ ...req, file: 'loops-test-prog' })).rejects.toMatchObject({ code: 'ENOENT', message: 'command not found: loops-test-prog' });
-    writeFileSync(prog, '#!/bin/sh\nexit 4\n', { mode: 0o755 });
+    // A binary (a copy of false), not a script: once exec'd it needs its file no more.
+    copyFileSync('/bin/false', prog);
+    chmodSync(prog, 0o755);
     const ok = await spawner.spawn({ ...req, stdout: join(dir, 'ok'), stderr: join(dir, 'ok'), file: 'loops-test-prog' });
     // Found a moment ago (milliseconds: the second is far off), removed since: the fork itself
     // fails with ENOENT — not started, as a lookup would have said, and no output file left behind.
@@ -129,7 +131,7 @@ describe('Spawner: the helper process', () => {
     expect(error).toMatchObject({ name: 'SpawnerError', code: 'ENOENT' });
     expect((error as Error).message).not.toBe('command not found: loops-test-prog'); // the fork's, not the lookup's
     expect(existsSync(join(dir, 'o'))).toBe(false);
-    expect(await ok.exit).toMatchObject({ code: 4 });
+    expect(await ok.exit).toMatchObject({ code: 1 });
   });
 
   it('a missing program or working directory is a SpawnerError with the OS code; the helper goes on', async () => {
