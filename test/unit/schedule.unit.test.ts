@@ -408,6 +408,9 @@ describe('describeSchedule', () => {
 describe('validateTimeZone', () => {
   it('records the canonical spelling of a zone', () => {
     expect(validateTimeZone('europe/berlin')).toBe('Europe/Berlin');
+    expect(validateTimeZone('europe/berlin')).toBe('Europe/Berlin'); // remembered: the same again
+    expect(() => validateTimeZone('Mars/Olympus')).toThrow(/unknown time zone/);
+    expect(() => validateTimeZone('Mars/Olympus')).toThrow(/unknown time zone/); // never remembered
     const { schedule, timing: t } = buildSchedule({ cron: '0 3 * * *', tz: 'america/new_york' }, Date.parse('2026-06-15T10:00:00Z'));
     expect(schedule).toMatchObject({ kind: 'cron', tz: 'America/New_York' });
     expect(t.tz).toBe('America/New_York');
