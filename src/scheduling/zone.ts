@@ -63,12 +63,15 @@ export function wallToUtc(wall: number, tz: string): number {
 }
 
 /** True when `tz` is an IANA zone this platform knows. */
-export function isValidTimeZone(tz: string): boolean {
+/**
+ * The zone as Intl spells it (`europe/berlin` → `Europe/Berlin`), from the zone's cached formatter —
+ * building one per loop created cost 0.05–0.4 ms here; null when `tz` is not a zone.
+ */
+export function canonicalTimeZone(tz: string): string | null {
   try {
-    formatter(tz);
-    return true;
+    return formatter(tz).resolvedOptions().timeZone;
   } catch {
-    return false;
+    return null;
   }
 }
 

@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { formatInZone, isValidTimeZone, offsetOf, utcToWall, wallToUtc } from '../../src/scheduling/zone.js';
+import { canonicalTimeZone, formatInZone, offsetOf, utcToWall, wallToUtc } from '../../src/scheduling/zone.js';
 
 const MIN = 60_000;
 const HOUR = 3_600_000;
@@ -263,12 +263,13 @@ describe('wallToUtc', () => {
   });
 });
 
-describe('isValidTimeZone / formatInZone', () => {
+describe('canonicalTimeZone / formatInZone', () => {
   it('knows IANA zones and rejects others', () => {
-    for (const tz of ZONES) expect(isValidTimeZone(tz)).toBe(true);
-    expect(isValidTimeZone('Mars/Olympus')).toBe(false);
-    expect(isValidTimeZone('')).toBe(false);
-    expect(isValidTimeZone('Europe/Berlin ')).toBe(false);
+    for (const tz of ZONES) expect(canonicalTimeZone(tz)).not.toBeNull();
+    expect(canonicalTimeZone('europe/berlin')).toBe('Europe/Berlin');
+    expect(canonicalTimeZone('Mars/Olympus')).toBeNull();
+    expect(canonicalTimeZone('')).toBeNull();
+    expect(canonicalTimeZone('Europe/Berlin ')).toBeNull();
   });
 
   it('renders the wall time in the zone', () => {
