@@ -15,7 +15,7 @@
 //   floor     the writes loops makes for one run, by hand, with no loops code: the rows of a run loops
 //             recorded, copied under new ids into a database of the same schema and settings, in
 //             the same three transactions — claim (stream row, run.claimed and process.spawn_requested,
-//             the loop_runs row, the lease), spawned (the stream's version read and moved, the event,
+//             the loop_runs row, the lease), spawned (the stream's version moved from the one expected, the event,
 //             the run's row), exited (the same, and the lease released). What the design's own SQL
 //             costs: the ratio loops could reach if its code cost nothing.
 //   All: WAL, the loops log's own `synchronous` (FULL) — plainjob sets NORMAL itself, so it is set
@@ -142,7 +142,6 @@ function floorRunner() {
   if (events.length !== 4 || !row) throw new Error(`the template run ${last} has ${events.length} events`);
   const s = {
     stream: floorDb.prepare("INSERT INTO streams (stream_id, kind, version, machine_id, machine_version, created_at, updated_at) VALUES (?, 'run', ?, 'loops.run', 1, ?, ?)"),
-    version: floorDb.prepare('SELECT version FROM streams WHERE stream_id = ?'),
     move: floorDb.prepare('UPDATE streams SET version = ?, updated_at = ? WHERE stream_id = ? AND version = ?'),
     event: floorDb.prepare('INSERT INTO events (stream_id, version, type, v, data, meta, at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
     run: floorDb.prepare(`INSERT INTO loop_runs (claimed_position, id, loop_id, loop_name, slot, scheduled_for, attempt, trigger, status, target, runner_id, claimed_at, updated_at)
@@ -165,9 +164,9 @@ function floorRunner() {
     }
   };
   const append = (stream, e, version) => s.event.run(stream, version, e.type, e.v, e.data, e.meta, new Date().toISOString(), e.state).lastInsertRowid;
+  // As the log does it: the update is the compare (the version expected is known).
   const cas = (stream, version, at) => {
-    if (s.version.get(stream).version !== version - 1) throw new Error('floor: stale version');
-    s.move.run(version, at, stream, version - 1);
+    if (s.move.run(version, at, stream, version - 1).changes !== 1) throw new Error('floor: stale version');
   };
   let n = 0;
   return async () => {

@@ -276,7 +276,7 @@ async function benchAppendCpu() {
         base,
         detail:
           `${perRep} appends/rep/side, CPU (user + system) per op, alternating in chunks of 100; all databases synchronous=OFF; WAL frames per append commit: loops ${walLoops.frames.toFixed(2)}, raw ${walRaw.frames.toFixed(2)} (goal <= 3)\n` +
-          `    floor, the same statements by hand with no loops code (the stream's version read and moved, the event, the loop's row): ${fmt(floorCpu, 'µs')} = ${(floorCpu / median(base)).toFixed(2)}x raw, ${walFloor.frames.toFixed(2)} WAL frames — the ratio loops would have if its code cost nothing`,
+          `    floor, the same statements by hand with no loops code (the stream's version moved, the event, the loop's row): ${fmt(floorCpu, 'µs')} = ${(floorCpu / median(base)).toFixed(2)}x raw, ${walFloor.frames.toFixed(2)} WAL frames — the ratio loops would have if its code cost nothing`,
       }),
       walFrames: { loops: walLoops.frames, raw: walRaw.frames, floor: walFloor.frames, goal: 3 },
       floor: { median: floorCpu, samples: floor, ratio: floorCpu / median(base) },
@@ -293,7 +293,7 @@ async function benchAppendCpu() {
  * (a2)'s floor: what loops' SQL for one pause or resume costs with no loops code. A database of the
  * same schema and settings (made by openRuntime, then opened bare) holding a copy of the bench loop's
  * row and stream; each append is one transaction with the statements loops runs for it — the
- * stream's row read (the compare-and-set), its version moved, the event inserted with the bench's
+ * stream's version moved from the one expected (the compare-and-set), the event inserted with the bench's
  * own rows' data, the loop's row updated as the projection does.
  */
 function floorAppender(dir, source, streamId) {
@@ -322,14 +322,16 @@ function floorAppender(dir, source, streamId) {
   const begin = db.prepare('BEGIN IMMEDIATE');
   const commit = db.prepare('COMMIT');
   let n = 0;
+  // Like the log, the appender knows the version it expects; the compare is the update itself.
+  let version = readStream.get(streamId).version;
   const appendOne = async () => {
     const e = events[n++ % 2];
     const at = new Date().toISOString();
     begin.run();
     try {
-      const version = readStream.get(streamId).version;
       if (move.run(version + 1, at, streamId, version).changes !== 1) throw new Error('floor: stale version');
-      insert.run(null, streamId, version + 1, e.type, e.v, e.data, e.meta, at, e.state);
+      version += 1;
+      insert.run(null, streamId, version, e.type, e.v, e.data, e.meta, at, e.state);
       project.run(e.type === 'loop.paused' ? 'paused' : 'active', null, null, at, loopId);
       commit.run();
     } catch (error) {

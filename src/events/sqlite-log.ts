@@ -602,18 +602,18 @@ export class SqliteEventLog implements EventStore {
   /**
    * The compare-and-set on a stream's version, shared by this log's appends and `appendStored`: the
    * stream must be at `expected` (0: not exist yet), and is moved to `next`, updated `updatedAt`; a
-   * new stream's row is made from `create()` (asked only then).
+   * new stream's row is made from `create()` (asked only then). Moving an existing stream is one
+   * statement, the write itself the compare; the row is read only to say what it was instead.
    */
   private advanceStream(streamId: string, expected: number, next: number, updatedAt: string, create: () => NewStreamRow): void {
-    const stream = this.selectStream.get(streamId);
-    const actual = stream?.version ?? 0;
-    if (actual !== expected) throw new ConcurrencyConflictError(streamId, expected, actual);
-    if (!stream) {
-      const row = create();
-      this.insertStream.run(streamId, row.kind, next, row.machineId, row.machineVersion, row.createdAt, updatedAt);
-    } else if (this.bumpStream.run(next, updatedAt, streamId, actual).changes !== 1) {
-      throw new ConcurrencyConflictError(streamId, expected, actual);
+    if (expected > 0) {
+      if (this.bumpStream.run(next, updatedAt, streamId, expected).changes === 1) return;
+      throw new ConcurrencyConflictError(streamId, expected, this.selectStream.get(streamId)?.version ?? 0);
     }
+    const actual = this.selectStream.get(streamId)?.version ?? 0;
+    if (actual !== 0) throw new ConcurrencyConflictError(streamId, expected, actual);
+    const row = create();
+    this.insertStream.run(streamId, row.kind, next, row.machineId, row.machineVersion, row.createdAt, updatedAt);
   }
 
   /** One event's row (its position null: the next rowid); returns its position. */
