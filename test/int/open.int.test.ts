@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { chmodSync, existsSync, mkdirSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readlinkSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LOG_FORMAT_VERSION, openDatabase } from '../../src/events/db.js';
@@ -52,6 +52,49 @@ describe('opening a data directory', () => {
       expect(staleProjections(runtime.db)).toEqual([]);
     } finally {
       runtime.close();
+    }
+  });
+
+  // SQLite keeps what a savepoint would restore in memory up to 64 KiB, then in a temporary file
+  // it creates, writes page by page and deletes (named etilqs_*); the log's group commit opens a
+  // savepoint per append. The file shows as an open descriptor while the transaction runs.
+  it.runIf(existsSync('/proc/self/fd'))('keeps a savepoint\'s journal in memory, never in a temporary file', () => {
+    const openTempFiles = () =>
+      readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return /etilqs_/.test(readlinkSync(`/proc/self/fd/${fd}`));
+        } catch {
+          return false;
+        }
+      }).length;
+    const duringSavepoint = (db: Database.Database) => {
+      db.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, pad TEXT NOT NULL)');
+      const insert = db.prepare('INSERT INTO scratch (pad) VALUES (?)');
+      db.transaction(() => {
+        for (let i = 0; i < 400; i++) insert.run('x'.repeat(500));
+      })();
+      db.exec('BEGIN IMMEDIATE');
+      db.exec('SAVEPOINT s');
+      // ~50 pages changed inside the savepoint: past the 64 KiB kept in memory by default.
+      db.exec('UPDATE scratch SET pad = upper(pad)');
+      const open = openTempFiles();
+      db.exec('ROLLBACK');
+      return open;
+    };
+    const dir = tempDir();
+    // The check can fail: a connection with SQLite's default settings makes the file.
+    const plain = new Database(join(dir, 'plain.db'));
+    plain.pragma('journal_mode = WAL');
+    try {
+      expect(duringSavepoint(plain)).toBeGreaterThan(0);
+    } finally {
+      plain.close();
+    }
+    const db = openDatabase(join(dir, 'loops.db'));
+    try {
+      expect(duringSavepoint(db)).toBe(0);
+    } finally {
+      db.close();
     }
   });
 
