@@ -606,7 +606,7 @@ export class SqliteEventLog implements EventStore {
    * statement, the write itself the compare; the row is read only to say what it was instead.
    */
   private advanceStream(streamId: string, expected: number, next: number, updatedAt: string, create: () => NewStreamRow): void {
-    if (expected > 0) {
+    if (expected !== 0) {
       if (this.bumpStream.run(next, updatedAt, streamId, expected).changes === 1) return;
       throw new ConcurrencyConflictError(streamId, expected, this.selectStream.get(streamId)?.version ?? 0);
     }
