@@ -315,11 +315,12 @@ describe.skipIf(!havePg)('replica of a PostgreSQL log', () => {
     const pg = await pgLog(schemas).open();
     // Not following: nothing but the store's own catching up brings the events in.
     const replica = await openReplica({ file: join(tempDir('loops-replica-'), 'replica.db'), source: pg.events, follow: false });
-    const store: EventStore = new ReplicatedEventStore(pg.events, replica);
 
-    // Straight to PostgreSQL, the replica does not have it.
+    // Straight to PostgreSQL, the replica does not have it. (Checked before the store exists: the
+    // store relays every source event, this one too, and catches the replica up to it.)
     await pg.events.append('loop:loop_0', [created('loop_0', 'behind')], { expectedVersion: 0, kind: 'loop' });
     expect(loopName(replica.db, 'loop_0')).toBeUndefined();
+    const store: EventStore = new ReplicatedEventStore(pg.events, replica);
 
     const one = await store.append('loop:loop_1', [created('loop_1', 'mine')], { expectedVersion: 0, kind: 'loop', machine: { id: 'loops.loop', version: 1 } });
     expect(loopName(replica.db, 'loop_1')).toBe('mine');
