@@ -527,7 +527,12 @@ describe('a runner dies in the middle of executeRun', () => {
       trigger: 'manual',
     });
     running.catch(() => undefined);
-    const event = await spawned;
+    // A run that ends without its process recorded (a spawn that failed) says how, instead of
+    // leaving the wait for process.spawned to the test's timeout.
+    const ended = running.then((run) => {
+      throw new Error(`the run ended before its process was recorded: ${run?.status} (${run?.error ?? 'no error'})`);
+    });
+    const event = await Promise.race([spawned, ended]);
     const runId = event.streamId.slice('run:'.length);
     const { pid, pgid } = event.data as { pid: number; pgid: number };
     onTestFinished(() => killGroupIfAlive(pgid));
