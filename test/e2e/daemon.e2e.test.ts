@@ -331,6 +331,8 @@ describe('the spawner helper ends when the daemon is idle and starts again for a
     const helper = spawnerHelperOf(pid);
     expect(helper).not.toBeNull();
     expect(procStat(run.pid!)!.ppid).toBe(helper);
+    // The state file follows within its write interval (250 ms).
+    await waitFor(() => status(s).view.spawner?.pid === helper, 10_000, `status to show helper ${helper}`);
     expect(status(s).view.spawner).toMatchObject({ mode: 'helper', pid: helper });
     writeFileSync(go, '');
     await waitForRuns(s, 'late', (l) => l.find((r) => r.id === run.id)!.status === 'succeeded', 15_000, 'the run to succeed');

@@ -13,7 +13,7 @@
  * Runs are awaited through `onRun` / `log.events$`. Leases are read through the lease store.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { filter, firstValueFrom, take, toArray } from 'rxjs';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -38,7 +38,11 @@ const T0 = Date.parse('2026-01-01T00:00:00.000Z');
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** Lets pending continuations (a state file written at the end of a turn) run: a yield, not a sleep. */
-const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** The daemon's state file once it says what the daemon knows now (it is rewritten at most every 250 ms). */
+async function stateOf(daemon: Daemon, runtime: Runtime) {
+  await daemon.stateSaved();
+  return readDaemonState(runtime.dataDir);
+}
 
 /**
  * Advances the simulated clock by `ms`, `step` at a time, the daemon asleep before and after every
@@ -162,7 +166,7 @@ describe('Daemon: firing on the simulated clock', () => {
     await daemon.asleep();
     expect(existsSync(pidFile(runtime.dataDir))).toBe(true);
     expect(runningDaemon(runtime.dataDir)).toMatchObject({ pid: process.pid, runnerId: runtime.runnerId });
-    expect(readDaemonState(runtime.dataDir)).toMatchObject({ passes: 1, nextFireAt: iso(T0 + MIN), activeRuns: 0 });
+    expect(await stateOf(daemon, runtime)).toMatchObject({ passes: 1, nextFireAt: iso(T0 + MIN), activeRuns: 0 });
 
     // 59 s in: nothing decided yet.
     await advance(clock, daemon, 59 * SEC);
@@ -197,16 +201,16 @@ describe('Daemon: firing on the simulated clock', () => {
     await daemon.start();
     await daemon.asleep();
     // No loops: the daemon sleeps the longest allowed (30 s), watching the log every second.
-    expect(readDaemonState(runtime.dataDir)).toMatchObject({ passes: 1, nextFireAt: null });
+    expect(await stateOf(daemon, runtime)).toMatchObject({ passes: 1, nextFireAt: null });
     await advance(clock, daemon, 5 * SEC);
-    expect(readDaemonState(runtime.dataDir)!.passes).toBe(1);
+    expect((await stateOf(daemon, runtime))!.passes).toBe(1);
 
     const cli = await otherRuntime(runtime, clock);
     const created = await everyLoop(cli, 'late', '10s'); // at T0+5s: due at T0+15s
     expect(created.nextRunAt).toBe(iso(T0 + 15 * SEC));
     // One watch interval later the daemon has re-planned: the new loop is its next fire time.
     await advance(clock, daemon, SEC);
-    expect(readDaemonState(runtime.dataDir)).toMatchObject({ passes: 2, nextFireAt: iso(T0 + 15 * SEC) });
+    expect(await stateOf(daemon, runtime)).toMatchObject({ passes: 2, nextFireAt: iso(T0 + 15 * SEC) });
 
     await advance(clock, daemon, 9 * SEC);
     const [first] = await runs.count(1);
@@ -215,7 +219,7 @@ describe('Daemon: firing on the simulated clock', () => {
     // Created through the daemon's own runtime: noticed the same way.
     const own = await everyLoop(runtime, 'own', '3s'); // at T0+15s: due at T0+18s
     await advance(clock, daemon, SEC);
-    expect(readDaemonState(runtime.dataDir)!.nextFireAt).toBe(iso(T0 + 18 * SEC));
+    expect((await stateOf(daemon, runtime))!.nextFireAt).toBe(iso(T0 + 18 * SEC));
     await advance(clock, daemon, 2 * SEC);
     const all = await runs.count(2);
     expect(all[1]).toMatchObject({ loopId: own.id, status: 'succeeded', slot: iso(T0 + 18 * SEC) });
@@ -335,7 +339,7 @@ describe('Daemon: concurrency', () => {
     expect(decisions(runtime, b.id).map((r) => r.decision)).toEqual(['fired']);
     const [spawned] = await firstSpawn;
     // One running, one queued (the daemon writes its state as runs start).
-    expect(readDaemonState(runtime.dataDir)).toMatchObject({ activeRuns: 1, queuedRuns: 1 });
+    expect(await stateOf(daemon, runtime)).toMatchObject({ activeRuns: 1, queuedRuns: 1 });
     const statuses = runtime.db.prepare("SELECT status FROM loop_runs ORDER BY claimed_position").all() as Array<{ status: string }>;
     expect(statuses.map((s) => s.status)).toEqual(['running']);
 
@@ -345,11 +349,34 @@ describe('Daemon: concurrency', () => {
     expect(done[0]!.id).toBe(spawned!.streamId.slice('run:'.length));
     const [first, second] = await Promise.all(done.map((r) => processSpan(runtime, r.id)));
     expect(second!.spawned).toBeGreaterThan(first!.exited);
-    // The status file is written once at the end of the turn in which runs start or end.
-    await flush();
-    expect(readDaemonState(runtime.dataDir)).toMatchObject({ activeRuns: 0, queuedRuns: 0 });
+    // The status file follows within its write interval once runs start or end.
+    expect(await stateOf(daemon, runtime)).toMatchObject({ activeRuns: 0, queuedRuns: 0 });
     await daemon.stop();
     expectLogConsistent(runtime);
+  });
+
+  it('the state file is rewritten at most once per interval: runs ending one by one within it are written together, stop writes at once', async () => {
+    // An interval no test outlasts: whatever the machine's speed, nothing in between is written.
+    const { clock, runtime, runs, daemon } = await setup({ concurrency: 4, stateIntervalMs: 3_600_000 });
+    const file = join(runtime.dataDir, 'daemon-state.json');
+    for (const name of ['a', 'b', 'c']) await everyLoop(runtime, name, '1m');
+    await daemon.start();
+    await daemon.asleep();
+    // Written at start (passes 0); the first pass and everything after it wait for the interval.
+    const written = statSync(file).ino;
+    expect(readDaemonState(runtime.dataDir)).toMatchObject({ passes: 0, activeRuns: 0 });
+    await advance(clock, daemon, MIN);
+    expect((await runs.count(3)).map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    expect(statSync(file).ino).toBe(written);
+    expect(readDaemonState(runtime.dataDir)).toMatchObject({ passes: 0 });
+    let saved = false;
+    void daemon.stateSaved().then(() => (saved = true));
+    await daemon.stop();
+    // Stopping writes what the daemon knows, and answers whoever waited for it.
+    expect(saved).toBe(true);
+    const final = readDaemonState(runtime.dataDir)!;
+    expect(final).toMatchObject({ activeRuns: 0, queuedRuns: 0 });
+    expect(final.passes).toBeGreaterThanOrEqual(2); // the start's, the slot's (and one after the runs ended)
   });
 
   it('concurrency 2: the same two loops run at the same time', async () => {
@@ -362,7 +389,7 @@ describe('Daemon: concurrency', () => {
     const bothSpawned = nextEvents(runtime, 'process.spawned', 2);
     await advance(clock, daemon, MIN);
     await bothSpawned; // both processes are up while neither can have exited (the gate is shut)
-    expect(readDaemonState(runtime.dataDir)).toMatchObject({ activeRuns: 2, queuedRuns: 0 });
+    expect(await stateOf(daemon, runtime)).toMatchObject({ activeRuns: 2, queuedRuns: 0 });
     writeFileSync(gate, '');
     const done = await runs.count(2);
     const [x, y] = await Promise.all(done.map((r) => processSpan(runtime, r.id)));
@@ -441,7 +468,7 @@ describe('Daemon: stop and exclusivity', () => {
     expect(await leases(runtime)).toEqual([]);
     expect(existsSync(pidFile(runtime.dataDir))).toBe(false);
     expect(runningDaemon(runtime.dataDir)).toBeNull();
-    expect(readDaemonState(runtime.dataDir)).toMatchObject({ activeRuns: 0, queuedRuns: 0 });
+    expect(await stateOf(daemon, runtime)).toMatchObject({ activeRuns: 0, queuedRuns: 0 });
     await daemon.done;
 
     // Stopped: advancing the clock decides nothing more.
