@@ -161,10 +161,16 @@ export function openDatabase(file: string, options: OpenOptions = {}): Db {
  * A database loops did not make (format 0, but tables in it) is never written into: above all the
  * predecessor's (`@hasna/loops` keeps `loops.db` in the directory its own LOOPS_DATA_DIR names, so
  * a user who kept that variable points loops at it).
+ *
+ * Called once `user_version` read 0. Another loops process may have created the database since
+ * (`loops daemon start` and `loops create` run at once on a new data directory): it creates the
+ * tables and sets the format in one transaction, so tables seen now with the format still 0 are
+ * foreign — the format is read again after the tables, never trusted from before them.
  */
-function refuseForeign(db: Db, file: string): void {
+export function refuseForeign(db: Db, file: string): void {
   const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>).map((r) => r.name);
   if (tables.length === 0) return;
+  if ((db.pragma('user_version', { simple: true }) as number) !== 0) return;
   db.close();
   if (tables.includes('daemon_lease') && tables.includes('loop_runs')) {
     throw new FormatVersionError(`${file} is a database of @hasna/loops (the predecessor), not of loops: loops keeps its own and never writes into it`, {

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readlinkSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LOG_FORMAT_VERSION, openDatabase } from '../../src/events/db.js';
+import { LOG_FORMAT_VERSION, openDatabase, refuseForeign } from '../../src/events/db.js';
 import { FormatVersionError } from '../../src/events/errors.js';
 import { createCommandLoop } from '../../src/runtime/loops/commands.js';
 import { openRuntime } from '../../src/runtime/runtime.js';
@@ -110,6 +110,29 @@ describe('opening a data directory', () => {
     } finally {
       second.close();
     }
+  });
+
+  it('two processes opening a new data directory at once: the one that read the format before the other created the tables still opens it', () => {
+    // `loops daemon start` and `loops create` at once on a new directory (CI saw the create fail with
+    // "is not a loops database"): one read the format (0, nothing there yet), the other then created
+    // the tables and the format in one transaction, and the first found those tables.
+    const file = databaseFile(join(tempDir(), 'data'));
+    mkdirSync(join(file, '..'), { recursive: true });
+    const first = new Database(file);
+    try {
+      expect(first.pragma('user_version', { simple: true })).toBe(0);
+      openDatabase(file).close(); // the other process: tables and format, committed
+      expect(() => refuseForeign(first, file)).not.toThrow();
+      expect(first.open).toBe(true);
+    } finally {
+      first.close();
+    }
+    // A database whose tables came with no format is still refused, and nothing is written into it.
+    const foreignFile = join(tempDir(), 'foreign.db');
+    const foreign = new Database(foreignFile);
+    foreign.exec('CREATE TABLE events (id INTEGER PRIMARY KEY)');
+    expect(() => refuseForeign(foreign, foreignFile)).toThrow(/is not a loops database \(it holds tables loops did not make: events\)/);
+    expect(() => openDatabase(foreignFile)).toThrow(FormatVersionError);
   });
 
   it('refuses a database written by a newer log format with FormatVersionError', async () => {
