@@ -11,7 +11,9 @@
 //     the daemon stamps when it learns the process runs), p50 / p99; against 100 bare spawns of
 //     `true` (child_process.spawn) from one timer in a plain node process, each from the timer's
 //     scheduled instant to its 'spawn' event, run just before each row. Goal: p99 ratio <= 1.5 at
-//     concurrency 100.
+//     concurrency 100. Beside each row, what it is made of: the spawner helper alone (the daemon's
+//     fork path, through the same Spawner, warm) asked for the same spawns at once, each with a run's
+//     files (directory, stdout, stderr, exit-status) and without, p99 from request to pid reply.
 //   - CPU per run in a burst: the real daemon at --concurrency 100, 100 loops due together every 3 s
 //     (--quick: 20, 2 bursts); the first burst is skipped (a fresh daemon's code is cold), then the CPU of the
 //     daemon and of its spawner helper (utime + stime from /proc, 10 ms ticks) over the next 4 bursts,
@@ -68,6 +70,7 @@ const root = resolve(fileURLToPath(import.meta.url), '..', '..');
 const BIN = join(root, 'dist', 'cli', 'main.js');
 const { Daemon, createCommandLoop, openRuntime } = await import(pathToFileURL(join(root, 'dist', 'index.js')).href);
 const { default: Database } = await import('better-sqlite3');
+const { Spawner } = await import(pathToFileURL(join(root, 'dist', 'runtime', 'execution', 'spawner.js')).href);
 
 const pct = (a, p) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.floor((a.length * p) / 100))];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -255,6 +258,42 @@ async function bareSpawns(n) {
   return late;
 }
 
+/**
+ * The daemon's own fork path without the daemon: `n` spawns of `true` asked of the spawner helper
+ * at once, through the runner's side of it (Spawner, as the daemon does, the helper warm), each
+ * timed from the request to its pid reply. `files`: each with what a run has — its directory
+ * made, stdout, stderr and exit-status files created (as the daemon's requests); else
+ * /dev/null and nothing made, the helper's protocol and fork alone. What the lateness rows are
+ * made of: bare fork train → the helper's → the daemon's.
+ */
+async function helperTrain(n, files) {
+  const dir = makeTempDir('daemon-helper');
+  const spawner = new Spawner({ idleMs: 60_000 });
+  // An idle helper does not hold the event loop open (the runner's other work does, in a daemon).
+  const alive = setInterval(() => undefined, 1000);
+  try {
+    await spawner.ready();
+    const t = performance.now();
+    const late = await Promise.all(
+      Array.from({ length: n }, async (_, i) => {
+        const run = join(dir, 'runs', `run_${i}`);
+        const where = files
+          ? { dirs: [run], stdout: join(run, 'stdout.log'), stderr: join(run, 'stderr.log'), status: join(run, 'exit-status') }
+          : { stdout: '/dev/null', stderr: '/dev/null' };
+        const spawned = await spawner.spawn({ file: 'true', args: [], cwd: null, env: { LOOPS_RUN_ID: `run_${i}` }, check: 'true', ...where });
+        const at = performance.now() - t;
+        await spawned.exit;
+        return at;
+      }),
+    );
+    return late;
+  } finally {
+    clearInterval(alive);
+    spawner.close();
+    removeTempDir(dir);
+  }
+}
+
 /** utime + stime of a process, ms (0 once it is gone). */
 function cpuMsOf(pid) {
   try {
@@ -343,8 +382,9 @@ for (const concurrency of only.has('lateness') ? concurrencies : []) {
   for (let r = 1; r <= reps; r++) {
     say(`lateness, concurrency ${concurrency}${reps > 1 ? `, row ${r}/${reps}` : ''} …`);
     const base = await bareSpawns(due);
+    const helper = { files: pct(await helperTrain(due, true), 99), bare: pct(await helperTrain(due, false), 99) };
     const loops = await daemonLateness(concurrency, due);
-    rows.push({ ...loops, baseline: { p50: pct(base, 50), p99: pct(base, 99) }, ratio: loops.p99 / pct(base, 99) });
+    rows.push({ ...loops, baseline: { p50: pct(base, 50), p99: pct(base, 99) }, helper, ratio: loops.p99 / pct(base, 99) });
   }
   const mid = (f) => median(rows.map(f));
   lateness.push({
@@ -354,6 +394,8 @@ for (const concurrency of only.has('lateness') ? concurrencies : []) {
     p50: mid((x) => x.p50),
     p99: mid((x) => x.p99),
     baseline: { p50: mid((x) => x.baseline.p50), p99: mid((x) => x.baseline.p99) },
+    // The spawner helper alone, the same spawns at once: p99 with a run's files, and without.
+    helper: { p99: mid((x) => x.helper.files), p99NoFiles: mid((x) => x.helper.bare) },
     ratio: mid((x) => x.ratio),
     ratios: rows.map((x) => x.ratio),
   });
@@ -417,6 +459,10 @@ if (asJson) {
       `${l.p50.toFixed(0)} / ${l.p99.toFixed(0)} (${l.baseline.p50.toFixed(0)} / ${l.baseline.p99.toFixed(0)}) ms = ${l.ratio.toFixed(2)}x`,
       l.concurrency === 100 ? 'p99 <= 1.5x bare' : 'info',
       l.n !== l.due ? false : l.concurrency === 100 ? l.ratio <= 1.5 : null,
+    );
+    console.log(
+      `  (the spawner helper alone, the same ${l.due} asked at once: p99 ${l.helper.p99.toFixed(0)} ms with a run's files = ${(l.helper.p99 / l.baseline.p99).toFixed(2)}x bare, ` +
+        `${l.helper.p99NoFiles.toFixed(0)} ms without = ${(l.helper.p99NoFiles / l.baseline.p99).toFixed(2)}x; the daemon's p99 is ${(l.p99 / l.helper.p99).toFixed(2)}x the helper's)`,
     );
     if (l.n !== l.due) console.log(`  (only ${l.n} of ${l.due} runs spawned within 30 s)`);
     if (reps > 1) console.log(`  (median of ${reps} rows; the rows' ratios ${l.ratios.map((x) => x.toFixed(2)).join(', ')})`);
